@@ -1,0 +1,1 @@
+"""Pyomo formulations, one module per problem (build -> model, extract -> plan). Filled by the MILP issues."""

@@ -1,0 +1,54 @@
+"""The ``optfleet`` command line: solve, validate, catalog.
+
+Exit codes: 0 success; 1 a valid problem with no feasible plan; 2 bad input
+(one line naming the field and value on stderr, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from optfleet.cli.commands import catalog_command, solve_command, validate_command
+from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, InfeasibleError, InputError
+from optfleet.heuristics import FLEET_METHODS
+from optfleet.instance.presets import PRESETS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="optfleet", description="Exact models and literature heuristics for LLM fleets and caches.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    solve = sub.add_parser("solve", help="solve an instance file and compare every baseline")
+    solve.add_argument("file", type=Path, help="instance file (YAML or JSON)")
+    solve.add_argument("--method", choices=sorted(FLEET_METHODS), default=None, help="method to run (default: the instance's solve.method, else sweep)")
+    solve.add_argument("--preset", choices=sorted(PRESETS), default=None, help="service-model preset, overriding the instance's")
+    solve.add_argument("--json", action="store_true", help="print a machine-readable result instead of tables")
+    solve.add_argument("--out", type=Path, default=None, help="folder to write result.json, plan.json, report.txt (and candidates.csv for the sweep)")
+
+    validate = sub.add_parser("validate", help="check an instance file and summarise it")
+    validate.add_argument("file", type=Path)
+    validate.add_argument("--preset", choices=sorted(PRESETS), default=None)
+
+    catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources")
+    catalog.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "solve":
+            return solve_command(args)
+        if args.command == "validate":
+            return validate_command(args)
+        return catalog_command(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except InfeasibleError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INFEASIBLE
+

@@ -1,0 +1,75 @@
+"""Implementations of the CLI sub-commands (argument parsing lives in __init__)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK
+from optfleet.fleet.problem import FleetProblem, prepare
+from optfleet.hardware import catalog_rows
+from optfleet.heuristics.sweep import sweep
+from optfleet.instance import load_instance
+from optfleet.report.fleet_text import render_run
+from optfleet.runs import FleetRun, run_fleet, run_to_dict
+
+
+def _dump(data: object) -> str:
+    return json.dumps(data, indent=2, default=float)
+
+
+def solve_command(args: argparse.Namespace) -> int:
+    loaded = load_instance(args.file, preset=args.preset)
+    problem = prepare(loaded)
+    method = args.method or loaded.spec.solve.method
+    run = run_fleet(problem, method)
+    result = run_to_dict(run)
+    text = render_run(run)
+    print(_dump(result) if args.json else text)
+    if args.out is not None:
+        _write_outputs(args.out, problem, run, result, text)
+    return EXIT_OK if run.main.evaluation is not None else EXIT_INFEASIBLE
+
+
+def _write_outputs(folder: Path, problem: FleetProblem, run: FleetRun, result: dict, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(_dump(result) + "\n")
+    (folder / "report.txt").write_text(text + "\n")
+    if run.main.evaluation is not None:
+        (folder / "plan.json").write_text(_dump(run.main.evaluation.plan.to_dict()) + "\n")
+    if run.chosen == "sweep":
+        sweep(problem).candidates.to_csv(folder / "candidates.csv", index=False)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    loaded = load_instance(args.file, preset=args.preset)
+    problem = prepare(loaded)
+    mix = problem.mix
+    long_pool = problem.pool(problem.long_window_tokens)
+    print(f"{args.file}: valid {loaded.spec.kind} instance '{problem.name}' (preset {loaded.spec.preset})")
+    print(f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
+          f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens")
+    print(f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots/GPU at the long window {problem.long_window_tokens}, "
+          f"${long_pool.cost_per_gpu_hour:g}/instance-hour")
+    print(f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
+          f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}")
+    return EXIT_OK
+
+
+def catalog_command(args: argparse.Namespace) -> int:
+    rows = catalog_rows()
+    if args.json:
+        print(_dump(rows))
+        return EXIT_OK
+    for kind in ("gpu", "model"):
+        frame = pd.DataFrame([r for r in rows if r["kind"] == kind]).drop(columns=["kind"])
+        print(f"{kind.upper()}S")
+        print(frame.drop(columns=["source"]).to_string(index=False, float_format=lambda v: f"{v:g}"))
+        print("sources:")
+        for name, source in zip(frame["name"], frame["source"], strict=True):
+            print(f"  {name}: {source}")
+        print()
+    return EXIT_OK

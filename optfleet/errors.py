@@ -1,0 +1,37 @@
+"""Exception types shared by every optfleet layer.
+
+The CLI maps them to exit codes: :class:`InputError` -> 2 (bad input, nothing
+written), :class:`InfeasibleError` -> 1 (a valid instance with no feasible
+plan).  Both carry one human-readable line; neither should ever surface as a
+traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXIT_OK = 0
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+
+
+class OptfleetError(Exception):
+    """Base class of every error optfleet raises on purpose."""
+
+
+class InputError(OptfleetError, ValueError):
+    """Bad input: names the offending field path and value.
+
+    ``InputError("workload.rate_rps", -1, "must be > 0")`` renders as
+    ``workload.rate_rps = -1: must be > 0``.
+    """
+
+    def __init__(self, field: str, value: Any, problem: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        super().__init__(f"{field} = {value!r}: {problem}")
+
+
+class InfeasibleError(OptfleetError):
+    """A valid problem with no feasible plan; the message says which term binds."""

@@ -1,0 +1,196 @@
+"""The prepared fleet problem: every number a heuristic, model or evaluator needs.
+
+``prepare(loaded)`` turns a validated instance spec into a :class:`FleetProblem`:
+it reads the workload into an exact :class:`~optfleet.workload.mix.RequestMix`,
+resolves the hardware into :class:`PoolConfig` objects per context window, and
+checks everything that needs data from more than one field (boundaries inside
+the long window, slots > 0, requests that fit the long window).  Models and
+heuristics take a FleetProblem; they never read files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.fleet.pool_config import PoolConfig
+from optfleet.hardware import get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
+from optfleet.instance.fleet_schema import FleetInstanceSpec, HardwareSpec
+from optfleet.instance.loader import LoadedInstance
+from optfleet.workload.cdf import parse_cdf_points, read_cdf_file
+from optfleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
+from optfleet.workload.trace import read_trace
+
+HOURS_PER_YEAR = 8760.0
+
+# Standard context windows tried as boundaries when the workload is a trace (no CDF breakpoints).
+TRACE_BOUNDARY_CANDIDATES = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152)
+
+
+@dataclass(frozen=True)
+class FleetProblem:
+    """A validated fleet instance in numbers."""
+
+    name: str
+    rate_rps: float
+    mix: RequestMix
+    long_window_tokens: int
+    boundary_candidates: tuple[int, ...]
+    pool_routing_boundary_tokens: int | None
+    compression_enabled: bool
+    compressible_fraction: float
+    gammas: tuple[float, ...]
+    retrofit_gamma: float
+    ttft_p99_ms: float
+    rho_max: float
+    ttft_rule: str
+    hardware: "PoolFactory"
+
+    def pool(self, window_tokens: int) -> PoolConfig:
+        return self.hardware.pool(window_tokens)
+
+
+@dataclass(frozen=True)
+class PoolFactory:
+    """Builds the :class:`PoolConfig` of the instance's hardware at any window (memoised)."""
+
+    spec: HardwareSpec
+    cost_per_gpu_hour: float
+    _cache: dict[int, PoolConfig] = field(default_factory=dict, compare=False, repr=False)
+
+    def slots_per_gpu(self, window_tokens: int) -> int:
+        return self.pool(window_tokens).slots_per_gpu
+
+    def pool(self, window_tokens: int) -> PoolConfig:
+        if window_tokens not in self._cache:
+            it = self.spec.iteration
+            self._cache[window_tokens] = PoolConfig(
+                window_tokens=window_tokens,
+                slots_per_gpu=self._slots(window_tokens),
+                w_ms=it.w_ms,
+                h_ms_per_slot=it.h_ms_per_slot,
+                chunk_tokens=it.chunk_tokens,
+                length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
+                cost_per_gpu_hour=self.cost_per_gpu_hour,
+                gpu=f"{self.spec.gpu} x{self.spec.tp}" if self.spec.tp > 1 else self.spec.gpu,
+            )
+        return self._cache[window_tokens]
+
+    def _slots(self, window_tokens: int) -> int:
+        slots = self.spec.slots
+        if slots.table is not None:
+            return int(slots.table.get(window_tokens, 0))
+        if slots.kv_tokens_per_gpu is not None:
+            return slots_from_kv_tokens(slots.kv_tokens_per_gpu * self.spec.tp, window_tokens)
+        if slots.formula == "fleetsim":
+            # inference-fleet-sim's A100 profile: max_slots 128 at 8192 tokens, 65536 KV blocks of 16 tokens.
+            return min(128 * 8192 // window_tokens, 65536 // math.ceil(window_tokens / 16))
+        memory = slots.from_memory
+        assert memory is not None  # the schema guarantees exactly one rule
+        return slots_from_memory(
+            get_gpu(self.spec.gpu),
+            get_model(self.spec.model),
+            window_tokens,
+            tp=self.spec.tp,
+            memory_utilisation=memory.memory_utilisation,
+            reserved_gb_per_gpu=memory.reserved_gb_per_gpu,
+            weight_bytes_per_param=memory.weight_bytes_per_param,
+            kv_dtype_bytes=memory.kv_dtype_bytes,
+        )
+
+
+def prepare(loaded: LoadedInstance) -> FleetProblem:
+    """Build the FleetProblem of a loaded instance, checking cross-field consistency."""
+    spec: FleetInstanceSpec = loaded.spec
+    gpu = get_gpu(spec.hardware.gpu)
+    get_model(spec.hardware.model)
+    hardware = PoolFactory(spec.hardware, instance_cost_per_hour(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour))
+    long_window = spec.pools.long_window_tokens
+    if hardware.slots_per_gpu(long_window) < 1:
+        raise InputError(
+            "hardware.model", spec.hardware.model,
+            f"does not fit: 0 KV slots per {hardware.pool(long_window).gpu} instance at the long window {long_window} tokens",
+        )
+    mix, breakpoints = _request_mix(loaded)
+    if mix.max_total_tokens > long_window:
+        raise InputError(
+            "pools.long_window_tokens", long_window,
+            f"the workload has requests of up to {mix.max_total_tokens} tokens; they fit no pool",
+        )
+    candidates = _boundary_candidates(spec, breakpoints, hardware)
+    routing_b = spec.pools.pool_routing_boundary_tokens
+    if routing_b is not None:
+        _check_boundary(routing_b, long_window, "pools.pool_routing_boundary_tokens", hardware)
+    comp = spec.compression
+    return FleetProblem(
+        name=spec.name,
+        rate_rps=spec.workload.rate_rps,
+        mix=mix,
+        long_window_tokens=long_window,
+        boundary_candidates=candidates,
+        pool_routing_boundary_tokens=routing_b,
+        compression_enabled=comp.enabled,
+        compressible_fraction=comp.compressible_fraction,
+        gammas=gamma_grid(comp.gamma_max, comp.gamma_step) if comp.enabled else (1.0,),
+        retrofit_gamma=comp.retrofit_gamma,
+        ttft_p99_ms=spec.slo.ttft_p99_ms,
+        rho_max=spec.slo.rho_max,
+        ttft_rule=spec.slo.ttft_rule,
+        hardware=hardware,
+    )
+
+
+def gamma_grid(gamma_max: float, gamma_step: float) -> tuple[float, ...]:
+    """``{1, 1 + step, ..., gamma_max}`` rounded to 6 decimals (so 1.1 is exactly 1.1)."""
+    count = int(math.floor((gamma_max - 1.0) / gamma_step + 1e-9))
+    return tuple(round(1.0 + i * gamma_step, 6) for i in range(count + 1))
+
+
+def _request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
+    """The exact request mix and the CDF breakpoints (empty for a trace)."""
+    workload = loaded.spec.workload
+    lengths, split = workload.lengths, workload.split
+    if lengths.trace_file is not None:
+        trace = read_trace(loaded.resolve(lengths.trace_file), "workload.lengths.trace_file")
+        if split.rule == "from_trace":
+            return RequestMix.from_pairs(trace.l_in, trace.l_out, np.ones(len(trace))), ()
+        totals, counts = np.unique(trace.l_in + trace.l_out, return_counts=True)
+        weights, breakpoints = counts.astype(np.float64), ()
+    else:
+        if split.rule == "from_trace":
+            raise InputError("workload.split.rule", split.rule, "from_trace needs workload.lengths.trace_file")
+        table = (
+            read_cdf_file(loaded.resolve(lengths.cdf_file), "workload.lengths.cdf_file")
+            if lengths.cdf_file is not None
+            else parse_cdf_points(lengths.cdf, "workload.lengths.cdf")
+        )
+        totals, weights = table.integer_lengths()
+        breakpoints = tuple(int(t) for t, f in zip(table.tokens, table.cumulative) if f > 0)
+    if split.rule == "fixed_output_fraction":
+        l_in, l_out = split_fixed_fraction(totals, split.output_fraction)
+    else:
+        l_in, l_out, weights = split_normal_fraction(totals, weights, split.mean, split.sd, split.quadrature_nodes)
+    return RequestMix.from_pairs(l_in, l_out, weights), breakpoints
+
+
+def _check_boundary(boundary: int, long_window: int, field: str, hardware: PoolFactory) -> None:
+    if boundary <= 0:
+        raise InputError(field, boundary, "a pool boundary must be a positive token count")
+    if boundary >= long_window:
+        raise InputError(field, boundary, f"a pool boundary must be below the long window {long_window}")
+    if hardware.slots_per_gpu(boundary) < 1:
+        raise InputError(field, boundary, "the hardware has 0 KV slots at this window")
+
+
+def _boundary_candidates(spec: FleetInstanceSpec, breakpoints: tuple[int, ...], hardware: PoolFactory) -> tuple[int, ...]:
+    """CDF breakpoints (or standard windows for a trace) below the long window with >= 1 slot, plus the user's list."""
+    long_window = spec.pools.long_window_tokens
+    user = spec.pools.short_window_candidates or []
+    for i, b in enumerate(user):
+        _check_boundary(b, long_window, f"pools.short_window_candidates[{i}]", hardware)
+    automatic = breakpoints or TRACE_BOUNDARY_CANDIDATES
+    feasible = {b for b in automatic if b < long_window and hardware.slots_per_gpu(b) >= 1}
+    return tuple(sorted(feasible | set(user)))

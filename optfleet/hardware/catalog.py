@@ -1,0 +1,439 @@
+"""Hardware catalog: GPU and model specs, KV-cache slot formulas, instance cost.
+
+Units: 1 GB = 1e9 bytes and 1 TB/s = 1e12 bytes/s throughout.  The vendors
+below quote memory in GB; AWS lists the A10G as "24 GiB", read here as 24 GB,
+the smaller of the two readings.  Throughput is dense BF16 tensor
+TFLOPS, i.e. without 2:4 structured sparsity (NVIDIA datasheets print the
+sparse figure, twice this, with an asterisk).
+
+Prices are representative public on-demand or marketplace rates per GPU-hour,
+taken from the page named in each entry's ``source``.  They differ 2-4x between
+providers and move month to month; override them per instance
+(``cost_per_gpu_hour``) rather than trusting the defaults.
+
+Slot formulas (DESIGN.md section 3): a slot is one request's KV cache at the
+pool's context window ``C``.  From memory, one instance of ``tp`` GPUs holds
+
+    kv_tokens = floor((tp * (u * M_gpu - R) - W_model) / b_kv)
+
+tokens, where ``u`` is the memory utilisation, ``M_gpu`` the HBM bytes per GPU,
+``R`` the bytes reserved per GPU (activations, CUDA graphs, runtime),
+``W_model`` the weight bytes and ``b_kv = 2 * layers * kv_heads * head_dim *
+dtype_bytes`` the KV bytes per token; the instance then has
+``floor(kv_tokens / C)`` slots.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+from typing import Any
+
+from optfleet.errors import InputError
+
+__all__ = [
+    "GPUS",
+    "MODELS",
+    "GpuSpec",
+    "ModelSpec",
+    "catalog_rows",
+    "get_gpu",
+    "get_model",
+    "instance_cost_per_hour",
+    "kv_tokens_from_memory",
+    "slots_from_kv_tokens",
+    "slots_from_memory",
+]
+
+_BYTES_PER_GB = 1e9
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator type (per GPU, not per board or node).
+
+    ``hbm_gb`` is device memory in GB (1e9 bytes; GDDR for A10G/L4/L40S),
+    ``hbm_tb_s`` peak memory bandwidth in TB/s, ``bf16_dense_tflops`` peak
+    dense BF16 tensor throughput, ``cost_per_gpu_hour`` a representative
+    on-demand price in USD, ``source`` the datasheet and price page used.
+    """
+
+    name: str
+    hbm_gb: float
+    hbm_tb_s: float
+    bf16_dense_tflops: float
+    cost_per_gpu_hour: float
+    source: str
+
+    @property
+    def hbm_bytes(self) -> float:
+        """Device memory in bytes: ``hbm_gb * 1e9``."""
+        return self.hbm_gb * _BYTES_PER_GB
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer, as far as KV-cache sizing needs it.
+
+    ``layers``, ``kv_heads`` and ``head_dim`` are the Hugging Face config.json
+    fields ``num_hidden_layers``, ``num_key_value_heads`` and ``head_dim`` (or
+    ``hidden_size / num_attention_heads``); ``params_billion`` counts all
+    weights (for a mixture-of-experts model, every expert: all must be
+    resident).
+    """
+
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    params_billion: float
+    source: str
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """KV-cache bytes per token: ``2 * layers * kv_heads * head_dim * dtype_bytes``.
+
+        The leading 2 counts K and V; ``dtype_bytes`` is 2 for BF16/FP16, 1
+        for FP8.
+        """
+        if dtype_bytes < 1:
+            raise InputError("dtype_bytes", dtype_bytes, "must be >= 1")
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+    def weight_bytes(self, bytes_per_param: float = 2.0) -> float:
+        """Weight bytes: ``params_billion * 1e9 * bytes_per_param`` (2.0 = BF16)."""
+        if not bytes_per_param > 0:
+            raise InputError("bytes_per_param", bytes_per_param, "must be > 0")
+        return self.params_billion * 1e9 * bytes_per_param
+
+
+_PRICE_NOTE = "prices vary by provider, region and month"
+
+_GPU_LIST = (
+    GpuSpec(
+        # NVIDIA publishes no A10G datasheet (AWS-only part). Memory and
+        # bandwidth are shared with the A10 (24 GB GDDR6, 600 GB/s; AWS lists
+        # "24 GiB", read here as 24 GB, the conservative reading). Tensor
+        # throughput is lower than the A10's 125 dense BF16 TFLOPS; ~70 is the
+        # figure commonly quoted for the A10G (uncertain).
+        name="A10G",
+        hbm_gb=24.0,
+        hbm_tb_s=0.6,
+        bf16_dense_tflops=70.0,
+        cost_per_gpu_hour=1.006,
+        source=(
+            "AWS EC2 G5 docs (24 GB GDDR6, 600 GB/s, shared with NVIDIA A10); "
+            "~70 dense BF16 TFLOPS as commonly quoted for A10G (Baseten, A10 vs "
+            "A10G), uncertain; price: AWS EC2 g5.xlarge on-demand, us-east-1, "
+            "1 GPU incl. host; " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # Datasheet: 24 GB GDDR6, 300 GB/s, BF16 242 TFLOPS with sparsity.
+        name="L4",
+        hbm_gb=24.0,
+        hbm_tb_s=0.3,
+        bf16_dense_tflops=121.0,
+        cost_per_gpu_hour=0.44,
+        source=(
+            "NVIDIA L4 datasheet (24 GB GDDR6, 300 GB/s, BF16 242 TFLOPS "
+            "sparse -> 121 dense); price: RunPod L4 per-GPU rate (deploybase.ai "
+            "RunPod pricing guide, Mar 2026); " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # Datasheet: 48 GB GDDR6, 864 GB/s, BF16 362.05 dense / 733 sparse.
+        name="L40S",
+        hbm_gb=48.0,
+        hbm_tb_s=0.864,
+        bf16_dense_tflops=362.05,
+        cost_per_gpu_hour=0.79,
+        source=(
+            "NVIDIA L40S datasheet (48 GB GDDR6, 864 GB/s, BF16 362.05 dense); "
+            "price: RunPod L40S per-GPU rate (deploybase.ai RunPod pricing "
+            "guide, Mar 2026); " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # A100 40GB SXM4: HBM2, 1,555 GB/s, BF16 312 dense / 624 sparse.
+        name="A100-40GB",
+        hbm_gb=40.0,
+        hbm_tb_s=1.555,
+        bf16_dense_tflops=312.0,
+        cost_per_gpu_hour=1.29,
+        source=(
+            "NVIDIA A100 datasheet (40 GB HBM2 SXM4, 1,555 GB/s, BF16 312 "
+            "dense); price: Lambda on-demand 1x A100 40GB SXM4 list price "
+            "(not re-verified; check before use); " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # A100 80GB SXM4: HBM2e, 2,039 GB/s, BF16 312 dense / 624 sparse.
+        # Price fixed at the FleetOpt paper's calibration, 2.21 $/GPU-h, so the
+        # paper's fleet costs reproduce.
+        name="A100-80GB",
+        hbm_gb=80.0,
+        hbm_tb_s=2.039,
+        bf16_dense_tflops=312.0,
+        cost_per_gpu_hour=2.21,
+        source=(
+            "NVIDIA A100 datasheet (80 GB HBM2e SXM4, 2,039 GB/s, BF16 312 "
+            "dense); price: 2.21 $/GPU-h, the FleetOpt paper's calibration "
+            "(kept so published fleet costs reproduce); " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # H100 SXM5: 80 GB HBM3, 3.35 TB/s; datasheet BF16 1,979 with sparsity,
+        # Hopper whitepaper 989.4 dense.
+        name="H100-SXM",
+        hbm_gb=80.0,
+        hbm_tb_s=3.35,
+        bf16_dense_tflops=989.4,
+        cost_per_gpu_hour=2.69,
+        source=(
+            "NVIDIA H100 datasheet (SXM: 80 GB HBM3, 3.35 TB/s, BF16 1,979 "
+            "sparse -> 989.4 dense per Hopper whitepaper); price: RunPod "
+            "Secure Cloud H100 SXM on-demand (Spheron / deploybase.ai, 2026); "
+            + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # H200 SXM: 141 GB HBM3e, 4.8 TB/s; same GH100 compute as H100 SXM.
+        name="H200",
+        hbm_gb=141.0,
+        hbm_tb_s=4.8,
+        bf16_dense_tflops=989.4,
+        cost_per_gpu_hour=3.59,
+        source=(
+            "NVIDIA H200 datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, BF16 1,979 "
+            "sparse -> 989.4 dense, same compute as H100 SXM); price: RunPod "
+            "H200 per-GPU rate (deploybase.ai, Mar 2026); " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # HGX/DGX B200: 180 GB HBM3e per GPU (DGX B200: 1,440 GB over 8 GPUs;
+        # 192 GB is the raw capacity of the 8 stacks, not what is exposed).
+        # Bandwidth 8 TB/s (DGX B200: 64 TB/s over 8 GPUs; one HGX B200 table
+        # revision says 7.7 TB/s). BF16 4.5 PFLOPS sparse -> 2,250 dense (HGX,
+        # 1,000 W configuration).
+        name="B200",
+        hbm_gb=180.0,
+        hbm_tb_s=8.0,
+        bf16_dense_tflops=2250.0,
+        cost_per_gpu_hour=5.98,
+        source=(
+            "NVIDIA HGX/DGX B200 datasheet (180 GB HBM3e per GPU, 8 TB/s, "
+            "BF16 4.5 PFLOPS sparse -> 2,250 dense); price: RunPod B200 "
+            "per-GPU rate (deploybase.ai, Mar 2026); " + _PRICE_NOTE
+        ),
+    ),
+    GpuSpec(
+        # AMD: 192 GB HBM3, 5.3 TB/s, peak BF16 1,307.4 dense (2,614.9 sparse).
+        name="MI300X",
+        hbm_gb=192.0,
+        hbm_tb_s=5.3,
+        bf16_dense_tflops=1307.4,
+        cost_per_gpu_hour=1.85,
+        source=(
+            "AMD Instinct MI300X datasheet (192 GB HBM3, 5.3 TB/s, BF16 "
+            "1,307.4 dense); price: Vultr MI300X on-demand (cliffcenter.com "
+            "AMD inference economics note, May 2026); " + _PRICE_NOTE
+        ),
+    ),
+)
+
+_MODEL_LIST = (
+    ModelSpec(
+        # num_hidden_layers 32, num_key_value_heads 8, 4096 / 32 heads = 128.
+        name="Llama-3-8B",
+        layers=32,
+        kv_heads=8,
+        head_dim=128,
+        params_billion=8.03,
+        source=(
+            "meta-llama/Meta-Llama-3-8B config.json (num_hidden_layers 32, "
+            "num_key_value_heads 8, hidden_size 4096 / num_attention_heads 32 "
+            "= 128); 8.03B params (model card)"
+        ),
+    ),
+    ModelSpec(
+        # num_hidden_layers 80, num_key_value_heads 8, 8192 / 64 heads = 128.
+        name="Llama-3-70B",
+        layers=80,
+        kv_heads=8,
+        head_dim=128,
+        params_billion=70.6,
+        source=(
+            "meta-llama/Meta-Llama-3-70B config.json (num_hidden_layers 80, "
+            "num_key_value_heads 8, hidden_size 8192 / num_attention_heads 64 "
+            "= 128); 70.6B params (model card)"
+        ),
+    ),
+    ModelSpec(
+        # num_hidden_layers 64, num_key_value_heads 8, head_dim 128 (explicit).
+        name="Qwen3-32B",
+        layers=64,
+        kv_heads=8,
+        head_dim=128,
+        params_billion=32.8,
+        source=(
+            "Qwen/Qwen3-32B config.json (num_hidden_layers 64, "
+            "num_key_value_heads 8, head_dim 128); 32.8B params (model card)"
+        ),
+    ),
+    ModelSpec(
+        # MoE: num_hidden_layers 94, num_key_value_heads 4, head_dim 128;
+        # 235B total params (all resident), 22B active per token.
+        name="Qwen3-235B-A22B",
+        layers=94,
+        kv_heads=4,
+        head_dim=128,
+        params_billion=235.0,
+        source=(
+            "Qwen/Qwen3-235B-A22B config.json (num_hidden_layers 94, "
+            "num_key_value_heads 4, head_dim 128); 235B total params, 22B "
+            "active per token (model card); weights use the total"
+        ),
+    ),
+)
+
+GPUS: Mapping[str, GpuSpec] = MappingProxyType({g.name: g for g in _GPU_LIST})
+MODELS: Mapping[str, ModelSpec] = MappingProxyType({m.name: m for m in _MODEL_LIST})
+
+
+def _normalise(name: str) -> str:
+    """Lookup key: lower case, without '-', '_' or whitespace."""
+    return re.sub(r"[-_\s]", "", name).lower()
+
+
+_GPU_KEYS = {_normalise(n): g for n, g in GPUS.items()}
+_MODEL_KEYS = {_normalise(n): m for n, m in MODELS.items()}
+
+
+def get_gpu(name: str, field: str = "hardware.gpu") -> GpuSpec:
+    """The GPU called ``name`` (case-insensitive; '-', '_' and spaces ignored).
+
+    Raises :class:`InputError` on ``field`` listing the known names otherwise.
+    """
+    spec = _GPU_KEYS.get(_normalise(name)) if isinstance(name, str) else None
+    if spec is None:
+        raise InputError(field, name, "unknown GPU; known: " + ", ".join(GPUS))
+    return spec
+
+
+def get_model(name: str, field: str = "hardware.model") -> ModelSpec:
+    """The model called ``name`` (case-insensitive; '-', '_' and spaces ignored).
+
+    Raises :class:`InputError` on ``field`` listing the known names otherwise.
+    """
+    spec = _MODEL_KEYS.get(_normalise(name)) if isinstance(name, str) else None
+    if spec is None:
+        raise InputError(field, name, "unknown model; known: " + ", ".join(MODELS))
+    return spec
+
+
+def _check_positive_int(field: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(field, value, "must be an integer >= 1")
+
+
+def slots_from_kv_tokens(kv_tokens_per_gpu: int, window_tokens: int) -> int:
+    """Slots per GPU from a KV budget: ``floor(kv_tokens_per_gpu / window_tokens)``."""
+    if not kv_tokens_per_gpu >= 0:
+        raise InputError("kv_tokens_per_gpu", kv_tokens_per_gpu, "must be >= 0")
+    _check_positive_int("window_tokens", window_tokens)
+    return int(kv_tokens_per_gpu // window_tokens)
+
+
+def kv_tokens_from_memory(
+    gpu: GpuSpec,
+    model: ModelSpec,
+    tp: int = 1,
+    memory_utilisation: float = 0.90,
+    reserved_gb_per_gpu: float = 0.0,
+    weight_bytes_per_param: float = 2.0,
+    kv_dtype_bytes: int = 2,
+) -> int:
+    """KV tokens one instance of ``tp`` GPUs holds after loading the weights.
+
+    ``floor((tp * (u * M_gpu - R) - W_model) / b_kv)``, clipped at 0, with
+    ``u = memory_utilisation``, ``M_gpu = gpu.hbm_bytes``, ``R =
+    reserved_gb_per_gpu * 1e9``, ``W_model = model.weight_bytes(
+    weight_bytes_per_param)`` and ``b_kv = model.kv_bytes_per_token(
+    kv_dtype_bytes)``.  0 means the model does not fit.
+    """
+    _check_positive_int("tp", tp)
+    if not 0 < memory_utilisation <= 1:
+        raise InputError("memory_utilisation", memory_utilisation, "must be in (0, 1]")
+    if not (math.isfinite(reserved_gb_per_gpu) and reserved_gb_per_gpu >= 0):
+        raise InputError("reserved_gb_per_gpu", reserved_gb_per_gpu, "must be finite and >= 0")
+    if not (math.isfinite(weight_bytes_per_param) and weight_bytes_per_param > 0):
+        raise InputError(
+            "weight_bytes_per_param", weight_bytes_per_param, "must be finite and > 0"
+        )
+    _check_positive_int("kv_dtype_bytes", kv_dtype_bytes)
+    free_bytes = tp * (memory_utilisation * gpu.hbm_bytes - reserved_gb_per_gpu * _BYTES_PER_GB)
+    free_bytes -= model.weight_bytes(weight_bytes_per_param)
+    return max(0, math.floor(free_bytes / model.kv_bytes_per_token(kv_dtype_bytes)))
+
+
+def slots_from_memory(
+    gpu: GpuSpec,
+    model: ModelSpec,
+    window_tokens: int,
+    tp: int = 1,
+    memory_utilisation: float = 0.90,
+    reserved_gb_per_gpu: float = 0.0,
+    weight_bytes_per_param: float = 2.0,
+    kv_dtype_bytes: int = 2,
+) -> int:
+    """Slots per instance: ``floor(kv_tokens_from_memory(...) / window_tokens)``.
+
+    0 when the model does not fit or a single window does not; callers turn 0
+    into an error.
+    """
+    _check_positive_int("window_tokens", window_tokens)
+    kv_tokens = kv_tokens_from_memory(
+        gpu,
+        model,
+        tp=tp,
+        memory_utilisation=memory_utilisation,
+        reserved_gb_per_gpu=reserved_gb_per_gpu,
+        weight_bytes_per_param=weight_bytes_per_param,
+        kv_dtype_bytes=kv_dtype_bytes,
+    )
+    return kv_tokens // window_tokens
+
+
+def instance_cost_per_hour(
+    gpu: GpuSpec, tp: int = 1, cost_per_gpu_hour: float | None = None
+) -> float:
+    """USD per instance-hour: ``tp * price``.
+
+    ``price`` is ``cost_per_gpu_hour`` when given, else ``gpu.cost_per_gpu_hour``.
+    """
+    _check_positive_int("tp", tp)
+    price = gpu.cost_per_gpu_hour if cost_per_gpu_hour is None else cost_per_gpu_hour
+    if not price >= 0:
+        raise InputError("cost_per_gpu_hour", price, "must be >= 0")
+    return tp * price
+
+
+def catalog_rows() -> list[dict[str, Any]]:
+    """One row per GPU, then per model, for a CLI table.
+
+    Keys: ``kind`` ("gpu" or "model"), ``name``, the numeric fields (models
+    also get ``kv_bytes_per_token`` at BF16), ``source`` last.
+    """
+    rows: list[dict[str, Any]] = []
+    for gpu in GPUS.values():
+        rows.append({"kind": "gpu", **asdict(gpu)})
+    for model in MODELS.values():
+        row = {"kind": "model", **asdict(model)}
+        source = row.pop("source")
+        row["kv_bytes_per_token"] = model.kv_bytes_per_token()
+        row["source"] = source
+        rows.append(row)
+    return rows

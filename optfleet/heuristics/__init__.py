@@ -1,0 +1,17 @@
+"""Fleet heuristics from the literature; every one returns a Plan scored by the evaluator."""
+
+from collections.abc import Callable
+
+from optfleet.fleet.plan import Plan
+from optfleet.fleet.problem import FleetProblem
+from optfleet.heuristics.baselines import homogeneous, pool_routing, retrofit, size_plan
+from optfleet.heuristics.sweep import sweep
+
+FLEET_METHODS: dict[str, Callable[[FleetProblem], Plan]] = {
+    "homogeneous": homogeneous,
+    "pool-routing": pool_routing,
+    "retrofit": retrofit,
+    "sweep": lambda problem: sweep(problem).plan,
+}
+
+__all__ = ["FLEET_METHODS", "homogeneous", "pool_routing", "retrofit", "size_plan", "sweep"]

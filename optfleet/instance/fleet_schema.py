@@ -1,0 +1,150 @@
+"""Typed schema of a ``kind: fleet`` instance file (validated with pydantic).
+
+Units are in the field names.  Every model forbids unknown keys, so a typo is
+an error naming the field rather than a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LengthsSpec(_Strict):
+    """Where request lengths come from: exactly one of a CDF file, an inline CDF, or a trace."""
+
+    cdf_file: str | None = None
+    cdf: list[list[float]] | None = None
+    trace_file: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "LengthsSpec":
+        given = [k for k in ("cdf_file", "cdf", "trace_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of cdf_file, cdf, trace_file (got {given or 'none'})")
+        return self
+
+
+class SplitSpec(_Strict):
+    """How ``L_total`` divides into input and output tokens (see optfleet.workload.mix)."""
+
+    rule: Literal["from_trace", "fixed_output_fraction", "output_fraction_normal"] = "fixed_output_fraction"
+    output_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    mean: float = Field(0.10, gt=0.0, lt=1.0)
+    sd: float = Field(0.05, ge=0.0)
+    quadrature_nodes: int = Field(16, ge=1, le=256)
+
+
+class WorkloadSpec(_Strict):
+    rate_rps: float = Field(gt=0.0)
+    lengths: LengthsSpec
+    split: SplitSpec = SplitSpec()
+
+
+class IterationSpec(_Strict):
+    """Iteration time ``t_iter = W + H n_max`` (flat) or ``W + H n_max L_total / L_scale`` (length_scaled)."""
+
+    w_ms: float = Field(ge=0.0)
+    h_ms_per_slot: float = Field(ge=0.0)
+    chunk_tokens: int = Field(gt=0)
+    scaling: Literal["flat", "length_scaled"] = "flat"
+    length_scale_tokens: int = Field(8192, gt=0)
+
+
+class MemorySlotsSpec(_Strict):
+    """Slots from memory: ``floor((tp (u HBM - reserved) - weights) / (kv_bytes_per_token C))``."""
+
+    memory_utilisation: float = Field(0.90, gt=0.0, le=1.0)
+    reserved_gb_per_gpu: float = Field(0.0, ge=0.0)
+    weight_bytes_per_param: float = Field(2.0, gt=0.0)
+    kv_dtype_bytes: int = Field(2, gt=0)
+
+
+class SlotsSpec(_Strict):
+    """KV slots per GPU instance at a context window C: exactly one rule.
+
+    * ``table``: explicit ``{window_tokens: slots}``;
+    * ``kv_tokens_per_gpu``: ``floor(kv_tokens_per_gpu / C)``;
+    * ``from_memory``: derived from the catalog's HBM and the model's KV size;
+    * ``formula: fleetsim``: inference-fleet-sim's ``min(128*8192//C, 65536//ceil(C/16))``.
+    """
+
+    table: dict[int, int] | None = None
+    kv_tokens_per_gpu: int | None = Field(None, gt=0)
+    from_memory: MemorySlotsSpec | None = None
+    formula: Literal["fleetsim"] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SlotsSpec":
+        given = [k for k in ("table", "kv_tokens_per_gpu", "from_memory", "formula") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of table, kv_tokens_per_gpu, from_memory, formula (got {given or 'none'})")
+        return self
+
+
+class HardwareSpec(_Strict):
+    """One GPU configuration: catalog names, tensor-parallel degree, iteration constants, slot rule."""
+
+    profile: str | None = None
+    gpu: str
+    model: str
+    tp: int = Field(1, ge=1)
+    iteration: IterationSpec
+    slots: SlotsSpec
+
+
+class PoolsSpec(_Strict):
+    long_window_tokens: int = Field(gt=0)
+    short_window_candidates: list[int] | None = None
+    pool_routing_boundary_tokens: int | None = None
+
+
+class CompressionSpec(_Strict):
+    """Compress-and-Route: band ``B < L_total <= gamma B``, compressible share ``p_c``."""
+
+    enabled: bool = True
+    compressible_fraction: float = Field(1.0, ge=0.0, le=1.0)
+    gamma_max: float = Field(2.0, ge=1.0)
+    gamma_step: float = Field(0.1, gt=0.0)
+    retrofit_gamma: float = Field(1.5, ge=1.0)
+
+
+class SloSpec(_Strict):
+    """P99 TTFT target and utilisation cap.
+
+    ``ttft_rule: paper`` checks ``W99 + P99_pool(prefill + one iteration)``;
+    ``fleetsim`` checks inference-fleet-sim's ``W99 + mean_pool(ceil(L_in/chunk)) (W + H)``.
+    """
+
+    ttft_p99_ms: float = Field(gt=0.0)
+    rho_max: float = Field(0.85, gt=0.0, lt=1.0)
+    ttft_rule: Literal["paper", "fleetsim"] = "paper"
+
+
+class CostSpec(_Strict):
+    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+
+
+class SolveSpec(_Strict):
+    method: Literal["homogeneous", "pool-routing", "retrofit", "sweep"] = "sweep"
+
+
+class FleetInstanceSpec(_Strict):
+    """The whole ``kind: fleet`` instance file."""
+
+    kind: Literal["fleet"]
+    name: str
+    description: str = ""
+    preset: Literal["paper", "fleetsim_compatible"] = "paper"
+    workload: WorkloadSpec
+    hardware: HardwareSpec
+    pools: PoolsSpec
+    compression: CompressionSpec = CompressionSpec()
+    slo: SloSpec
+    cost: CostSpec = CostSpec()
+    solve: SolveSpec = SolveSpec()

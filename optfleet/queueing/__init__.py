@@ -1,0 +1,16 @@
+"""Queueing math: Erlang B/C in log space, Kimura's P99 wait, pool sizing."""
+
+from optfleet.queueing.erlang import erlang_b, erlang_c, log_erlang_b
+from optfleet.queueing.kimura import wait_quantile_s
+from optfleet.queueing.sizing import INFEASIBLE, cap_lower_bound_gpus, min_gpus, pool_is_feasible
+
+__all__ = [
+    "INFEASIBLE",
+    "cap_lower_bound_gpus",
+    "erlang_b",
+    "erlang_c",
+    "log_erlang_b",
+    "min_gpus",
+    "pool_is_feasible",
+    "wait_quantile_s",
+]

@@ -1,0 +1,96 @@
+"""Minimum GPU count of one pool under a utilisation cap and a P99 wait budget.
+
+A pool of ``n`` GPUs with ``n_max`` KV slots each is an M/G/c queue with
+``c = n * n_max`` slot-servers and offered load ``a = lambda E[S]`` (DESIGN.md
+section 3).  It is feasible when
+
+    a / c <= rho_max                         (utilisation cap)
+    W99(c) <= wait_budget_s                  (Kimura P99 wait, see kimura.py)
+
+``W99`` is non-increasing in ``c`` (Erlang C falls and ``c - a`` grows), so the
+feasible set is an up-set of ``n``: the minimum is found by doubling from the
+cap's lower bound ``ceil(a / (rho_max n_max))`` until feasible, then bisection.
+Every array argument broadcasts, so a whole sweep is sized in one call.  A
+non-positive wait budget has no feasible ``n`` and returns ``-1`` at once:
+the search never loops on it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from optfleet.queueing.kimura import wait_quantile_s
+
+INFEASIBLE = -1
+_MAX_DOUBLINGS = 64
+
+
+def cap_lower_bound_gpus(load_erlangs: ArrayLike, slots_per_gpu: ArrayLike, rho_max: float) -> NDArray[np.int64]:
+    """``ceil(a / (rho_max n_max))``, at least 1 for a positive load and 0 for none."""
+    a = np.asarray(load_erlangs, dtype=np.float64)
+    n_max = np.asarray(slots_per_gpu, dtype=np.float64)
+    # A tiny tolerance keeps a/(rho n) that is an exact integer in floating point from rounding up.
+    n = np.ceil(a / (rho_max * n_max) * (1.0 - 1e-12))
+    return np.where(a > 0, np.maximum(n, 1.0), 0.0).astype(np.int64)
+
+
+def pool_is_feasible(
+    gpus: ArrayLike,
+    load_erlangs: ArrayLike,
+    slots_per_gpu: ArrayLike,
+    mean_service_s: ArrayLike,
+    service_scv: ArrayLike,
+    wait_budget_s: ArrayLike,
+    rho_max: float,
+) -> NDArray[np.bool_]:
+    """Both feasibility conditions of the module docstring for ``n = gpus``."""
+    c = np.asarray(gpus, dtype=np.float64) * np.asarray(slots_per_gpu, dtype=np.float64)
+    a = np.asarray(load_erlangs, dtype=np.float64)
+    cap_ok = a <= rho_max * c * (1.0 + 1e-12)
+    wait_ok = wait_quantile_s(c, a, mean_service_s, service_scv) <= np.asarray(wait_budget_s)
+    return (cap_ok & wait_ok & (np.asarray(wait_budget_s) > 0)) | (a <= 0)
+
+
+def min_gpus(
+    load_erlangs: ArrayLike,
+    slots_per_gpu: ArrayLike,
+    mean_service_s: ArrayLike,
+    service_scv: ArrayLike,
+    wait_budget_s: ArrayLike,
+    rho_max: float,
+) -> NDArray[np.int64]:
+    """Smallest ``n`` meeting the cap and the wait budget (``-1`` where none exists).
+
+    A pool with zero load needs 0 GPUs.
+    """
+    a, n_max, es, scv, budget = np.broadcast_arrays(
+        *(np.asarray(v, dtype=np.float64) for v in (load_erlangs, slots_per_gpu, mean_service_s, service_scv, wait_budget_s))
+    )
+
+    def feasible(n: NDArray[np.int64]) -> NDArray[np.bool_]:
+        return pool_is_feasible(n, a, n_max, es, scv, budget, rho_max)
+
+    lo = cap_lower_bound_gpus(a, n_max, rho_max)
+    solvable = (budget > 0) | (a <= 0)
+    ok = feasible(lo) | ~solvable
+    # Doubling: hi is feasible, lo - 1 is not (lo is the cap's bound).
+    hi = lo.copy()
+    for _ in range(_MAX_DOUBLINGS):
+        if ok.all():
+            break
+        hi = np.where(ok, hi, hi * 2)
+        ok = ok | feasible(hi)
+    if not ok.all():
+        raise ArithmeticError("min_gpus: no feasible GPU count within 2^64 x the utilisation bound")
+    known_bad = np.where(feasible(lo), lo - 1, np.maximum(hi // 2, lo))
+    # Bisection on (known_bad, hi]: hi feasible, known_bad infeasible (or below the cap bound).
+    while True:
+        open_gap = (hi - known_bad > 1) & solvable
+        if not open_gap.any():
+            break
+        mid = (hi + known_bad) // 2
+        mid_ok = feasible(mid)
+        hi = np.where(open_gap & mid_ok, mid, hi)
+        known_bad = np.where(open_gap & ~mid_ok, mid, known_bad)
+    return np.where(solvable, hi, INFEASIBLE).astype(np.int64)

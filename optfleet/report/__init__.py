@@ -1,0 +1,1 @@
+"""Readable renderings of results (tables for people; JSON lives beside each result type)."""

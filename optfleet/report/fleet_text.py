@@ -1,0 +1,80 @@
+"""Plain-text tables of a fleet run: the chosen plan's pools, then every method side by side."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from optfleet.fleet.evaluator import FleetEvaluation
+from optfleet.runs import FleetRun, MethodResult
+
+
+def _pool_table(evaluation: FleetEvaluation) -> str:
+    rows = []
+    for p in evaluation.pools:
+        rows.append({
+            "pool": p.name,
+            "GPU": p.gpu,
+            "window": p.window_tokens,
+            "GPUs": p.gpus,
+            "slots/GPU": p.slots_per_gpu,
+            "traffic %": 100 * p.share,
+            "compressed %": 100 * p.compressed_share,
+            "E[S] s": p.mean_service_ms / 1000,
+            "Cs^2": p.service_scv,
+            "util %": 100 * p.utilisation,
+            "P99 wait ms": p.wait_p99_ms,
+            "TTFT floor ms": p.prefill_p99_ms + p.first_iteration_ms,
+            "P99 TTFT ms": p.ttft_p99_ms,
+            "binding": p.binding,
+            "$/h": p.cost_per_hour,
+        })
+    return pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+
+
+def _method_row(result: MethodResult) -> dict[str, object]:
+    e = result.evaluation
+    if e is None:
+        return {"method": result.method, "B": "-", "gamma": "-", "GPUs per pool": "-", "GPUs": "-", "$/h": "-", "$/yr": "-",
+                "savings %": "-", "SLO": "infeasible", "naive %": "-", "corrected %": "-", "time ms": f"{1000 * result.seconds:.1f}"}
+    f = result.forecast
+    return {
+        "method": result.method,
+        "B": e.plan.boundary_tokens or "-",
+        "gamma": f"{e.plan.gamma:.1f}",
+        "GPUs per pool": "/".join(str(p.gpus) for p in e.pools),
+        "GPUs": e.total_gpus,
+        "$/h": f"{e.cost_per_hour:,.2f}",
+        "$/yr": f"{e.cost_per_year:,.0f}",
+        "savings %": f"{100 * result.savings_vs_homogeneous:.1f}" if result.savings_vs_homogeneous is not None else "-",
+        "SLO": "met" if e.meets_slo else "VIOLATED",
+        "naive %": f"{100 * f.naive:.1f}" if f else "-",
+        "corrected %": f"{100 * f.corrected:.1f}" if f else "-",
+        "time ms": f"{1000 * result.seconds:.1f}",
+    }
+
+
+def render_run(run: FleetRun) -> str:
+    """The text printed by ``optfleet solve``."""
+    problem = run.problem
+    main = run.main
+    lines = [
+        f"instance {problem.name}: lambda = {problem.rate_rps:g} req/s, P99 TTFT SLO {problem.ttft_p99_ms:g} ms "
+        f"(rule: {problem.ttft_rule}), rho_max {problem.rho_max:g}",
+        "",
+    ]
+    if main.evaluation is None:
+        lines.append(f"{main.method}: {main.infeasible_reason}")
+    else:
+        e = main.evaluation
+        boundary = e.plan.boundary_tokens
+        headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
+        headline += ", ".join(f"n_{p.name} = {p.gpus}" for p in e.pools)
+        headline += f"; {e.total_gpus} GPUs, ${e.cost_per_hour:,.2f}/h, ${e.cost_per_year:,.0f}/yr"
+        if main.savings_vs_homogeneous is not None:
+            headline += f", {100 * main.savings_vs_homogeneous:.1f}% below homogeneous"
+        lines += [headline, "", _pool_table(e)]
+    lines += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):"]
+    lines.append(pd.DataFrame([_method_row(r) for r in run.results.values()]).to_string(index=False))
+    infeasible = [r for r in run.results.values() if r.evaluation is None and r.method != main.method]
+    lines += [f"  {r.method}: {r.infeasible_reason}" for r in infeasible]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Solver drivers (HiGHS over Pyomo): options, warm start, status, bound, gap. Filled by the MILP issues."""
