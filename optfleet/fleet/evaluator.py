@@ -63,6 +63,7 @@ class FleetEvaluation:
     pools: tuple[PoolMetrics, ...]
     ttft_slo_ms: float
     rho_max: float
+    ttft_rule: str
 
     @property
     def total_gpus(self) -> int:
@@ -89,6 +90,7 @@ class FleetEvaluation:
             "meets_slo": self.meets_slo,
             "ttft_slo_ms": self.ttft_slo_ms,
             "rho_max": self.rho_max,
+            "ttft_rule": self.ttft_rule,
             "pools": [asdict(p) for p in self.pools],
         }
 
@@ -101,7 +103,7 @@ def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
         config = problem.pool(pool_plan.window_tokens)
         stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
         pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config.slots_per_gpu, config.gpu, config.cost_per_gpu_hour, pool_plan.window_tokens, stats, served.compressed_share))
-    return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max)
+    return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)
 
 
 def _pool_metrics(

@@ -22,7 +22,7 @@ from optfleet.instance.fleet_schema import FleetInstanceSpec, HardwareSpec
 from optfleet.instance.loader import LoadedInstance
 from optfleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
-from optfleet.workload.trace import read_trace
+from optfleet.workload.trace import concatenate_traces, read_trace
 
 HOURS_PER_YEAR = 8760.0
 
@@ -154,7 +154,11 @@ def _request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
     workload = loaded.spec.workload
     lengths, split = workload.lengths, workload.split
     if lengths.trace_file is not None:
-        trace = read_trace(loaded.resolve(lengths.trace_file), "workload.lengths.trace_file")
+        files = [lengths.trace_file] if isinstance(lengths.trace_file, str) else lengths.trace_file
+        trace = concatenate_traces([
+            read_trace(loaded.resolve(name), f"workload.lengths.trace_file[{i}]" if len(files) > 1 else "workload.lengths.trace_file")
+            for i, name in enumerate(files)
+        ])
         if split.rule == "from_trace":
             return RequestMix.from_pairs(trace.l_in, trace.l_out, np.ones(len(trace))), ()
         totals, counts = np.unique(trace.l_in + trace.l_out, return_counts=True)

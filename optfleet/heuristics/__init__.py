@@ -4,7 +4,8 @@ from collections.abc import Callable
 
 from optfleet.fleet.plan import Plan
 from optfleet.fleet.problem import FleetProblem
-from optfleet.heuristics.baselines import homogeneous, pool_routing, retrofit, size_plan
+from optfleet.fleet.plan_sizing import size_plan
+from optfleet.heuristics.baselines import homogeneous, pool_routing, retrofit
 from optfleet.heuristics.sweep import sweep
 
 FLEET_METHODS: dict[str, Callable[[FleetProblem], Plan]] = {

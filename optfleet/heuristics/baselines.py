@@ -10,35 +10,16 @@
   (FleetOpt's retrofit scenario).
 
 Pool sizes are the minimum GPU counts meeting the utilisation cap and the
-P99 TTFT SLO (pool_stats.size_pools), read from the evaluator.
+P99 TTFT SLO (fleet/plan_sizing.py).
 """
 
 from __future__ import annotations
 
 from optfleet.errors import InfeasibleError
-from optfleet.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.fleet.plan import Plan, PoolPlan
+from optfleet.fleet.plan_sizing import size_plan
 from optfleet.fleet.problem import FleetProblem
 from optfleet.heuristics.sweep import best_plan, candidate_table
-
-
-def size_plan(problem: FleetProblem, plan: Plan) -> Plan:
-    """``plan`` with every pool at its minimum feasible GPU count; InfeasibleError says which pool cannot be."""
-    evaluation = evaluate(problem, plan)
-    for pool in evaluation.pools:
-        if pool.min_gpus < 0:
-            raise InfeasibleError(infeasible_pool_message(evaluation, pool.name))
-    return plan.with_gpus([p.min_gpus for p in evaluation.pools])
-
-
-def infeasible_pool_message(evaluation: FleetEvaluation, pool_name: str) -> str:
-    """``infeasible: pool <name> needs P99 prefill X ms + one iteration Y ms > SLO Z ms``."""
-    pool = next(p for p in evaluation.pools if p.name == pool_name)
-    return (
-        f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs P99 prefill "
-        f"{pool.prefill_p99_ms:.1f} ms + one iteration {pool.first_iteration_ms:.1f} ms "
-        f"> SLO {evaluation.ttft_slo_ms:g} ms, before any queueing"
-    )
 
 
 def homogeneous(problem: FleetProblem) -> Plan:
@@ -62,7 +43,7 @@ def retrofit(problem: FleetProblem, boundary_tokens: int | None = None) -> Plan:
     """Pool-routing fleet, then C&R at ``retrofit_gamma`` with only the short pool resized."""
     routed = pool_routing(problem, boundary_tokens)
     if len(routed.pools) < 2:
-        raise InfeasibleError("retrofit: the pool-routing baseline has no short pool to compress into")
+        raise InfeasibleError("the pool-routing baseline has no short pool to compress into")
     compressed = Plan(routed.pools, gamma=problem.retrofit_gamma, method="retrofit")
     resized = size_plan(problem, compressed)
     return resized.with_gpus([resized.pools[0].gpus, routed.pools[1].gpus])

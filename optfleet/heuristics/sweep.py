@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 
 from optfleet.errors import InfeasibleError
+from optfleet.fleet.evaluator import evaluate
 from optfleet.fleet.plan import Plan, PoolPlan
+from optfleet.fleet.plan_sizing import infeasible_pool_message
 from optfleet.fleet.pool_stats import size_pools
 from optfleet.fleet.problem import FleetProblem
 from optfleet.heuristics.candidate_stats import CandidateStats, CandidateTables
@@ -79,13 +81,25 @@ def _size(problem: FleetProblem, stats: CandidateStats, slots_per_gpu: np.ndarra
 
 
 def best_plan(problem: FleetProblem, table: pd.DataFrame, method: str) -> Plan:
-    """The cheapest feasible row of ``table`` as a Plan (ties: fewer GPUs, smaller gamma, larger B)."""
+    """The cheapest feasible row of ``table`` as a Plan (ties: fewer GPUs, smaller gamma, larger B).
+
+    With no feasible row, the error names the pool with the lowest TTFT floor that still breaks the SLO.
+    """
     feasible = table[table["feasible"]]
     if feasible.empty:
-        raise InfeasibleError(f"{method}: no candidate boundary/gamma meets the SLO")
+        raise InfeasibleError(f"none of {len(table)} (B, gamma) candidates meets the SLO; {_why_none(problem, table)}")
     order = feasible.assign(negB=-feasible["B"]).sort_values(["cost_per_hour", "gpus", "gamma", "negB"], kind="stable")
     row = order.iloc[0]
     return plan_from_row(problem, row, method)
+
+
+def _why_none(problem: FleetProblem, table: pd.DataFrame) -> str:
+    """Explain infeasibility by the candidate with the largest B (the homogeneous fleet when present)."""
+    row = table.loc[table["B"].idxmax()].copy()
+    row[["n_short", "n_long"]] = 0
+    evaluation = evaluate(problem, plan_from_row(problem, row, "sweep"))
+    broken = [p for p in evaluation.pools if p.min_gpus < 0]
+    return infeasible_pool_message(evaluation, broken[0].name) if broken else "no pool size meets the SLO"
 
 
 def plan_from_row(problem: FleetProblem, row: pd.Series, method: str) -> Plan:

@@ -16,11 +16,11 @@ class _Strict(BaseModel):
 
 
 class LengthsSpec(_Strict):
-    """Where request lengths come from: exactly one of a CDF file, an inline CDF, or a trace."""
+    """Where request lengths come from: exactly one of a CDF file, an inline CDF, or trace file(s)."""
 
     cdf_file: str | None = None
     cdf: list[list[float]] | None = None
-    trace_file: str | None = None
+    trace_file: str | list[str] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "LengthsSpec":

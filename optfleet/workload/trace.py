@@ -70,3 +70,8 @@ def _token_column(values: pd.Series, field: str) -> NDArray[np.int64]:
         row = int(np.flatnonzero(bad)[0])
         raise InputError(f"{field} row {row + 2}", values.iloc[row], "token counts must be non-negative integers")
     return numeric.astype(np.int64)
+
+
+def concatenate_traces(traces: list[RequestTrace]) -> RequestTrace:
+    """One trace holding the requests of all ``traces`` in order."""
+    return RequestTrace(np.concatenate([t.l_in for t in traces]), np.concatenate([t.l_out for t in traces]))
