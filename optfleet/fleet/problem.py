@@ -109,6 +109,8 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     get_model(spec.hardware.model)
     hardware = PoolFactory(spec.hardware, instance_cost_per_hour(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour))
     long_window = spec.pools.long_window_tokens
+    if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
+        raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
     if hardware.slots_per_gpu(long_window) < 1:
         raise InputError(
             "hardware.model", spec.hardware.model,

@@ -1,0 +1,68 @@
+"""The command line: tables, JSON, output files, validate, catalog, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+from optfleet.cli import main
+from optfleet.fleet.plan import Plan
+
+from support import FLEET_INSTANCES
+
+TOY = str(FLEET_INSTANCES / "toy.yaml")
+
+
+def test_solve_prints_the_sweep_and_every_baseline(capsys):
+    assert main(["solve", TOY]) == 0
+    out = capsys.readouterr().out
+    assert "sweep: B* = 2000, gamma* = 2.0, n_short = 10, n_long = 7; 17 GPUs" in out
+    for method in ("homogeneous", "pool-routing", "retrofit"):
+        assert method in out
+    assert "34.6% below homogeneous" in out
+
+
+def test_solve_json_is_machine_readable(capsys):
+    assert main(["solve", TOY, "--json", "--method", "pool-routing"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["method"] == "pool-routing"
+    assert data["result"]["total_gpus"] == 20
+    assert {b["method"] for b in data["baselines"]} == {"homogeneous", "retrofit", "sweep"}
+    assert data["result"]["pools"][0]["binding"] == "utilisation"
+    assert "closed_forms" in data["result"]
+
+
+def test_solve_out_writes_result_plan_report_and_candidates(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["solve", TOY, "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["candidates.csv", "plan.json", "report.txt", "result.json"]
+    plan = Plan.from_dict(json.loads((out / "plan.json").read_text()))
+    assert [p.gpus for p in plan.pools] == [10, 7] and plan.gamma == 2.0
+    assert len((out / "candidates.csv").read_text().splitlines()) == 1 + 1 + 11
+
+
+def test_infeasible_instance_exits_1_and_explains(capsys):
+    assert main(["solve", str(FLEET_INSTANCES / "agent_heavy.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "needs P99 prefill 938.4 ms + one iteration 18.4 ms > SLO 500 ms" in out
+
+
+def test_preset_flag_switches_the_service_model(capsys):
+    assert main(["solve", str(FLEET_INSTANCES / "agent_heavy.yaml"), "--preset", "fleetsim_compatible", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ttft_rule"] == "fleetsim" and data["result"]["total_gpus"] == 1851
+
+
+def test_validate_summarises(capsys):
+    assert main(["validate", str(FLEET_INSTANCES / "azure_2023.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "valid fleet instance 'azure-2023'" in out and "17 boundaries x 11 gammas" in out
+
+
+def test_catalog_lists_gpus_and_models_with_sources(capsys):
+    assert main(["catalog"]) == 0
+    out = capsys.readouterr().out
+    for name in ("A10G", "H100-SXM", "MI300X", "Llama-3-70B", "Qwen3-235B-A22B"):
+        assert name in out
+    assert main(["catalog", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(row["source"] for row in rows)
