@@ -84,6 +84,21 @@ def test_length_scaled_paper_rule_uses_the_exact_per_candidate_path(tmp_path):
     _assert_table_matches_evaluator(prepare(load_instance(path)))
 
 
+@pytest.mark.parametrize("rule", ["paper", "fleetsim"])
+def test_band_requests_too_long_to_compress_stay_long_in_the_sweep(tmp_path, rule):
+    # Output share 0.75: the 4000-token requests have L_out = 3000 >= B = 2000, so none can be compressed.
+    data = yaml.safe_load((FLEET_INSTANCES / "toy.yaml").read_text())
+    data["workload"]["split"]["output_fraction"] = 0.75
+    data["slo"]["ttft_rule"] = rule
+    path = tmp_path / "long_outputs.yaml"
+    path.write_text(yaml.safe_dump(data))
+    problem = prepare(load_instance(path))
+    _assert_table_matches_evaluator(problem)
+    table = candidate_table(problem)
+    two_pool = table[table["B"] == 2000]
+    assert two_pool["gpus"].nunique() == 1  # gamma changes nothing
+
+
 @pytest.mark.parametrize("preset", ["paper", "fleetsim_compatible"])
 def test_sweep_plans_pass_the_evaluator_and_are_minimal(preset):
     problem = fleet_problem("azure_2023", preset)

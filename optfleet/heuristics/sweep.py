@@ -46,15 +46,14 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
     tables = CandidateTables(problem, boundaries, gammas)
     homogeneous = tables.homogeneous()
     empty = CandidateStats(*(np.zeros(1) for _ in range(4)))
-    shorts, longs = [empty], [homogeneous]
-    for boundary in boundaries:
-        short, long = tables.two_pool(boundary)
-        shorts.append(short)
-        longs.append(long)
+    short, long = tables.two_pool()
+    shorts, longs = [empty, short], [homogeneous, long]
     b = np.concatenate([[problem.long_window_tokens], np.repeat(boundaries, len(gammas))]).astype(np.int64)
     g = np.concatenate([[1.0], np.tile(gammas, len(boundaries))])
-    short_slots = np.array([problem.pool(int(x)).slots_per_gpu for x in b])
-    short_price = np.array([problem.pool(int(x)).cost_per_gpu_hour for x in b])
+    short_pools = [problem.pool(int(x)) for x in (problem.long_window_tokens, *boundaries)]
+    per_boundary = np.concatenate(([1], np.full(len(boundaries), len(gammas))))
+    short_slots = np.repeat([p.slots_per_gpu for p in short_pools], per_boundary)
+    short_price = np.repeat([p.cost_per_gpu_hour for p in short_pools], per_boundary)
     n_short = _size(problem, _stack(shorts), short_slots)
     n_long = _size(problem, _stack(longs), tables.long.slots_per_gpu)
     feasible = (n_short >= 0) & (n_long >= 0)
@@ -85,12 +84,12 @@ def best_plan(problem: FleetProblem, table: pd.DataFrame, method: str) -> Plan:
 
     With no feasible row, the error names the pool with the lowest TTFT floor that still breaks the SLO.
     """
-    feasible = table[table["feasible"]]
-    if feasible.empty:
+    feasible = table["feasible"].to_numpy()
+    if not feasible.any():
         raise InfeasibleError(f"none of {len(table)} (B, gamma) candidates meets the SLO; {_why_none(problem, table)}")
-    order = feasible.assign(negB=-feasible["B"]).sort_values(["cost_per_hour", "gpus", "gamma", "negB"], kind="stable")
-    row = order.iloc[0]
-    return plan_from_row(problem, row, method)
+    cost, gpus, gamma, boundary = (table[c].to_numpy() for c in ("cost_per_hour", "gpus", "gamma", "B"))
+    order = np.lexsort((-boundary, gamma, gpus, cost))
+    return plan_from_row(problem, table.iloc[order[0]], method)
 
 
 def _why_none(problem: FleetProblem, table: pd.DataFrame) -> str:

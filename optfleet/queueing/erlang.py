@@ -22,13 +22,34 @@ from scipy import special
 
 
 def log_erlang_b(servers: ArrayLike, load_erlangs: ArrayLike) -> NDArray[np.float64]:
-    """``ln B(c, a)`` = ``ln P[X=c] - ln P[X<=c]`` with X ~ Poisson(a); ``a = 0`` gives ``-inf``."""
-    c = np.asarray(servers, dtype=np.float64)
-    a = np.asarray(load_erlangs, dtype=np.float64)
+    """``ln B(c, a)`` = ``ln P[X=c] - ln P[X<=c]`` with X ~ Poisson(a); ``a = 0`` gives ``-inf``.
+
+    Where ``P[X <= c]`` underflows (heavy overload, ``a`` well above ``c``) the
+    series ``1/B = sum_{j=0..c} c!/((c-j)! a^j)`` is summed instead; its terms
+    shrink at least by ``c/a`` per step, so it stops after a few hundred terms.
+    """
+    c, a = np.broadcast_arrays(np.asarray(servers, dtype=np.float64), np.asarray(load_erlangs, dtype=np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_pmf = c * np.log(a) - a - special.gammaln(c + 1.0)
         log_cdf = np.log(special.gammaincc(c + 1.0, a))
-    return np.where(a > 0, log_pmf - log_cdf, -np.inf)
+    result = np.where(a > 0, log_pmf - log_cdf, -np.inf)
+    underflow = (a > 0) & ~np.isfinite(log_cdf)
+    if underflow.any():
+        result = np.array(result, dtype=np.float64)
+        result[underflow] = -_log_inverse_b_series(c[underflow], a[underflow])
+    return result
+
+
+def _log_inverse_b_series(c: NDArray[np.float64], a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``ln(1/B)`` by the series of :func:`log_erlang_b` (only called with ``a > c``)."""
+    total = np.ones_like(a)
+    term = np.ones_like(a)
+    j = 0
+    while np.any(term > 1e-17 * total):
+        term = term * np.maximum(c - j, 0.0) / a
+        total += term
+        j += 1
+    return np.log(total)
 
 
 def erlang_b(servers: ArrayLike, load_erlangs: ArrayLike) -> NDArray[np.float64]:

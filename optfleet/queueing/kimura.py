@@ -33,7 +33,7 @@ def wait_quantile_s(
     scv = np.asarray(service_scv, dtype=np.float64)
     tail = 1.0 - quantile
     prob_wait = erlang_c(c, a)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         w = np.log(prob_wait / tail) * (1.0 + scv) * es / (2.0 * (c - a))
     w = np.where(prob_wait > tail, w, 0.0)
     return np.where(a < c, w, np.inf)
