@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from optfleet.errors import InfeasibleError
 from optfleet.fleet.evaluator import evaluate
 from optfleet.fleet.plan import Plan, PoolPlan
 from optfleet.fleet.problem import FleetProblem, prepare
@@ -51,6 +52,13 @@ def loop_sweep(problem: FleetProblem) -> tuple[float, tuple]:
     return best[0], best
 
 
+def _costs(row: dict) -> str:
+    if row["sweep_per_hour"] is None:
+        return "-"
+    saving = 100 * (1 - row["sweep_per_hour"] / row["homogeneous_per_hour"])
+    return f"{row['sweep_per_hour']:,.2f} vs {row['homogeneous_per_hour']:,.2f} (-{saving:.1f} %)"
+
+
 def median_seconds(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -68,18 +76,21 @@ def main() -> int:
     for preset in PRESETS:
         for name in WORKLOADS:
             problem = prepare(load_instance(ROOT / "instances" / "fleet" / f"{name}.yaml", preset=preset))
+            homogeneous_cost = None
             try:
                 result = sweep(problem)
                 plan = result.plan
                 found = (plan.boundary_tokens, plan.gamma, [p.gpus for p in plan.pools])
                 candidates = len(result.candidates)
-            except Exception as exc:  # infeasible instances are timed too
-                found, candidates = f"infeasible ({type(exc).__name__})", None
+                homogeneous_cost = float(result.candidates.loc[0, "cost_per_hour"])
+                sweep_cost = float(result.candidates["cost_per_hour"].min())
+            except InfeasibleError:  # infeasible instances are timed too
+                found, candidates = "infeasible", None
 
             def vectorised() -> None:
                 try:
                     sweep(problem)
-                except Exception:
+                except InfeasibleError:
                     pass
 
             fast = median_seconds(vectorised, args.repeat)
@@ -96,6 +107,8 @@ def main() -> int:
                 "candidates": candidates or 1 + len(problem.boundary_candidates) * len(problem.gammas),
                 "sweep_ms": 1000 * fast, "evaluator_loop_ms": 1000 * slow, "speedup": slow / fast,
                 "best": str(found), "loop_agrees": bool(agree),
+                "homogeneous_per_hour": homogeneous_cost if homogeneous_cost != float("inf") else None,
+                "sweep_per_hour": sweep_cost if homogeneous_cost is not None else None,
             })
             r = rows[-1]
             print(f"{preset:20s} {name:16s} atoms {r['atoms']:6d}  candidates {r['candidates']:4d}  "
@@ -104,10 +117,10 @@ def main() -> int:
     meta = {"python": sys.version.split()[0], "machine": platform.machine(), "processor": platform.processor() or "unknown", "repeat": args.repeat}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "sweep.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    lines = ["| preset | workload | atoms | candidates | sweep ms (median) | evaluator loop ms | speed-up | same best plan | best (B, gamma, GPUs) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| preset | workload | atoms | candidates | sweep ms (median) | evaluator loop ms | speed-up | same best plan | sweep best (B, gamma, GPUs) | $/h sweep vs homogeneous |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['preset']} | {r['workload']} | {r['atoms']} | {r['candidates']} | {r['sweep_ms']:.2f} | {r['evaluator_loop_ms']:.0f} | "
-              f"{r['speedup']:.0f}x | {'yes' if r['loop_agrees'] else 'NO'} | {r['best']} |" for r in rows]
+              f"{r['speedup']:.0f}x | {'yes' if r['loop_agrees'] else 'NO'} | {r['best']} | {_costs(r)} |" for r in rows]
     (RESULTS / "sweep.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["loop_agrees"] for r in rows) else 1
 

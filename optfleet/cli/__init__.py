@@ -7,12 +7,13 @@ Exit codes: 0 success; 1 a valid problem with no feasible plan; 2 bad input
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from optfleet.cli.commands import catalog_command, solve_command, validate_command
-from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, InfeasibleError, InputError
+from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.heuristics import FLEET_METHODS
 from optfleet.instance.presets import PRESETS
 
@@ -51,4 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InfeasibleError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INFEASIBLE
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) closed the pipe: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
