@@ -34,20 +34,6 @@ from typing import Any
 
 from optfleet.errors import InputError
 
-__all__ = [
-    "GPUS",
-    "MODELS",
-    "GpuSpec",
-    "ModelSpec",
-    "catalog_rows",
-    "get_gpu",
-    "get_model",
-    "instance_cost_per_hour",
-    "kv_tokens_from_memory",
-    "slots_from_kv_tokens",
-    "slots_from_memory",
-]
-
 _BYTES_PER_GB = 1e9
 
 
@@ -312,15 +298,19 @@ _GPU_KEYS = {_normalise(n): g for n, g in GPUS.items()}
 _MODEL_KEYS = {_normalise(n): m for n, m in MODELS.items()}
 
 
+def _lookup(keys: Mapping[str, Any], known: Mapping[str, Any], name: str, field: str, kind: str) -> Any:
+    spec = keys.get(_normalise(name)) if isinstance(name, str) else None
+    if spec is None:
+        raise InputError(field, name, f"unknown {kind}; known: " + ", ".join(known))
+    return spec
+
+
 def get_gpu(name: str, field: str = "hardware.gpu") -> GpuSpec:
     """The GPU called ``name`` (case-insensitive; '-', '_' and spaces ignored).
 
     Raises :class:`InputError` on ``field`` listing the known names otherwise.
     """
-    spec = _GPU_KEYS.get(_normalise(name)) if isinstance(name, str) else None
-    if spec is None:
-        raise InputError(field, name, "unknown GPU; known: " + ", ".join(GPUS))
-    return spec
+    return _lookup(_GPU_KEYS, GPUS, name, field, "GPU")
 
 
 def get_model(name: str, field: str = "hardware.model") -> ModelSpec:
@@ -328,10 +318,7 @@ def get_model(name: str, field: str = "hardware.model") -> ModelSpec:
 
     Raises :class:`InputError` on ``field`` listing the known names otherwise.
     """
-    spec = _MODEL_KEYS.get(_normalise(name)) if isinstance(name, str) else None
-    if spec is None:
-        raise InputError(field, name, "unknown model; known: " + ", ".join(MODELS))
-    return spec
+    return _lookup(_MODEL_KEYS, MODELS, name, field, "model")
 
 
 def _check_positive_int(field: str, value: int) -> None:
