@@ -92,6 +92,8 @@ class CandidateTables:
     """Exact statistics of the homogeneous fleet and of every (B, gamma) two-pool candidate.
 
     Candidate rows are ordered boundary-major: row ``i * len(gammas) + g``.
+    All pools share the instance's hardware (one GPU type: the same W, H and
+    chunk size); only the slots per GPU differ by window.
     """
 
     def __init__(self, problem: FleetProblem, boundaries: tuple[int, ...], gammas: tuple[float, ...]) -> None:
