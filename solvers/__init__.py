@@ -1,1 +1,6 @@
-"""Solver drivers (HiGHS over Pyomo): options, warm start, status, bound, gap. Filled by the MILP issues."""
+"""Solver drivers: HiGHS over Pyomo (warm start, time limit, status, bound, gap) and other installed Pyomo solvers."""
+
+from optfleet.solvers.highs import solve
+from optfleet.solvers.report import SolveReport
+
+__all__ = ["SolveReport", "solve"]

@@ -1,0 +1,71 @@
+"""The result record every optfleet solve returns: status, incumbent, bound, gap, time, log."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+OPTIMAL = "optimal"
+TIME_LIMIT = "time_limit"
+INFEASIBLE = "infeasible"
+UNBOUNDED = "unbounded"
+INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    """What a solver said, never just a number.
+
+    ``objective`` is the incumbent (None without a feasible solution),
+    ``bound`` the best proven bound, ``gap`` the relative gap
+    ``|objective - bound| / max(|objective|, 1e-10)`` (0 when proven optimal).
+    """
+
+    status: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    seconds: float
+    solver: str
+    log: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        return self.objective is not None
+
+    @property
+    def proven_optimal(self) -> bool:
+        return self.status == OPTIMAL
+
+    @property
+    def summary(self) -> str:
+        """One line for people, e.g. ``optimal, $249.73, bound 249.73, gap 0.00 %, 0.21 s``."""
+        if self.proven_optimal:
+            head = "optimal"
+        elif self.has_solution:
+            head = f"not proven optimal ({self.status.replace('_', ' ')} reached)"
+        else:
+            head = f"no solution ({self.status.replace('_', ' ')})"
+        parts = [head]
+        if self.objective is not None:
+            parts.append(f"objective {self.objective:,.6g}")
+        if self.bound is not None:
+            parts.append(f"bound {self.bound:,.6g}")
+        if self.gap is not None:
+            parts.append(f"gap {100 * self.gap:.3g} %")
+        parts.append(f"{self.seconds:.2f} s")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("log")
+        data["proven_optimal"] = self.proven_optimal
+        return data
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """``|objective - bound| / max(|objective|, 1e-10)``; None when either is missing."""
+    if objective is None or bound is None:
+        return None
+    return abs(objective - bound) / max(abs(objective), 1e-10)

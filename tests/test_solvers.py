@@ -1,0 +1,92 @@
+"""The HiGHS driver: status, bound and gap; time limits; the MIP start reaching HiGHS; other solvers."""
+
+from __future__ import annotations
+
+import random
+
+import pyomo.environ as pyo
+import pytest
+
+from optfleet.errors import InputError
+from optfleet.solvers import solve
+
+
+def knapsack(items: int = 3, seed: int = 0) -> pyo.ConcreteModel:
+    """max sum v x  s.t. two knapsack rows, x binary."""
+    rng = random.Random(seed)
+    weight = [rng.randint(10, 60) for _ in range(items)]
+    other = [rng.randint(10, 60) for _ in range(items)]
+    value = [w + o + rng.randint(0, 5) for w, o in zip(weight, other, strict=True)]
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(items), domain=pyo.Binary)
+    m.cap1 = pyo.Constraint(expr=sum(weight[i] * m.x[i] for i in range(items)) <= 12 * items)
+    m.cap2 = pyo.Constraint(expr=sum(other[i] * m.x[i] for i in range(items)) <= 11 * items)
+    m.value = pyo.Objective(expr=sum(value[i] * m.x[i] for i in range(items)), sense=pyo.maximize)
+    return m
+
+
+def tiny() -> pyo.ConcreteModel:
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), domain=pyo.Binary)
+    m.pick_two = pyo.Constraint(expr=sum(m.x[i] for i in range(3)) <= 2)
+    m.value = pyo.Objective(expr=m.x[0] + 2 * m.x[1] + 3 * m.x[2], sense=pyo.maximize)
+    return m
+
+
+def test_optimal_solve_reports_objective_bound_and_zero_gap():
+    m = tiny()
+    report = solve(m)
+    assert report.status == "optimal" and report.proven_optimal
+    assert report.objective == pytest.approx(5.0) and report.bound == pytest.approx(5.0)
+    assert report.gap == 0.0
+    assert [pyo.value(m.x[i]) for i in range(3)] == pytest.approx([0, 1, 1])
+    assert "HiGHS" in report.log
+    assert report.summary.startswith("optimal")
+
+
+def test_time_limit_returns_incumbent_and_bound_not_proven():
+    m = knapsack(items=400, seed=3)
+    report = solve(m, time_limit=0.05)
+    assert report.status == "time_limit" and not report.proven_optimal
+    assert report.objective is not None and report.bound is not None
+    assert report.bound >= report.objective - 1e-6
+    assert report.gap is not None and report.gap > 0
+    assert "not proven optimal" in report.summary
+    assert "Time limit reached" in report.log
+
+
+def test_mip_start_reaches_highs():
+    m = tiny()
+    for i, v in enumerate([1, 1, 0]):
+        m.x[i].value = v
+    report = solve(m, warm_start=True)
+    assert "Assessing feasibility of MIP" in report.log
+    assert report.objective == pytest.approx(5.0)
+    cold = solve(tiny())
+    assert "Assessing feasibility of MIP" not in cold.log
+
+
+def test_warm_start_refuses_unset_variables():
+    m = tiny()
+    m.x[0].value = 1
+    with pytest.raises(ValueError, match="unset"):
+        solve(m, warm_start=True)
+
+
+def test_infeasible_model_is_reported_not_raised():
+    m = tiny()
+    m.impossible = pyo.Constraint(expr=m.x[0] + m.x[1] + m.x[2] >= 4)
+    report = solve(m)
+    assert report.status in ("infeasible", "infeasible_or_unbounded")
+    assert report.objective is None and not report.has_solution
+
+
+def test_unknown_solver_is_bad_input():
+    with pytest.raises(InputError, match="not installed"):
+        solve(tiny(), solver="no_such_solver")
+
+
+@pytest.mark.skipif(not pyo.SolverFactory("glpk").available(exception_flag=False), reason="glpk not installed")
+def test_glpk_through_solver_factory():
+    report = solve(tiny(), solver="glpk", time_limit=10)
+    assert report.status == "optimal" and report.objective == pytest.approx(5.0)
