@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from optfleet.cli.commands import catalog_command, solve_command, validate_command
+from optfleet.cli.commands import catalog_command, simulate_command, solve_command, validate_command
 from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.heuristics import FLEET_METHODS
 from optfleet.instance.presets import PRESETS
@@ -33,6 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("file", type=Path)
     validate.add_argument("--preset", choices=sorted(PRESETS), default=None)
 
+    simulate = sub.add_parser("simulate", help="simulate a plan (discrete events) and compare it with the evaluator")
+    simulate.add_argument("file", type=Path, help="instance file (YAML or JSON)")
+    source = simulate.add_mutually_exclusive_group()
+    source.add_argument("--plan", type=Path, default=None, help="plan.json written by `optfleet solve --out`")
+    source.add_argument("--method", choices=sorted(FLEET_METHODS), default=None, help="plan to simulate (default: sweep)")
+    simulate.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    simulate.add_argument("--requests", type=int, default=200_000, help="arrivals per replication (default 200000)")
+    simulate.add_argument("--reps", type=int, default=3, help="replications, for 95 %% confidence intervals (default 3)")
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--mode", choices=["slots", "batching"], default="slots")
+    simulate.add_argument("--json", action="store_true")
+
     catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources")
     catalog.add_argument("--json", action="store_true")
     return parser
@@ -45,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return solve_command(args)
         if args.command == "validate":
             return validate_command(args)
+        if args.command == "simulate":
+            return simulate_command(args)
         return catalog_command(args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)

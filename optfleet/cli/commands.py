@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK
+from optfleet.fleet.evaluator import evaluate
+from optfleet.fleet.plan import Plan
 from optfleet.fleet.problem import FleetProblem, prepare
 from optfleet.hardware import catalog_rows
+from optfleet.heuristics import FLEET_METHODS
 from optfleet.heuristics.sweep import sweep
 from optfleet.instance import load_instance
-from optfleet.report.fleet_text import render_run
+from optfleet.instance.loader import read_document
+from optfleet.report.fleet_text import render_run, render_simulation
+from optfleet.simulate import simulate_plan
+from optfleet.simulate.compare import comparison_table
 from optfleet.runs import FleetRun, run_fleet, run_to_dict
 
 
@@ -42,6 +49,43 @@ def _write_outputs(folder: Path, problem: FleetProblem, run: FleetRun, result: d
         (folder / "plan.json").write_text(_dump(run.main.evaluation.plan.to_dict()) + "\n")
     if run.chosen == "sweep":
         sweep(problem).candidates.to_csv(folder / "candidates.csv", index=False)
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    loaded = load_instance(args.file, preset=args.preset)
+    problem = prepare(loaded)
+    if args.plan is not None:
+        plan = Plan.from_dict(read_document(args.plan).get("plan", read_document(args.plan)))
+    else:
+        plan = FLEET_METHODS[args.method or "sweep"](problem)
+    evaluation = evaluate(problem, plan)
+    progress = _progress_printer("simulating") if sys.stderr.isatty() and not args.json else None
+    result = simulate_plan(problem, plan, requests=args.requests, reps=args.reps, seed=args.seed, mode=args.mode, progress=progress)
+    table = comparison_table(evaluation, result)
+    if args.json:
+        print(_dump({
+            "instance": problem.name, "plan": plan.to_dict(), "mode": result.mode, "requests": result.requests,
+            "reps": result.reps, "seed": result.seed, "warmup_share": result.warmup_share,
+            "metrics": {scope: {m: {"mean": v[0], "ci95": v[1]} for m, v in values.items()} for scope, values in result.metrics.items()},
+            "comparison": table.to_dict(orient="records"),
+        }))
+        return EXIT_OK
+    print(f"instance {problem.name}: plan {plan.to_dict()}")
+    print(f"{result.mode} mode, {result.requests} requests x {result.reps} replications (seed {result.seed}); mean +- 95 % half-width")
+    print()
+    print(render_simulation(result))
+    print()
+    print("analytic (evaluator) vs simulated:")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    return EXIT_OK
+
+
+def _progress_printer(label: str):
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\r{label}: replication {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show
 
 
 def validate_command(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import pandas as pd
 
 from optfleet.fleet.evaluator import FleetEvaluation
 from optfleet.runs import FleetRun, MethodResult
+from optfleet.simulate import SimulationResult
 
 
 def _pool_table(evaluation: FleetEvaluation) -> str:
@@ -78,3 +79,19 @@ def render_run(run: FleetRun) -> str:
     infeasible = [r for r in run.results.values() if r.evaluation is None and r.method != main.method]
     lines += [f"  {r.method}: {r.infeasible_reason}" for r in infeasible]
     return "\n".join(lines)
+
+
+def render_simulation(result: SimulationResult) -> str:
+    """Simulated metrics per pool and for the fleet: ``mean +- half-width`` per cell."""
+    columns = ["utilisation", "wait_p50_ms", "wait_p99_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "slo_attainment", "queue_p99", "requests"]
+    rows = []
+    for scope, metrics in result.metrics.items():
+        row: dict[str, str] = {"scope": scope}
+        for name in columns:
+            if name in metrics:
+                mean, half = metrics[name]
+                row[name] = f"{mean:,.4g}" if half != half else f"{mean:,.4g} +- {half:.2g}"
+            else:
+                row[name] = "-"
+        rows.append(row)
+    return pd.DataFrame(rows).to_string(index=False)

@@ -1,0 +1,174 @@
+"""The simulator: exact M/M/c and M/D/c references, agreement with the evaluator, batching mode, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from optfleet.cli import main
+from optfleet.errors import InputError
+from optfleet.fleet.evaluator import evaluate
+from optfleet.fleet.plan import Plan, PoolPlan
+from optfleet.heuristics import sweep
+from optfleet.queueing import erlang_c
+from optfleet.simulate import simulate_plan
+from optfleet.simulate.batching import simulate_batching
+from optfleet.simulate.slots import fcfs_starts, queue_lengths
+
+from support import FLEET_INSTANCES, fleet_problem
+
+
+def _poisson_arrivals(rate: float, count: int, rng: np.random.Generator) -> np.ndarray:
+    return np.cumsum(rng.exponential(1.0 / rate, size=count))
+
+
+def test_mmc_matches_erlang_c_and_the_exact_wait_tail():
+    rng = np.random.default_rng(7)
+    c, rate, mean_service = 5, 4.0, 1.0  # a = 4, rho = 0.8
+    arrival = _poisson_arrivals(rate, 400_000, rng)
+    wait = (fcfs_starts(arrival, rng.exponential(mean_service, size=len(arrival)), c) - arrival)[40_000:]
+    prob_wait = float(erlang_c(c, rate * mean_service))
+    drain = c / mean_service - rate
+    assert np.mean(wait > 0) == pytest.approx(prob_wait, abs=0.01)
+    assert wait.mean() == pytest.approx(prob_wait / drain, rel=0.05)
+    # M/M/c: P[W > t] = C exp(-(c mu - lambda) t), so the P99 is ln(C / 0.01) / (c mu - lambda).
+    assert np.percentile(wait, 99) == pytest.approx(math.log(prob_wait / 0.01) / drain, rel=0.05)
+
+
+def _mdc_exact(c: int, a: float, states: int = 400) -> tuple[float, float]:
+    """P[wait] and E[number waiting] of M/D/c: N(t) = max(N(t - D) - c, 0) + Poisson(a) (Crommelin)."""
+    arrivals = stats.poisson.pmf(np.arange(states), a)
+    transition = np.zeros((states, states))
+    for n in range(states):
+        base = max(n - c, 0)
+        transition[n, base:] = arrivals[: states - base]
+    pi = np.full(states, 1.0 / states)
+    for _ in range(5000):
+        pi = pi @ transition
+        pi /= pi.sum()
+    n = np.arange(states)
+    return float(pi[c:].sum()), float(np.dot(pi, np.maximum(n - c, 0)))
+
+
+def test_mdc_matches_the_exact_embedded_chain():
+    rng = np.random.default_rng(11)
+    c, service, rate = 3, 1.0, 2.4  # a = 2.4, rho = 0.8
+    arrival = _poisson_arrivals(rate, 400_000, rng)
+    wait = (fcfs_starts(arrival, np.full(len(arrival), service), c) - arrival)[40_000:]
+    prob_wait, mean_queue = _mdc_exact(c, rate * service)
+    assert np.mean(wait > 0) == pytest.approx(prob_wait, abs=0.01)
+    assert wait.mean() == pytest.approx(mean_queue / rate, rel=0.05)  # Little's law
+
+
+def test_queue_lengths_count_the_requests_not_yet_started():
+    arrival = np.array([0.0, 0.1, 0.2, 0.3])
+    start = fcfs_starts(arrival, np.array([1.0, 1.0, 1.0, 1.0]), servers=1)
+    assert start.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert queue_lengths(arrival, start).tolist() == [0, 0, 1, 2]
+
+
+@pytest.mark.parametrize(("name", "preset"), [("azure_2023", "paper"), ("azure_2023", "fleetsim_compatible"), ("lmsys_multiturn", "paper")])
+def test_utilisation_within_3_percent_of_the_evaluator(name, preset):
+    problem = fleet_problem(name, preset)
+    plan = sweep(problem).plan
+    analytic = evaluate(problem, plan)
+    result = simulate_plan(problem, plan, requests=150_000, reps=2, seed=3)
+    for pool in analytic.pools:
+        if pool.share < 0.1:
+            continue  # a pool with little traffic needs longer runs (the slow test)
+        simulated = result.metrics[pool.name]["utilisation"][0]
+        assert simulated == pytest.approx(pool.utilisation, rel=0.03), pool.name
+    fleet = sum(p.load_erlangs for p in analytic.pools) / sum(p.servers for p in analytic.pools)
+    assert result.metrics["fleet"]["utilisation"][0] == pytest.approx(fleet, rel=0.03)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["paper", "fleetsim_compatible"])
+@pytest.mark.parametrize("name", ["azure_2023", "lmsys_multiturn", "agent_heavy"])
+def test_every_pool_within_3_percent_at_full_size(name, preset):
+    problem = fleet_problem(name, preset)
+    try:
+        plan = sweep(problem).plan
+    except Exception:
+        pytest.skip("no feasible plan under this preset")
+    result = simulate_plan(problem, plan, requests=1_000_000, reps=3, seed=5)
+    for pool in evaluate(problem, plan).pools:
+        if pool.gpus:
+            assert result.metrics[pool.name]["utilisation"][0] == pytest.approx(pool.utilisation, rel=0.03), pool.name
+
+
+def test_slot_ttft_equals_the_evaluator_floor_when_nothing_waits():
+    problem = fleet_problem("azure_2023")
+    plan = sweep(problem).plan
+    result = simulate_plan(problem, plan, requests=60_000, reps=1, seed=1)
+    pool = evaluate(problem, plan).pools[0]
+    assert result.metrics[pool.name]["wait_p99_ms"][0] == 0.0
+    assert result.metrics[pool.name]["ttft_p99_ms"][0] == pytest.approx(pool.ttft_p99_ms)
+
+
+def test_same_seed_same_numbers():
+    problem = fleet_problem("toy")
+    plan = sweep(problem).plan
+    first = simulate_plan(problem, plan, requests=20_000, reps=2, seed=9)
+    again = simulate_plan(problem, plan, requests=20_000, reps=2, seed=9)
+    assert first.metrics == again.metrics
+
+
+def test_batching_with_constant_iterations_matches_slots():
+    # H = 0: every iteration lasts W whatever the batch, so both modes hold a slot for the same time.
+    problem = fleet_problem("toy")
+    plan = sweep(problem).plan
+    slots = simulate_plan(problem, plan, requests=40_000, reps=1, seed=2, mode="slots")
+    batching = simulate_plan(problem, plan, requests=40_000, reps=1, seed=2, mode="batching")
+    for name in ("short", "long"):
+        assert batching.metrics[name]["utilisation"][0] == pytest.approx(slots.metrics[name]["utilisation"][0], rel=0.03)
+
+
+def test_batching_times_are_consistent():
+    problem = fleet_problem("azure_2023", "fleetsim_compatible")
+    config = problem.pool(4096)
+    rng = np.random.default_rng(4)
+    count = 3000
+    arrival = _poisson_arrivals(40.0, count, rng)
+    l_in = rng.integers(0, 3000, size=count)
+    l_out = rng.integers(1, 800, size=count)
+    times = simulate_batching(config, 2, arrival, l_in, l_out)
+    assert np.all(times.start_s >= arrival)
+    assert np.all(times.first_token_s > times.start_s)
+    assert np.all(times.finish_s >= times.first_token_s)
+    # One chunk of prefill per iteration: a request needs at least ceil(L_in/chunk) + 1 iterations to its first token.
+    fastest_iteration = config.w_ms / 1000.0
+    assert np.all(times.first_token_s - times.start_s >= (np.ceil(l_in / config.chunk_tokens) + 1) * fastest_iteration - 1e-9)
+
+
+def test_bad_arguments_name_the_field():
+    problem = fleet_problem("toy")
+    plan = sweep(problem).plan
+    with pytest.raises(InputError, match="reps"):
+        simulate_plan(problem, plan, reps=0)
+    with pytest.raises(InputError, match="mode"):
+        simulate_plan(problem, plan, mode="fluid")
+    with pytest.raises(InputError, match="requests"):
+        simulate_plan(problem, plan, requests=0)
+    empty = Plan((PoolPlan("short", 2000, 0), PoolPlan("long", 4000, 5)))
+    with pytest.raises(InputError, match=r"plan.pools\[0\].gpus"):
+        simulate_plan(problem, empty, requests=1000)
+    with pytest.raises(InputError, match="too few to reach steady state"):
+        simulate_plan(problem, plan, requests=50, mode="batching")
+
+
+def test_cli_simulates_a_solved_plan(tmp_path, capsys):
+    toy = str(FLEET_INSTANCES / "toy.yaml")
+    assert main(["solve", toy, "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", toy, "--plan", str(tmp_path / "plan.json"), "--requests", "20000", "--reps", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["plan"]["pools"][0]["gpus"] == 10
+    assert {row["metric"] for row in data["comparison"]} == {"utilisation", "wait_p99_ms", "ttft_p99_ms"}
+    assert main(["simulate", toy, "--method", "homogeneous", "--requests", "20000", "--reps", "1"]) == 0
+    assert "analytic (evaluator) vs simulated" in capsys.readouterr().out
+    assert main(["simulate", toy, "--reps", "0"]) == 2
