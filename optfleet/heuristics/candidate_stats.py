@@ -106,7 +106,7 @@ class CandidateTables:
         self.l_total = mix.l_total
         self.l_out = mix.l_out
         self.w = mix.prob
-        self.k = -(-mix.l_in // self.chunk)
+        self.k = np.ceil(mix.l_in / self.chunk).astype(np.int64)  # exact for integers; faster than integer division
         self.scaled = self.long.length_scale_tokens is not None
         self.k_max = int(-(-problem.long_window_tokens // self.chunk))
         self.features = _features(self.k + self.l_out, self._phi(self.l_total), self.k, self.w)
@@ -176,7 +176,7 @@ class CandidateTables:
             if blocked.any():
                 moved[blocked] = 0.0
                 stuck[i] = _segment_sums(self.features[:, band] * blocked, starts)
-            k_comp = -(-(boundary - l_out) // self.chunk)
+            k_comp = np.ceil(np.maximum(boundary - l_out, 0) / self.chunk).astype(np.int64)  # blocked atoms carry weight 0
             u_comp = k_comp + l_out
             w_u = moved * u_comp
             comp[i] = _segment_sums([moved, w_u, w_u * u_comp, moved * k_comp], starts)
