@@ -55,3 +55,9 @@ def test_quoted_infeasibility_message_is_real(capsys):
         "infeasible: pool long (window 65536 tokens) needs P99 prefill 938.4 ms + one iteration 18.4 ms > SLO 500 ms",
         capsys.readouterr().out,
     )
+
+
+def test_benchmark_tables_are_quoted_from_the_results_files():
+    for name in ("sweep.md", "simulate.md"):
+        table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
+        assert "\n".join(table) in README, f"README does not quote benchmarks/results/{name}"
