@@ -69,11 +69,3 @@ class Plan:
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError("plan", data, f"not a plan ({exc})") from None
 
-
-def two_pool_names(count: int) -> tuple[str, ...]:
-    """Conventional pool names: ``long`` alone, ``short``/``long`` for two, ``pool1..`` beyond."""
-    if count == 1:
-        return ("long",)
-    if count == 2:
-        return ("short", "long")
-    return tuple(f"pool{i + 1}" for i in range(count))
