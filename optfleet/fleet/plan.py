@@ -7,6 +7,14 @@ multiplier ``gamma``: a request that would go to pool ``j+1`` but has
 compressible) and if ``L_out < C_j``, cut to ``T_c = C_j - L_out`` input tokens
 and sent to pool ``j`` (so ``T_c + L_out = C_j``); otherwise it stays in
 pool ``j+1``.  ``gamma = 1`` is plain pool routing.
+
+Split routing (what an optimization model may choose instead): a plan may
+carry ``rules``, each covering the requests with ``L_total`` in
+``(total_above, total_to]`` and ``L_out`` in ``[out_from, out_below)``, and
+giving the share of them each pool serves uncompressed and the share
+compressed into each pool (to ``C_j - L_out`` input tokens).  A compressed
+share may not exceed ``p_c`` in total and applies only to requests with
+``L_out < C_j``; the shares of a rule sum to 1.  With rules, ``gamma`` is not used.
 """
 
 from __future__ import annotations
@@ -27,6 +35,34 @@ class PoolPlan:
 
 
 @dataclass(frozen=True)
+class RouteRule:
+    """Shares of one class of requests: ``total_above < L_total <= total_to``, ``out_from <= L_out < out_below``."""
+
+    total_above: int
+    total_to: int
+    shares: tuple[tuple[str, float], ...]
+    compressed: tuple[tuple[str, float], ...] = ()
+    out_from: int = 0
+    out_below: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total_above": self.total_above, "total_to": self.total_to, "out_from": self.out_from, "out_below": self.out_below,
+            "shares": dict(self.shares), "compressed": dict(self.compressed),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RouteRule":
+        return cls(
+            total_above=int(data["total_above"]), total_to=int(data["total_to"]),
+            shares=tuple((str(k), float(v)) for k, v in data.get("shares", {}).items()),
+            compressed=tuple((str(k), float(v)) for k, v in data.get("compressed", {}).items()),
+            out_from=int(data.get("out_from", 0)),
+            out_below=None if data.get("out_below") is None else int(data["out_below"]),
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     """Pools sorted by window, the C&R multiplier, and who produced the plan (for reports only)."""
 
@@ -34,6 +70,7 @@ class Plan:
     gamma: float = 1.0
     method: str = "user"
     notes: dict[str, Any] = field(default_factory=dict, compare=False)
+    rules: tuple[RouteRule, ...] | None = None
 
     def __post_init__(self) -> None:
         windows = [p.window_tokens for p in self.pools]
@@ -46,6 +83,14 @@ class Plan:
         for i, pool in enumerate(self.pools):
             if pool.gpus < 0:
                 raise InputError(f"plan.pools[{i}].gpus", pool.gpus, "GPU counts must be >= 0")
+        names = {p.name for p in self.pools}
+        for i, rule in enumerate(self.rules or ()):
+            unknown = {name for name, _ in (*rule.shares, *rule.compressed)} - names
+            if unknown:
+                raise InputError(f"plan.rules[{i}]", sorted(unknown), "routes to pools the plan does not have")
+            total = sum(v for _, v in rule.shares) + sum(v for _, v in rule.compressed)
+            if abs(total - 1.0) > 1e-6 or min((v for _, v in (*rule.shares, *rule.compressed)), default=0.0) < -1e-9:
+                raise InputError(f"plan.rules[{i}]", rule.to_dict(), "shares must be >= 0 and sum to 1")
 
     @property
     def boundary_tokens(self) -> int | None:
@@ -55,17 +100,21 @@ class Plan:
     def with_gpus(self, gpus: list[int] | tuple[int, ...]) -> "Plan":
         """The same routing with other GPU counts."""
         pools = tuple(PoolPlan(p.name, p.window_tokens, int(n)) for p, n in zip(self.pools, gpus, strict=True))
-        return Plan(pools=pools, gamma=self.gamma, method=self.method, notes=self.notes)
+        return Plan(pools=pools, gamma=self.gamma, method=self.method, notes=self.notes, rules=self.rules)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "gamma": self.gamma, "pools": [asdict(p) for p in self.pools]}
+        data: dict[str, Any] = {"method": self.method, "gamma": self.gamma, "pools": [asdict(p) for p in self.pools]}
+        if self.rules is not None:
+            data["rules"] = [r.to_dict() for r in self.rules]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
         """Read a plan written by :meth:`to_dict` (e.g. ``optfleet solve --json`` output)."""
         try:
             pools = tuple(PoolPlan(str(p["name"]), int(p["window_tokens"]), int(p["gpus"])) for p in data["pools"])
-            return cls(pools=pools, gamma=float(data.get("gamma", 1.0)), method=str(data.get("method", "user")))
+            rules = tuple(RouteRule.from_dict(r) for r in data["rules"]) if data.get("rules") is not None else None
+            return cls(pools=pools, gamma=float(data.get("gamma", 1.0)), method=str(data.get("method", "user")), rules=rules)
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError("plan", data, f"not a plan ({exc})") from None
 

@@ -6,7 +6,11 @@ mix, its category compressible with probability ``p_c`` — and the plan's rule
 is applied to it: the smallest pool whose window ``C_j >= L_total``, unless
 ``C_{j-1} < L_total <= gamma C_{j-1}``, the request is compressible and
 ``L_out < C_{j-1}``, in which case its input is cut to ``C_{j-1} - L_out``
-tokens and it goes to pool ``j-1``.
+tokens and it goes to pool ``j-1``.  Under split rules (plan.py) a request of
+a rule whose compressed shares total ``z`` is compressed, if compressible,
+with probability ``z / p_c`` (into pool j with probability ``z_j / p_c``);
+otherwise it goes to pool j with probability ``x_j / (1 - z)``, so each pool
+receives exactly its share of the rule's requests in expectation.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ def sample_requests(problem: FleetProblem, plan: Plan, count: int, rng: np.rando
     compressible = rng.random(count) < problem.compressible_fraction
     windows = np.array([p.window_tokens for p in plan.pools], dtype=np.int64)
     l_total = l_in + l_out
+    if plan.rules is not None:
+        pool, compress = _split_routing(plan, problem.compressible_fraction, l_total, l_out, compressible, rng)
+        l_in[compress] = windows[pool[compress]] - l_out[compress]
+        return RequestStream(arrival, l_in, l_out, pool, compress)
     if l_total.max() > windows[-1]:
         raise InputError("plan.pools", windows.tolist(), f"the largest window {windows[-1]} cannot hold a {l_total.max()}-token request")
     pool = np.searchsorted(windows, l_total, side="left")
@@ -54,3 +62,32 @@ def sample_requests(problem: FleetProblem, plan: Plan, count: int, rng: np.rando
     pool[compress] -= 1
     l_in[compress] = lower[compress] - l_out[compress]
     return RequestStream(arrival, l_in, l_out, pool, compress)
+
+
+def _split_routing(
+    plan: Plan, p_c: float, l_total: NDArray[np.int64], l_out: NDArray[np.int64], compressible: NDArray[np.bool_], rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Pool index and compressed flag of every request under ``plan.rules``."""
+    index = {p.name: j for j, p in enumerate(plan.pools)}
+    pool = np.full(len(l_total), -1, dtype=np.int64)
+    compress = np.zeros(len(l_total), dtype=bool)
+    draw_compress, draw_pool = rng.random(len(l_total)), rng.random(len(l_total))
+    for rule in plan.rules or ():
+        mine = (l_total > rule.total_above) & (l_total <= rule.total_to) & (l_out >= rule.out_from)
+        if rule.out_below is not None:
+            mine &= l_out < rule.out_below
+        squeezed = sum(v for _, v in rule.compressed)
+        if rule.compressed and p_c > 0:
+            edges = np.cumsum([v / p_c for _, v in rule.compressed])
+            chosen = mine & compressible & (draw_compress < edges[-1])
+            pool[chosen] = np.array([index[n] for n, _ in rule.compressed])[np.searchsorted(edges, draw_compress[chosen], side="right")]
+            compress |= chosen
+        rest = mine & ~compress
+        if rule.shares and squeezed < 1:
+            edges = np.cumsum([v / (1 - squeezed) for _, v in rule.shares])
+            pick = np.minimum(np.searchsorted(edges, draw_pool[rest], side="right"), len(edges) - 1)
+            pool[rest] = np.array([index[n] for n, _ in rule.shares])[pick]
+    if (pool < 0).any():
+        bad = int(np.flatnonzero(pool < 0)[0])
+        raise InputError("plan.rules", f"L_total {l_total[bad]}", "no rule routes this request")
+    return pool, compress
