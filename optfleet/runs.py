@@ -10,11 +10,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from optfleet.errors import InfeasibleError
+from optfleet.errors import InfeasibleError, InputError
+from optfleet.exact import solve_milp
 from optfleet.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.fleet.problem import FleetProblem
 from optfleet.heuristics import FLEET_METHODS
 from optfleet.heuristics.closed_forms import SavingsForecast, savings_forecast
+from optfleet.solvers import SolveReport
+
+METHODS = (*FLEET_METHODS, "milp")
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class MethodResult:
     infeasible_reason: str | None = None
     forecast: SavingsForecast | None = None
     savings_vs_homogeneous: float | None = None
+    solve_report: SolveReport | None = None
+    iterations: int | None = None
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,13 @@ class FleetRun:
 
 
 def run_method(problem: FleetProblem, method: str) -> MethodResult:
-    """Run one registered method and evaluate its plan."""
+    """Run one method (a heuristic, or ``milp``) and evaluate its plan."""
     start = time.perf_counter()
     try:
+        if method == "milp":
+            exact = solve_milp(problem, routing=problem.milp_routing, max_pools=problem.max_pools,
+                               time_limit_s=problem.time_limit_s, mip_gap=problem.mip_gap)
+            return MethodResult(method, exact.evaluation, time.perf_counter() - start, solve_report=exact.report, iterations=exact.iterations)
         plan = FLEET_METHODS[method](problem)
     except InfeasibleError as exc:
         return MethodResult(method, None, time.perf_counter() - start, infeasible_reason=str(exc))
@@ -71,6 +81,8 @@ def run_fleet(problem: FleetProblem, chosen: str, methods: list[str] | None = No
             seconds=result.seconds,
             forecast=savings_forecast(result.evaluation, base),
             savings_vs_homogeneous=1.0 - result.evaluation.cost_per_hour / base.cost_per_hour,
+            solve_report=result.solve_report,
+            iterations=result.iterations,
         )
     return FleetRun(problem=problem, chosen=chosen, results=results)
 
@@ -84,6 +96,8 @@ def run_to_dict(run: FleetRun) -> dict[str, Any]:
             return body
         body.update(result.evaluation.to_dict())
         body["savings_vs_homogeneous"] = result.savings_vs_homogeneous
+        if result.solve_report is not None:
+            body["solver"] = {**result.solve_report.to_dict(), "table_iterations": result.iterations}
         if result.forecast is not None:
             body["closed_forms"] = {
                 "alpha": result.forecast.alpha,

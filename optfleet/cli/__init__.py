@@ -14,7 +14,7 @@ from pathlib import Path
 
 from optfleet.cli.commands import catalog_command, simulate_command, solve_command, validate_command
 from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
-from optfleet.heuristics import FLEET_METHODS
+from optfleet.runs import METHODS
 from optfleet.instance.presets import PRESETS
 
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     solve = sub.add_parser("solve", help="solve an instance file and compare every baseline")
     solve.add_argument("file", type=Path, help="instance file (YAML or JSON)")
-    solve.add_argument("--method", choices=sorted(FLEET_METHODS), default=None, help="method to run (default: the instance's solve.method, else sweep)")
+    solve.add_argument("--method", choices=sorted(METHODS), default=None, help="method to run (default: the instance's solve.method, else sweep)")
     solve.add_argument("--preset", choices=sorted(PRESETS), default=None, help="service-model preset, overriding the instance's")
     solve.add_argument("--json", action="store_true", help="print a machine-readable result instead of tables")
     solve.add_argument("--out", type=Path, default=None, help="folder to write result.json, plan.json, report.txt (and candidates.csv for the sweep)")
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("file", type=Path, help="instance file (YAML or JSON)")
     source = simulate.add_mutually_exclusive_group()
     source.add_argument("--plan", type=Path, default=None, help="plan.json written by `optfleet solve --out`")
-    source.add_argument("--method", choices=sorted(FLEET_METHODS), default=None, help="plan to simulate (default: sweep)")
+    source.add_argument("--method", choices=sorted(METHODS), default=None, help="plan to simulate (default: sweep)")
     simulate.add_argument("--preset", choices=sorted(PRESETS), default=None)
     simulate.add_argument("--requests", type=int, default=200_000, help="arrivals per replication (default 200000)")
     simulate.add_argument("--reps", type=int, default=3, help="replications, for 95 %% confidence intervals (default 3)")

@@ -9,19 +9,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK
+from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InfeasibleError
 from optfleet.fleet.evaluator import evaluate
 from optfleet.fleet.plan import Plan
 from optfleet.fleet.problem import FleetProblem, prepare
 from optfleet.hardware import catalog_rows
-from optfleet.heuristics import FLEET_METHODS
 from optfleet.heuristics.sweep import sweep
 from optfleet.instance import load_instance
 from optfleet.instance.loader import read_document
 from optfleet.report.fleet_text import render_run, render_simulation
 from optfleet.simulate import simulate_plan
 from optfleet.simulate.compare import comparison_table
-from optfleet.runs import FleetRun, run_fleet, run_to_dict
+from optfleet.runs import FleetRun, run_fleet, run_method, run_to_dict
 
 
 def _dump(data: object) -> str:
@@ -57,7 +56,10 @@ def simulate_command(args: argparse.Namespace) -> int:
     if args.plan is not None:
         plan = Plan.from_dict(read_document(args.plan).get("plan", read_document(args.plan)))
     else:
-        plan = FLEET_METHODS[args.method or "sweep"](problem)
+        outcome = run_method(problem, args.method or "sweep")
+        if outcome.evaluation is None:
+            raise InfeasibleError(f"{outcome.method}: {outcome.infeasible_reason}")
+        plan = outcome.evaluation.plan
     evaluation = evaluate(problem, plan)
     progress = _progress_printer("simulating") if sys.stderr.isatty() and not args.json else None
     result = simulate_plan(problem, plan, requests=args.requests, reps=args.reps, seed=args.seed, mode=args.mode, progress=progress)

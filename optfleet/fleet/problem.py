@@ -48,6 +48,10 @@ class FleetProblem:
     rho_max: float
     ttft_rule: str
     hardware: "PoolFactory"
+    milp_routing: str = "threshold"
+    max_pools: int = 2
+    time_limit_s: float = 60.0
+    mip_gap: float = 1e-6
 
     def pool(self, window_tokens: int) -> PoolConfig:
         return self.hardware.pool(window_tokens)
@@ -142,6 +146,10 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         rho_max=spec.slo.rho_max,
         ttft_rule=spec.slo.ttft_rule,
         hardware=hardware,
+        milp_routing=spec.solve.routing,
+        max_pools=spec.solve.max_pools,
+        time_limit_s=spec.solve.time_limit_s,
+        mip_gap=spec.solve.mip_gap,
     )
 
 

@@ -131,7 +131,13 @@ class CostSpec(_Strict):
 
 
 class SolveSpec(_Strict):
-    method: Literal["homogeneous", "pool-routing", "retrofit", "sweep"] = "sweep"
+    """Default method and the MILP's options (routing mode, max pools K, time limit, relative gap)."""
+
+    method: Literal["homogeneous", "pool-routing", "retrofit", "sweep", "milp"] = "sweep"
+    routing: Literal["threshold", "split", "sweep"] = "threshold"
+    max_pools: int = Field(2, ge=1)
+    time_limit_s: float = Field(60.0, gt=0.0)
+    mip_gap: float = Field(1e-6, ge=0.0)
 
 
 class FleetInstanceSpec(_Strict):

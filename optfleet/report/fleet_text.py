@@ -40,8 +40,8 @@ def _method_row(result: MethodResult) -> dict[str, object]:
     f = result.forecast
     return {
         "method": result.method,
-        "B": e.plan.boundary_tokens or "-",
-        "gamma": f"{e.plan.gamma:.1f}",
+        "B": "rules" if e.plan.rules is not None else (e.plan.boundary_tokens or "-"),
+        "gamma": "-" if e.plan.rules is not None else f"{e.plan.gamma:.1f}",
         "GPUs per pool": "/".join(str(p.gpus) for p in e.pools),
         "GPUs": e.total_gpus,
         "$/h": f"{e.cost_per_hour:,.2f}",
@@ -68,12 +68,18 @@ def render_run(run: FleetRun) -> str:
     else:
         e = main.evaluation
         boundary = e.plan.boundary_tokens
-        headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
+        if e.plan.rules is not None:
+            headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, split by {len(e.plan.rules)} length-class rules, "
+        else:
+            headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
         headline += ", ".join(f"n_{p.name} = {p.gpus}" for p in e.pools)
         headline += f"; {e.total_gpus} GPUs, ${e.cost_per_hour:,.2f}/h, ${e.cost_per_year:,.0f}/yr"
         if main.savings_vs_homogeneous is not None:
             headline += f", {100 * main.savings_vs_homogeneous:.1f}% below homogeneous"
-        lines += [headline, "", _pool_table(e)]
+        lines += [headline]
+        if main.solve_report is not None:
+            lines.append(f"solver: {main.solve_report.summary}; solved {main.iterations} time(s) to refresh the Erlang tables; the plan passes the evaluator")
+        lines += ["", _pool_table(e)]
     lines += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):"]
     lines.append(pd.DataFrame([_method_row(r) for r in run.results.values()]).to_string(index=False))
     infeasible = [r for r in run.results.values() if r.evaluation is None and r.method != main.method]

@@ -1,0 +1,209 @@
+"""Fleet provisioning as a Pyomo MILP over length classes and pool options (DESIGN.md section 3).
+
+Sets: classes k (milp_data.py), pool options j (windows), floor levels m of
+pool j, small GPU counts q < N_j of pool j (the Erlang-C table).
+
+Variables
+    x[k,j] in [0,1]     share of class k served by pool j uncompressed (only if the class fits C_j)
+    z[k,j] in [0,p_c]   share of class k compressed to C_j and served by j (band classes, L_out < C_j)
+    n[j] integer >= 0   GPUs (instances) of pool j;   open[j] binary: pool j is used
+    level[j,m] binary   pool j's P99 TTFT floor is at most (m+1) t_j
+    count[j,q] binary   pool j has exactly q < N_j GPUs;   big[j] binary: n[j] >= N_j
+
+Constraints (equation numbers refer to this docstring)
+    (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1
+    (2) load_erlangs[j] a_j = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]            (expression, erlangs)
+    (3) cap[j]          a_j <= rho_max n_max_j n[j]
+    (4) floor[j,m]      sum_k A[k,m] x + A'[k,j,m] z - 0.01 sum_k p_k (x + z) <= 1 - level[j,m]
+                        (at most 1 % of the pool's traffic has a floor above the level; exact)
+    (5) one level, one count:  sum_m level[j,m] = open[j] = sum_q count[j,q] + big[j]
+    (6) n[j] = sum_q q count[j,q] + nbig, nbig in [N_j big[j], n_max big[j]]
+    (7) wait[j,q,m]     a_j <= a_max[j,q,m] + M_j (2 - count[j,q] - level[j,m])
+                        (below N_j GPUs the Erlang-C limit; from N_j on the cap implies W99 = 0)
+    (8) max_pools       sum_j open[j] <= K
+    objective           cost = sum_j price_j n[j]   ($/hour)
+
+Routing modes: ``split`` (any shares), ``threshold`` (each length segment's
+uncompressed share goes to one pool, pools in window order along L, each
+pool's compressed classes a prefix of its band at p_c), and ``sweep`` (the
+sweep's policy space: threshold, K = 2 with the long pool, every segment to
+the smallest open pool that holds it, compression bands ending on the gamma
+grid) — restricted that far the model must reproduce the sweep's optimum.
+
+The Erlang table a_max depends on each pool's ``R_j = E[S^2]/E[S]``; it is
+passed in and refreshed by the driver (optfleet/exact.py) from the evaluator.  (Pyomo reserves the
+name ``load`` on blocks, hence ``m.load_erlangs``.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+
+from optfleet.fleet.milp_data import FleetMilpData, erlang_table
+from optfleet.fleet.plan import Plan, PoolPlan, RouteRule
+
+ROUTING_MODES = ("split", "threshold", "sweep")
+
+
+def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max_pools: int = 2) -> pyo.ConcreteModel:
+    """The MILP of ``data`` with Erlang tables at ``ratio_ms`` (one R_j per pool option)."""
+    if routing not in ROUTING_MODES:
+        raise ValueError(f"routing must be one of {ROUTING_MODES}")
+    problem = data.problem
+    pc = problem.compressible_fraction
+    classes, pools = range(len(data.mass)), range(len(data.pools))
+    m = pyo.ConcreteModel(name=f"fleet:{problem.name}")
+    m.data = data
+    m.routing = routing
+    fit_pairs = [(k, j) for k in classes for j in pools if data.fits[k, j]]
+    comp_pairs = [(k, j) for k in classes for j in pools if data.can_compress[k, j]]
+    m.x = pyo.Var(fit_pairs, bounds=(0, 1))
+    m.z = pyo.Var(comp_pairs, bounds=(0, pc))
+    max_load = np.array([max(data.load[:, j][data.fits[:, j]].sum(), 0.0) + data.compressed_load[:, j].sum() for j in pools])
+    max_gpus = [int(np.ceil(max_load[j] / (problem.rho_max * o.slots_per_gpu))) + o.table_gpus + 1 for j, o in enumerate(data.pools)]
+    m.n = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda _, j: (0, max_gpus[j]))
+    m.open = pyo.Var(pools, domain=pyo.Binary)
+    level_pairs = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
+    count_pairs = [(j, q) for j in pools for q in range(data.pools[j].table_gpus)]
+    m.level = pyo.Var(level_pairs, domain=pyo.Binary)
+    m.count = pyo.Var(count_pairs, domain=pyo.Binary)
+    m.big = pyo.Var(pools, domain=pyo.Binary)
+    m.nbig = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda _, j: (0, max_gpus[j]))
+
+    x_of = {j: [k for k, jj in fit_pairs if jj == j] for j in pools}
+    z_of = {j: [k for k, jj in comp_pairs if jj == j] for j in pools}
+    m.route = pyo.Constraint(classes, rule=lambda m, k: sum(m.x[k, j] for j in pools if (k, j) in m.x) + sum(m.z[k, j] for j in pools if (k, j) in m.z) == 1)
+    m.load_erlangs = pyo.Expression(pools, rule=lambda m, j: sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
+    m.cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
+    m.x_open = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.open[j])
+    m.z_open = pyo.Constraint(comp_pairs, rule=lambda m, k, j: m.z[k, j] <= pc * m.open[j])
+    m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= max_gpus[j] * m.open[j])
+
+    def floor_rule(m, j, lv):
+        served = sum(data.mass[k] * m.x[k, j] for k in x_of[j]) + sum(data.mass[k] * m.z[k, j] for k in z_of[j])
+        above = sum(data.above[k, lv] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_above[k, j, lv] * m.z[k, j] for k in z_of[j])
+        return above - 0.01 * served <= 1 - m.level[j, lv]
+
+    m.floor = pyo.Constraint(level_pairs, rule=floor_rule)
+    m.one_level = pyo.Constraint(pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(data.pools[j].levels)) == m.open[j])
+    m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.big[j] == m.open[j])
+    m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.nbig[j])
+    m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= data.pools[j].table_gpus * m.big[j])
+    m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= max_gpus[j] * m.big[j])
+    tables = {j: erlang_table(data.pools[j], float(ratio_ms[j]), problem.ttft_p99_ms, problem.rho_max) for j in pools}
+    wait_index = [(j, q, lv) for j in pools for q in range(data.pools[j].table_gpus) for lv in range(data.pools[j].levels)
+                  if tables[j][q, lv] < problem.rho_max * q * data.pools[j].slots_per_gpu - 1e-9]
+    m.wait = pyo.Constraint(wait_index, rule=lambda m, j, q, lv: m.load_erlangs[j] <= tables[j][q, lv] + max_load[j] * (2 - m.count[j, q] - m.level[j, lv]))
+    m.max_pools = pyo.Constraint(expr=sum(m.open[j] for j in pools) <= max_pools)
+    m.cost = pyo.Expression(expr=sum(data.pools[j].cost_per_gpu_hour * m.n[j] for j in pools))
+    m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
+    if routing != "split":
+        _add_threshold_routing(m, data, fit_pairs, comp_pairs, routing == "sweep")
+    return m
+
+
+def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs, comp_pairs, sweep_space: bool) -> None:
+    """Contiguous one-pool-per-segment routing; compression as a band prefix at exactly p_c."""
+    problem = data.problem
+    pc = problem.compressible_fraction
+    pools = range(len(data.pools))
+    segments = sorted(set(data.class_segment.tolist()))
+    seg_fits = {(s, j) for k, j in fit_pairs for s in [int(data.class_segment[k])]}
+    seg_classes = {s: [k for k in range(len(data.mass)) if data.class_segment[k] == s] for s in segments}
+    m.assign = pyo.Var(sorted(seg_fits), domain=pyo.Binary)
+    m.one_pool = pyo.Constraint(segments, rule=lambda m, s: sum(m.assign[s, j] for j in pools if (s, j) in m.assign) == 1)
+    m.x_assign = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.assign[int(data.class_segment[k]), j])
+    order = {s: sum(j * m.assign[s, j] for j in pools if (s, j) in m.assign) for s in segments}
+    m.contiguous = pyo.Constraint(range(len(segments) - 1), rule=lambda m, i: order[segments[i]] <= order[segments[i + 1]])
+    comp_segments = sorted({(int(data.class_segment[k]), j) for k, j in comp_pairs})
+    m.compress = pyo.Var(comp_segments, domain=pyo.Binary)
+    m.z_fixed = pyo.Constraint(comp_pairs, rule=lambda m, k, j: m.z[k, j] == pc * m.compress[int(data.class_segment[k]), j])
+    m.compress_open = pyo.Constraint(comp_segments, rule=lambda m, s, j: m.compress[s, j] <= m.open[j])
+    prefix = [(s, j) for s, j in comp_segments if (s + 1, j) in m.compress]
+    m.band_prefix = pyo.Constraint(prefix, rule=lambda m, s, j: m.compress[s, j] >= m.compress[s + 1, j])
+    if not sweep_space:
+        return
+    long = data.long_index
+    m.long_open = pyo.Constraint(expr=m.open[long] == 1)
+    m.one_short = pyo.Constraint(expr=sum(m.open[j] for j in pools if j != long) <= 1)
+    smallest = [(s, j, jj) for (s, j) in seg_fits for jj in pools if jj < j and (s, jj) in seg_fits]
+    m.smallest_open = pyo.Constraint(smallest, rule=lambda m, s, j, jj: m.assign[s, j] + m.open[jj] <= 1)
+    edges = np.concatenate(([0], np.unique(np.concatenate([np.outer(problem.boundary_candidates, problem.gammas).ravel(), [p.window_tokens for p in data.pools]]))))
+    off_grid = []
+    for s, j in prefix:
+        cut = float(edges[s + 1]) if s + 1 < len(edges) else None
+        window = data.pools[j].window_tokens
+        if cut is None or not any(abs(cut - g * window) < 1e-6 for g in problem.gammas):
+            off_grid.append((s, j))
+    m.gamma_grid = pyo.Constraint(off_grid, rule=lambda m, s, j: m.compress[s, j] == m.compress[s + 1, j])
+
+
+def extract(m: pyo.ConcreteModel) -> Plan:
+    """The plan of a solved model: open pools with their GPUs, and one routing rule per class."""
+    data: FleetMilpData = m.data
+    opened = [j for j in range(len(data.pools)) if pyo.value(m.open[j]) > 0.5]
+    pools = tuple(PoolPlan(data.pools[j].name, data.pools[j].window_tokens, int(round(pyo.value(m.n[j])))) for j in opened)
+    rules = []
+    for k in range(len(data.mass)):
+        shares = tuple((data.pools[j].name, float(pyo.value(m.x[k, j]))) for j in opened if (k, j) in m.x and pyo.value(m.x[k, j]) > 1e-9)
+        compressed = tuple((data.pools[j].name, float(pyo.value(m.z[k, j]))) for j in opened if (k, j) in m.z and pyo.value(m.z[k, j]) > 1e-9)
+        total = sum(v for _, v in shares) + sum(v for _, v in compressed)
+        shares = tuple((n, v / total) for n, v in shares)
+        compressed = tuple((n, v / total) for n, v in compressed)
+        out_below = int(data.class_out_below[k])
+        rules.append(RouteRule(
+            total_above=int(data.class_total_above[k]), total_to=int(data.class_total_to[k]),
+            shares=shares, compressed=compressed, out_from=int(data.class_out_from[k]),
+            out_below=None if out_below == np.iinfo(np.int64).max else out_below,
+        ))
+    return Plan(pools=pools, method=f"milp-{m.routing}", rules=tuple(rules))
+
+
+def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
+    """Load a threshold plan (e.g. the sweep's) as the MIP start; every variable gets a value.
+
+    Each class follows the plan's rule (smallest pool window holding it, the
+    gamma band compressed at p_c); the floor level is the lowest the routing
+    meets and the count binaries follow the plan's GPU counts.  Plans with
+    split rules are not loaded (the caller solves cold).
+    """
+    data: FleetMilpData = m.data
+    problem = data.problem
+    pc = problem.compressible_fraction
+    for var in m.component_data_objects(pyo.Var):
+        var.set_value(0)
+    index = {o.window_tokens: j for j, o in enumerate(data.pools)}
+    windows = [p.window_tokens for p in plan.pools]
+    chosen = [index[w] for w in windows]
+    for pool, j in zip(plan.pools, chosen, strict=True):
+        m.open[j].set_value(1)
+        m.n[j].set_value(pool.gpus)
+        table = data.pools[j].table_gpus
+        if pool.gpus < table:
+            m.count[j, pool.gpus].set_value(1)
+        else:
+            m.big[j].set_value(1)
+            m.nbig[j].set_value(pool.gpus)
+    for k in range(len(data.mass)):
+        top = int(data.class_total_to[k])
+        home = next(j for w, j in zip(windows, chosen, strict=True) if w >= top)
+        below = [(w, j) for w, j in zip(windows, chosen, strict=True) if w < top]
+        if below and (k, below[-1][1]) in m.z and top <= plan.gamma * below[-1][0] + 1e-9:
+            j_short = below[-1][1]
+            m.z[k, j_short].set_value(pc)
+            m.x[k, home].set_value(1 - pc)
+            if hasattr(m, "compress"):
+                m.compress[int(data.class_segment[k]), j_short].set_value(1)
+        else:
+            m.x[k, home].set_value(1)
+        if hasattr(m, "assign"):
+            m.assign[int(data.class_segment[k]), home].set_value(1)
+    for j in chosen:
+        x = np.array([pyo.value(m.x[k, j]) if (k, j) in m.x else 0.0 for k in range(len(data.mass))])
+        z = np.array([pyo.value(m.z[k, j]) if (k, j) in m.z else 0.0 for k in range(len(data.mass))])
+        served = float(np.dot(data.mass, x + z))
+        for lv in range(data.pools[j].levels):
+            if float(np.dot(data.above[:, lv], x) + np.dot(data.compressed_above[:, j, lv], z)) <= 0.01 * served + 1e-12:
+                m.level[j, lv].set_value(1)
+                break
