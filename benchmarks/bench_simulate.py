@@ -3,10 +3,11 @@
 1. Speed: 1e6 requests through the largest shipped plan (agent-heavy under the
    fleetsim-compatible preset, 1,851 GPUs) in slot mode; requests per second.
 2. Validation: every feasible sweep plan of the three paper workloads under
-   both presets, simulated in slot mode (--requests, default 1e6) and in
-   batching mode (--batching-requests, default 4e5), one replication each,
-   against the evaluator: utilisation and P99 TTFT per pool, relative errors,
-   and the time each run took (batching throughput).
+   both presets, and the MILP plan (threshold routing, K = 2) under the paper
+   preset (the MILP does not support the fleetsim rule yet), simulated in slot
+   mode (--requests, default 1e6) and in batching mode (--batching-requests,
+   default 4e5), one replication each, against the evaluator: utilisation and
+   P99 TTFT per pool, relative errors, and the time each run took.
 
 Writes benchmarks/results/simulate.json and simulate.md (quoted by the README).
 Run: python benchmarks/bench_simulate.py [--requests 1000000] [--batching-requests 200000]
@@ -21,13 +22,18 @@ import time
 from pathlib import Path
 
 from optfleet.errors import InfeasibleError, InputError
+from optfleet.exact import solve_milp
 from optfleet.fleet import evaluate, load_problem
 from optfleet.heuristics import sweep
 from optfleet.simulate import simulate_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CASES = [(w, p) for p in ("paper", "fleetsim_compatible") for w in ("azure_2023", "lmsys_multiturn", "agent_heavy")]
+CASES = [(w, p, m) for p in ("paper", "fleetsim_compatible") for w in ("azure_2023", "lmsys_multiturn", "agent_heavy") for m in ("sweep", "milp")]
+
+
+def method_plan(problem, method: str):
+    return sweep(problem).plan if method == "sweep" else solve_milp(problem, routing="threshold").plan
 
 
 def timed(problem, plan, requests: int, mode: str):
@@ -49,28 +55,28 @@ def main() -> int:
     print(f"speed: {args.requests} requests through {speed['plan_gpus']} GPUs in {seconds:.1f} s ({speed['requests_per_s']:,.0f} req/s), slot mode")
 
     rows, skipped = [], []
-    for name, preset in CASES:
+    for name, preset, method in CASES:
         problem = load_problem(ROOT / f"instances/fleet/{name}.yaml", preset=preset)
         try:
-            plan = sweep(problem).plan
-        except InfeasibleError:
-            print(f"{preset:20s} {name:16s} no feasible plan")
-            skipped.append(f"{preset} / {name}: no feasible plan to simulate")
+            plan = method_plan(problem, method)
+        except (InfeasibleError, InputError) as exc:
+            print(f"{preset:20s} {name:16s} {method:5s} no plan: {exc}")
+            skipped.append(f"{preset} / {name} / {method}: no plan to simulate ({str(exc)[:90]})")
             continue
         analytic = evaluate(problem, plan)
         for mode, requests in (("slots", args.requests), ("batching", args.batching_requests)):
             try:
                 result, seconds = timed(problem, plan, requests, mode)
             except InputError as exc:
-                print(f"{preset:20s} {name:16s} {mode:8s} skipped: {exc}")
-                skipped.append(f"{preset} / {name} / {mode}: skipped, {exc}")
+                print(f"{preset:20s} {name:16s} {method:5s} {mode:8s} skipped: {exc}")
+                skipped.append(f"{preset} / {name} / {method} / {mode}: skipped, {exc}")
                 continue
             for pool in analytic.pools:
                 if pool.gpus == 0:
                     continue
                 sim = result.metrics[pool.name]
                 row = {
-                    "preset": preset, "workload": name, "mode": mode, "requests": requests, "seconds": seconds,
+                    "preset": preset, "workload": name, "method": method, "mode": mode, "requests": requests, "seconds": seconds,
                     "pool": pool.name, "gpus": pool.gpus,
                     "util_analytic": pool.utilisation, "util_simulated": sim["utilisation"][0],
                     "util_rel_error": sim["utilisation"][0] / pool.utilisation - 1,
@@ -78,7 +84,7 @@ def main() -> int:
                     "slo_attainment": sim["slo_attainment"][0],
                 }
                 rows.append(row)
-                print(f"{preset:20s} {name:16s} {mode:8s} {pool.name:5s} GPUs {pool.gpus:5d}  util {row['util_analytic']:.4f} vs {row['util_simulated']:.4f} "
+                print(f"{preset:20s} {name:16s} {method:5s} {mode:8s} {pool.name:6s} GPUs {pool.gpus:5d}  util {row['util_analytic']:.4f} vs {row['util_simulated']:.4f} "
                       f"({100 * row['util_rel_error']:+.2f} %)  P99 TTFT {row['ttft_p99_analytic_ms']:8.1f} vs {row['ttft_p99_simulated_ms']:8.1f} ms  "
                       f"SLO met {100 * row['slo_attainment']:.1f} %  [{seconds:.1f} s, {requests / seconds:,.0f} req/s]")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -87,11 +93,11 @@ def main() -> int:
         f"Speed: {speed['requests']:,} requests through a {speed['plan_gpus']:,}-GPU plan in {speed['seconds']:.1f} s "
         f"({speed['requests_per_s']:,.0f} requests/s, slot mode).",
         "",
-        "| preset | workload | mode | pool | GPUs | utilisation analytic | simulated | rel. error | P99 TTFT analytic ms | simulated ms | SLO attainment | run s (req/s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| preset | workload | method | mode | pool | GPUs | utilisation analytic | simulated | rel. error | P99 TTFT analytic ms | simulated ms | SLO attainment | run s (req/s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['preset']} | {r['workload']} | {r['mode']} | {r['pool']} | {r['gpus']} | {r['util_analytic']:.4f} | {r['util_simulated']:.4f} | "
+        f"| {r['preset']} | {r['workload']} | {r['method']} | {r['mode']} | {r['pool']} | {r['gpus']} | {r['util_analytic']:.4f} | {r['util_simulated']:.4f} | "
         f"{100 * r['util_rel_error']:+.2f} % | {r['ttft_p99_analytic_ms']:.1f} | {r['ttft_p99_simulated_ms']:.1f} | {100 * r['slo_attainment']:.1f} % | "
         f"{r['seconds']:.1f} ({r['requests'] / r['seconds']:,.0f}) |"
         for r in rows

@@ -13,7 +13,7 @@ Variables
 Constraints (equation numbers refer to this docstring)
     (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1
     (2) load_erlangs[j] a_j = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]            (expression, erlangs)
-    (3) cap[j]          a_j <= rho_max n_max_j n[j]
+    (3) utilisation_cap[j]  a_j <= rho_max n_max_j n[j]
     (4) floor[j,m]      sum_k A[k,m] x + A'[k,j,m] z - 0.01 sum_k p_k (x + z) <= 1 - level[j,m]
                         (at most 1 % of the pool's traffic has a floor above the level; exact)
     (5) one level, one count:  sum_m level[j,m] = open[j] = sum_q count[j,q] + big[j]
@@ -41,6 +41,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.fleet.milp_data import FleetMilpData, erlang_table
+from optfleet.errors import InfeasibleError
 from optfleet.fleet.plan import Plan, PoolPlan, RouteRule
 
 ROUTING_MODES = ("split", "threshold", "sweep")
@@ -75,7 +76,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     z_of = {j: [k for k, jj in comp_pairs if jj == j] for j in pools}
     m.route = pyo.Constraint(classes, rule=lambda m, k: sum(m.x[k, j] for j in pools if (k, j) in m.x) + sum(m.z[k, j] for j in pools if (k, j) in m.z) == 1)
     m.load_erlangs = pyo.Expression(pools, rule=lambda m, j: sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
-    m.cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
+    m.utilisation_cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
     m.x_open = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.open[j])
     m.z_open = pyo.Constraint(comp_pairs, rule=lambda m, k, j: m.z[k, j] <= pc * m.open[j])
     m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= max_gpus[j] * m.open[j])
@@ -143,12 +144,16 @@ def extract(m: pyo.ConcreteModel) -> Plan:
     """The plan of a solved model: open pools with their GPUs, and one routing rule per class."""
     data: FleetMilpData = m.data
     opened = [j for j in range(len(data.pools)) if pyo.value(m.open[j]) > 0.5]
+    if not opened:
+        raise InfeasibleError("the MILP's incumbent opens no pool (it serves no traffic); with a budget cap, raise the cap or the time limit")
     pools = tuple(PoolPlan(data.pools[j].name, data.pools[j].window_tokens, int(round(pyo.value(m.n[j])))) for j in opened)
     rules = []
     for k in range(len(data.mass)):
         shares = tuple((data.pools[j].name, float(pyo.value(m.x[k, j]))) for j in opened if (k, j) in m.x and pyo.value(m.x[k, j]) > 1e-9)
         compressed = tuple((data.pools[j].name, float(pyo.value(m.z[k, j]))) for j in opened if (k, j) in m.z and pyo.value(m.z[k, j]) > 1e-9)
         total = sum(v for _, v in shares) + sum(v for _, v in compressed)
+        if total <= 1e-12:
+            shares, compressed, total = ((data.pools[opened[-1]].name, 1.0),), (), 1.0
         shares = tuple((n, v / total) for n, v in shares)
         compressed = tuple((n, v / total) for n, v in compressed)
         out_below = int(data.class_out_below[k])
@@ -157,7 +162,8 @@ def extract(m: pyo.ConcreteModel) -> Plan:
             shares=shares, compressed=compressed, out_from=int(data.class_out_from[k]),
             out_below=None if out_below == np.iinfo(np.int64).max else out_below,
         ))
-    return Plan(pools=pools, method=f"milp-{m.routing}", rules=tuple(rules))
+    served = float(pyo.value(m.served)) if hasattr(m, "served") else 1.0
+    return Plan(pools=pools, method=f"milp-{m.routing}", rules=tuple(rules), served_share=min(max(served, 0.0), 1.0))
 
 
 def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
@@ -173,6 +179,8 @@ def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
     pc = problem.compressible_fraction
     for var in m.component_data_objects(pyo.Var):
         var.set_value(0)
+    if hasattr(m, "served"):
+        m.served.set_value(1)
     index = {o.window_tokens: j for j, o in enumerate(data.pools)}
     windows = [p.window_tokens for p in plan.pools]
     chosen = [index[w] for w in windows]

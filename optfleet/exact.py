@@ -5,16 +5,20 @@ The Erlang-C table of the model (models/fleet.py) is computed at each pool's
 driver starts from R_j of all requests a pool could hold, then after every
 solve re-scores the plan with the evaluator and refreshes R_j of the pools the
 plan uses from their actual traffic, re-solving until the plan passes the
-evaluator and R_j is stable (DESIGN.md section 3, requirement 3).  The
+evaluator and R_j is stable for every pool below its table size N_j (above it
+the cap alone decides and R_j does not enter the model) (DESIGN.md section 3,
+requirement 3).  The
 reported bound and gap are HiGHS's for the model at the final R_j; every
 returned plan has passed the evaluator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError
 from optfleet.fleet.evaluator import FleetEvaluation, evaluate
@@ -24,6 +28,7 @@ from optfleet.fleet.plan_sizing import infeasible_pool_message
 from optfleet.fleet.problem import FleetProblem
 from optfleet.heuristics import sweep
 from optfleet.models import fleet as fleet_model
+from optfleet.models.fleet_constraints import add_user_constraints
 from optfleet.solvers import SolveReport, solve
 
 
@@ -48,31 +53,51 @@ def solve_milp(
     mip_gap: float | None = 1e-6,
     warm_start: bool = True,
     max_iterations: int = 6,
+    customize: Callable[[pyo.ConcreteModel], None] | None = None,
 ) -> MilpResult:
-    """Solve the fleet MILP (see the module docstring); InfeasibleError explains an infeasible instance."""
+    """Solve the fleet MILP (see the module docstring); InfeasibleError explains an infeasible instance.
+
+    The instance's ``constraints:`` are added to every model built, then
+    ``customize(model)`` if given: the Python hook for constraints of your own
+    (e.g. ``m.cap = pyo.Constraint(expr=m.cost <= 500)``).
+    """
     data = prepare_milp_data(problem)
     ratio = data.service_ratio_ms.copy()
     start = _sweep_plan(problem) if warm_start else None
     history: list[dict] = []
+
+    def model_at(ratio_ms: np.ndarray, skip: int | None = None) -> pyo.ConcreteModel:
+        model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools)
+        add_user_constraints(model, problem.constraints, skip=skip)
+        if customize is not None:
+            customize(model)
+        return model
+
     for iteration in range(1, max_iterations + 1):
-        model = fleet_model.build(data, ratio, routing=routing, max_pools=max_pools)
+        model = model_at(ratio)
         if start is not None and start.rules is None and len(start.pools) <= max_pools:
             fleet_model.warm_start(model, start)
             report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
         else:
             report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap)
         if not report.has_solution:
-            raise InfeasibleError(_explain(problem, report))
+            raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s).has_solution))
         plan = fleet_model.extract(model)
         evaluation = evaluate(problem, plan)
         updated = ratio.copy()
+        tabled = []  # pools below their table size: only there does R_j enter the model
         for pool in evaluation.pools:
+            j = _pool_index(data, pool.window_tokens)
             if pool.share > 0:
-                updated[_pool_index(data, pool.window_tokens)] = (1.0 + pool.service_scv) * pool.mean_service_ms
-        stable = np.allclose(updated, ratio, rtol=1e-6)
+                updated[j] = (1.0 + pool.service_scv) * pool.mean_service_ms
+            if pool.gpus < data.pools[j].table_gpus:
+                tabled.append(j)
+        stable = np.allclose(updated[tabled], ratio[tabled], rtol=1e-6)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
-        if evaluation.meets_slo and stable:
-            return MilpResult(plan, report, evaluation, iteration, True, history)
+        if evaluation.meets_slo and (stable or not report.proven_optimal):
+            # A time-limited incumbent that passes the evaluator is returned as such: refreshing
+            # the tables and re-solving under the same limit would not prove more.
+            return MilpResult(plan, report, evaluation, iteration, stable, history)
         ratio = updated
     if not evaluation.meets_slo:
         raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes")
@@ -90,9 +115,12 @@ def _sweep_plan(problem: FleetProblem) -> Plan | None:
         return None
 
 
-def _explain(problem: FleetProblem, report: SolveReport) -> str:
-    """Why no plan exists: the homogeneous pool's TTFT floor if that is the cause, else the solver status."""
+def _explain(problem: FleetProblem, report: SolveReport, feasible_without: Callable[[int], bool]) -> str:
+    """Why no plan exists: the TTFT floor of the homogeneous pool, or the user constraints whose removal helps."""
     evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
     if evaluation.pools[0].min_gpus < 0:
         return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(evaluation, 'long')}"
-    return f"MILP {report.status} ({report.summary}); the homogeneous fleet is feasible, so a user constraint excludes every plan"
+    culprits = [f"constraints[{i}] ({spec.kind})" for i, spec in enumerate(problem.constraints) if feasible_without(i)]
+    if culprits:
+        return f"MILP {report.status}: the user constraints exclude every plan; dropping any one of {', '.join(culprits)} makes the instance feasible"
+    return f"MILP {report.status} ({report.summary}); the homogeneous fleet is feasible, so the user constraints together exclude every plan"

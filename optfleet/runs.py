@@ -64,7 +64,7 @@ def run_method(problem: FleetProblem, method: str) -> MethodResult:
 
 
 def run_fleet(problem: FleetProblem, chosen: str, methods: list[str] | None = None) -> FleetRun:
-    """Run ``chosen`` and every other method (default: all registered), with savings vs homogeneous."""
+    """Run ``chosen`` and every other method (default: the heuristics), with savings vs homogeneous."""
     names = list(dict.fromkeys([chosen, *(methods or FLEET_METHODS)]))
     raw = {name: run_method(problem, name) for name in names}
     if "homogeneous" not in raw:
@@ -72,8 +72,8 @@ def run_fleet(problem: FleetProblem, chosen: str, methods: list[str] | None = No
     base = raw["homogeneous"].evaluation
     results = {}
     for name, result in raw.items():
-        if result.evaluation is None or base is None:
-            results[name] = result
+        if result.evaluation is None or base is None or result.evaluation.plan.served_share < 1.0:
+            results[name] = result  # a budget-capped plan serves less traffic: savings are not comparable
             continue
         results[name] = MethodResult(
             method=name,
@@ -120,3 +120,26 @@ def run_to_dict(run: FleetRun) -> dict[str, Any]:
         "result": one(run.main),
         "baselines": [one(r) for name, r in run.results.items() if name != run.chosen],
     }
+
+
+def gap_rows(run: FleetRun) -> list[dict[str, Any]]:
+    """One row per method: pools, $/h and the gap to the MILP's proven bound (or to the best plan found)."""
+    milp = run.results.get("milp")
+    bound = milp.solve_report.bound if milp is not None and milp.solve_report is not None else None
+    feasible = [r.evaluation.cost_per_hour for r in run.results.values() if r.evaluation is not None]
+    reference = bound if bound is not None else (min(feasible) if feasible else None)
+    rows = []
+    for result in run.results.values():
+        e = result.evaluation
+        row: dict[str, Any] = {"method": result.method, "time_s": round(result.seconds, 3)}
+        if e is None:
+            row.update({"pools": "-", "cost_per_hour": None, "gap_pct": None, "status": "infeasible"})
+        else:
+            row.update({
+                "pools": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in e.pools),
+                "cost_per_hour": round(e.cost_per_hour, 2),
+                "gap_pct": None if reference is None else round(100 * (e.cost_per_hour - reference) / reference, 3),
+                "status": result.solve_report.status if result.solve_report is not None else ("meets SLO" if e.meets_slo else "violates SLO"),
+            })
+        rows.append(row)
+    return rows

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from optfleet.cli.commands import catalog_command, simulate_command, solve_command, validate_command
+from optfleet.cli.commands import catalog_command, gap_command, simulate_command, solve_command, validate_command
 from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.runs import METHODS
 from optfleet.instance.presets import PRESETS
@@ -28,6 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--preset", choices=sorted(PRESETS), default=None, help="service-model preset, overriding the instance's")
     solve.add_argument("--json", action="store_true", help="print a machine-readable result instead of tables")
     solve.add_argument("--out", type=Path, default=None, help="folder to write result.json, plan.json, report.txt (and candidates.csv for the sweep)")
+
+    gap = sub.add_parser("gap", help="every method's plan and its optimality gap to the MILP bound")
+    gap.add_argument("file", type=Path)
+    gap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)} (default: all)")
+    gap.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    gap.add_argument("--json", action="store_true")
+    gap.add_argument("--out", type=Path, default=None, help="folder to write gap.csv and gap.json")
 
     validate = sub.add_parser("validate", help="check an instance file and summarise it")
     validate.add_argument("file", type=Path)
@@ -59,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return validate_command(args)
         if args.command == "simulate":
             return simulate_command(args)
+        if args.command == "gap":
+            return gap_command(args)
         return catalog_command(args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InfeasibleError
+from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.fleet.evaluator import evaluate
 from optfleet.fleet.plan import Plan
 from optfleet.fleet.problem import FleetProblem, prepare
@@ -17,10 +17,10 @@ from optfleet.hardware import catalog_rows
 from optfleet.heuristics.sweep import sweep
 from optfleet.instance import load_instance
 from optfleet.instance.loader import read_document
-from optfleet.report.fleet_text import render_run, render_simulation
+from optfleet.report.fleet_text import render_gap, render_run, render_simulation
 from optfleet.simulate import simulate_plan
 from optfleet.simulate.compare import comparison_table
-from optfleet.runs import FleetRun, run_fleet, run_method, run_to_dict
+from optfleet.runs import METHODS, FleetRun, gap_rows, run_fleet, run_method, run_to_dict
 
 
 def _dump(data: object) -> str:
@@ -48,6 +48,30 @@ def _write_outputs(folder: Path, problem: FleetProblem, run: FleetRun, result: d
         (folder / "plan.json").write_text(_dump(run.main.evaluation.plan.to_dict()) + "\n")
     if run.chosen == "sweep":
         sweep(problem).candidates.to_csv(folder / "candidates.csv", index=False)
+
+
+def gap_command(args: argparse.Namespace) -> int:
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise InputError("--methods", args.methods, f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
+    problem = prepare(load_instance(args.file, preset=args.preset))
+    run = run_fleet(problem, methods[0], methods)
+    rows = gap_rows(run)
+    milp = run.results.get("milp")
+    header = f"instance {problem.name}: gap = (cost - MILP bound) / MILP bound"
+    if milp is not None and milp.solve_report is not None:
+        header += f"; MILP {milp.solve_report.summary}"
+    elif milp is not None:
+        header += f"; MILP: {milp.infeasible_reason}"
+    else:
+        header += " (no MILP run: gap to the best plan found)"
+    print(_dump({"instance": problem.name, "rows": rows}) if args.json else header + "\n\n" + render_gap(rows))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(args.out / "gap.csv", index=False)
+        (args.out / "gap.json").write_text(_dump({"instance": problem.name, "rows": rows}) + "\n")
+    return EXIT_OK if any(r.evaluation is not None for r in run.results.values()) else EXIT_INFEASIBLE
 
 
 def simulate_command(args: argparse.Namespace) -> int:

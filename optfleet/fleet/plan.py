@@ -12,7 +12,9 @@ Split routing (what an optimization model may choose instead): a plan may
 carry ``rules``, each covering the requests with ``L_total`` in
 ``(total_above, total_to]`` and ``L_out`` in ``[out_from, out_below)``, and
 giving the share of them each pool serves uncompressed and the share
-compressed into each pool (to ``C_j - L_out`` input tokens).  A compressed
+compressed into each pool (to ``C_j - L_out`` input tokens).  A plan may also
+admit only ``served_share`` of the traffic (uniformly over all requests), as
+the budget-capped MILP does; the rest is rejected.  A compressed
 share may not exceed ``p_c`` in total and applies only to requests with
 ``L_out < C_j``; the shares of a rule sum to 1.  With rules, ``gamma`` is not used.
 """
@@ -71,6 +73,7 @@ class Plan:
     method: str = "user"
     notes: dict[str, Any] = field(default_factory=dict, compare=False)
     rules: tuple[RouteRule, ...] | None = None
+    served_share: float = 1.0
 
     def __post_init__(self) -> None:
         windows = [p.window_tokens for p in self.pools]
@@ -83,6 +86,8 @@ class Plan:
         for i, pool in enumerate(self.pools):
             if pool.gpus < 0:
                 raise InputError(f"plan.pools[{i}].gpus", pool.gpus, "GPU counts must be >= 0")
+        if not 0.0 <= self.served_share <= 1.0:
+            raise InputError("plan.served_share", self.served_share, "must lie in [0, 1]")
         names = {p.name for p in self.pools}
         for i, rule in enumerate(self.rules or ()):
             unknown = {name for name, _ in (*rule.shares, *rule.compressed)} - names
@@ -100,12 +105,14 @@ class Plan:
     def with_gpus(self, gpus: list[int] | tuple[int, ...]) -> "Plan":
         """The same routing with other GPU counts."""
         pools = tuple(PoolPlan(p.name, p.window_tokens, int(n)) for p, n in zip(self.pools, gpus, strict=True))
-        return Plan(pools=pools, gamma=self.gamma, method=self.method, notes=self.notes, rules=self.rules)
+        return Plan(pools=pools, gamma=self.gamma, method=self.method, notes=self.notes, rules=self.rules, served_share=self.served_share)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"method": self.method, "gamma": self.gamma, "pools": [asdict(p) for p in self.pools]}
         if self.rules is not None:
             data["rules"] = [r.to_dict() for r in self.rules]
+        if self.served_share < 1.0:
+            data["served_share"] = self.served_share
         return data
 
     @classmethod
@@ -114,7 +121,8 @@ class Plan:
         try:
             pools = tuple(PoolPlan(str(p["name"]), int(p["window_tokens"]), int(p["gpus"])) for p in data["pools"])
             rules = tuple(RouteRule.from_dict(r) for r in data["rules"]) if data.get("rules") is not None else None
-            return cls(pools=pools, gamma=float(data.get("gamma", 1.0)), method=str(data.get("method", "user")), rules=rules)
+            return cls(pools=pools, gamma=float(data.get("gamma", 1.0)), method=str(data.get("method", "user")), rules=rules,
+                       served_share=float(data.get("served_share", 1.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError("plan", data, f"not a plan ({exc})") from None
 

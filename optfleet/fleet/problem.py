@@ -52,6 +52,7 @@ class FleetProblem:
     max_pools: int = 2
     time_limit_s: float = 60.0
     mip_gap: float = 1e-6
+    constraints: tuple = ()
 
     def pool(self, window_tokens: int) -> PoolConfig:
         return self.hardware.pool(window_tokens)
@@ -150,6 +151,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         max_pools=spec.solve.max_pools,
         time_limit_s=spec.solve.time_limit_s,
         mip_gap=spec.solve.mip_gap,
+        constraints=tuple(spec.constraints),
     )
 
 

@@ -35,6 +35,8 @@ class PoolTraffic:
 
 def route(mix: RequestMix, plan: Plan, compressible_fraction: float) -> list[PoolTraffic]:
     """Split ``mix`` over ``plan.pools`` (same order)."""
+    if plan.served_share < 1.0:
+        mix = RequestMix(mix.l_in, mix.l_out, mix.prob * plan.served_share)
     if plan.rules is not None:
         return _route_by_rules(mix, plan, compressible_fraction)
     windows = np.array([p.window_tokens for p in plan.pools], dtype=np.int64)

@@ -6,7 +6,7 @@ an error naming the field rather than a silently ignored setting.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -140,6 +140,49 @@ class SolveSpec(_Strict):
     mip_gap: float = Field(1e-6, ge=0.0)
 
 
+class BudgetConstraint(_Strict):
+    """Cap on $/hour; the MILP then maximises the served rate (a uniform admitted share of every class)."""
+
+    kind: Literal["budget"]
+    max_cost_per_hour: float = Field(gt=0.0)
+
+
+class AvailabilityConstraint(_Strict):
+    """At most ``max_gpus`` instances of one GPU type."""
+
+    kind: Literal["availability"]
+    gpu: str
+    max_gpus: int = Field(ge=0)
+
+
+class GpuMixConstraint(_Strict):
+    """The share of one GPU type among all instances lies in [min_share, max_share]."""
+
+    kind: Literal["gpu_mix"]
+    gpu: str
+    min_share: float = Field(0.0, ge=0.0, le=1.0)
+    max_share: float = Field(1.0, ge=0.0, le=1.0)
+
+
+class MaxPoolsConstraint(_Strict):
+    kind: Literal["max_pools"]
+    count: int = Field(ge=1)
+
+
+class FixedConstraint(_Strict):
+    """Pin the GPU count of the pool with this window (opening it if ``gpus > 0``)."""
+
+    kind: Literal["fixed"]
+    window_tokens: int = Field(gt=0)
+    gpus: int = Field(ge=0)
+
+
+UserConstraint = Annotated[
+    BudgetConstraint | AvailabilityConstraint | GpuMixConstraint | MaxPoolsConstraint | FixedConstraint,
+    Field(discriminator="kind"),
+]
+
+
 class FleetInstanceSpec(_Strict):
     """The whole ``kind: fleet`` instance file."""
 
@@ -154,3 +197,4 @@ class FleetInstanceSpec(_Strict):
     slo: SloSpec
     cost: CostSpec = CostSpec()
     solve: SolveSpec = SolveSpec()
+    constraints: list[UserConstraint] = []

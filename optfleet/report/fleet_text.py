@@ -76,6 +76,8 @@ def render_run(run: FleetRun) -> str:
         headline += f"; {e.total_gpus} GPUs, ${e.cost_per_hour:,.2f}/h, ${e.cost_per_year:,.0f}/yr"
         if main.savings_vs_homogeneous is not None:
             headline += f", {100 * main.savings_vs_homogeneous:.1f}% below homogeneous"
+        if e.plan.served_share < 1.0:
+            headline += f"; serves {100 * e.plan.served_share:.2f}% of the {problem.rate_rps:g} req/s (budget cap), rejects the rest"
         lines += [headline]
         if main.solve_report is not None:
             lines.append(f"solver: {main.solve_report.summary}; solved {main.iterations} time(s) to refresh the Erlang tables; the plan passes the evaluator")
@@ -100,4 +102,9 @@ def render_simulation(result: SimulationResult) -> str:
             else:
                 row[name] = "-"
         rows.append(row)
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+def render_gap(rows: list[dict]) -> str:
+    """The ``optfleet gap`` table."""
     return pd.DataFrame(rows).to_string(index=False)

@@ -6,7 +6,8 @@ mix, its category compressible with probability ``p_c`` — and the plan's rule
 is applied to it: the smallest pool whose window ``C_j >= L_total``, unless
 ``C_{j-1} < L_total <= gamma C_{j-1}``, the request is compressible and
 ``L_out < C_{j-1}``, in which case its input is cut to ``C_{j-1} - L_out``
-tokens and it goes to pool ``j-1``.  Under split rules (plan.py) a request of
+tokens and it goes to pool ``j-1``.  A plan admitting ``served_share < 1``
+rejects each arrival independently with probability ``1 - served_share``.  Under split rules (plan.py) a request of
 a rule whose compressed shares total ``z`` is compressed, if compressible,
 with probability ``z / p_c`` (into pool j with probability ``z_j / p_c``);
 otherwise it goes to pool j with probability ``x_j / (1 - z)``, so each pool
@@ -48,6 +49,9 @@ def sample_requests(problem: FleetProblem, plan: Plan, count: int, rng: np.rando
     atom = rng.choice(len(mix.prob), size=count, p=mix.prob)
     l_in, l_out = mix.l_in[atom].copy(), mix.l_out[atom].copy()
     compressible = rng.random(count) < problem.compressible_fraction
+    if plan.served_share < 1.0:
+        admitted = rng.random(count) < plan.served_share
+        arrival, l_in, l_out, compressible = arrival[admitted], l_in[admitted], l_out[admitted], compressible[admitted]
     windows = np.array([p.window_tokens for p in plan.pools], dtype=np.int64)
     l_total = l_in + l_out
     if plan.rules is not None:

@@ -1,0 +1,83 @@
+"""Benchmark: the fleet MILP against the sweep, in one process.
+
+For each paper workload (preset ``paper``; the MILP does not support the
+fleetsim rule yet) and each MILP configuration -- restricted to the sweep's
+policy space, threshold routing K = 2, split routing K = 2 and K = 3 -- it
+times data preparation + build + solve (with the R_j refreshes), and prints
+MILP time / sweep time and MILP cost / sweep cost with the solver's status,
+bound and gap.  Writes benchmarks/results/milp.json and milp.md (quoted by
+the README).
+
+Run: python benchmarks/bench_milp.py [--time-limit 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from optfleet.errors import InfeasibleError
+from optfleet.exact import solve_milp
+from optfleet.fleet import evaluate, load_problem
+from optfleet.heuristics import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
+CONFIGS = (("sweep", 2), ("threshold", 2), ("split", 2), ("split", 3))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=120.0)
+    args = parser.parse_args()
+    rows = []
+    for name in WORKLOADS:
+        problem = load_problem(ROOT / f"instances/fleet/{name}.yaml")
+        start = time.perf_counter()
+        try:
+            swept = evaluate(problem, sweep(problem).plan).cost_per_hour
+        except InfeasibleError:
+            swept = None
+        sweep_s = time.perf_counter() - start
+        for routing, max_pools in CONFIGS:
+            start = time.perf_counter()
+            try:
+                result = solve_milp(problem, routing=routing, max_pools=max_pools, time_limit_s=args.time_limit)
+            except InfeasibleError as exc:
+                rows.append({"workload": name, "routing": routing, "K": max_pools, "status": "infeasible", "reason": str(exc)[:120],
+                             "seconds": time.perf_counter() - start, "sweep_seconds": sweep_s})
+                print(f"{name:16s} {routing:9s} K={max_pools} infeasible ({time.perf_counter() - start:.1f} s)")
+                continue
+            seconds = time.perf_counter() - start
+            report = result.report
+            row = {
+                "workload": name, "routing": routing, "K": max_pools, "status": report.status, "objective": report.objective,
+                "bound": report.bound, "gap": report.gap, "seconds": seconds, "solver_seconds": report.seconds,
+                "iterations": result.iterations, "sweep_cost": swept, "sweep_seconds": sweep_s,
+                "windows": [p.window_tokens for p in result.plan.pools], "gpus": [p.gpus for p in result.plan.pools],
+                "passes_evaluator": result.evaluation.meets_slo,
+            }
+            rows.append(row)
+            print(f"{name:16s} {routing:9s} K={max_pools} {report.summary}; total {seconds:.1f} s ({result.iterations} solves); "
+                  f"MILP/sweep cost {report.objective / swept:.4f}, time x{seconds / sweep_s:,.0f}; windows {row['windows']} GPUs {row['gpus']}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "milp.json").write_text(json.dumps(rows, indent=2) + "\n")
+    lines = ["| workload | routing | K | status | $/h MILP | bound | gap | sweep $/h | MILP / sweep cost | windows (GPUs) | MILP s (solves) | sweep ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["status"] == "infeasible":
+            lines.append(f"| {r['workload']} | {r['routing']} | {r['K']} | infeasible | - | - | - | - | - | - | {r['seconds']:.1f} | {1000 * r['sweep_seconds']:.1f} |")
+            continue
+        pools = ", ".join(f"{w} ({n})" for w, n in zip(r["windows"], r["gpus"], strict=True))
+        lines.append(f"| {r['workload']} | {r['routing']} | {r['K']} | {r['status']} | {r['objective']:,.2f} | {r['bound']:,.2f} | {100 * r['gap']:.2g} % | "
+                     f"{r['sweep_cost']:,.2f} | {r['objective'] / r['sweep_cost']:.4f} | {pools} | {r['seconds']:.1f} ({r['iterations']}) | {1000 * r['sweep_seconds']:.1f} |")
+    (RESULTS / "milp.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

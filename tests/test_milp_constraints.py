@@ -1,0 +1,108 @@
+"""User constraints on the fleet MILP: declarative kinds, the Python hook, errors, infeasibility culprits, gap."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pyomo.environ as pyo
+import pytest
+import yaml
+
+from optfleet.cli import main
+from optfleet.errors import InfeasibleError, InputError
+from optfleet.exact import solve_milp
+from optfleet.fleet import evaluate, load_problem
+from optfleet.simulate import simulate_plan
+
+from support import FLEET_INSTANCES
+
+TOY: dict = yaml.safe_load((FLEET_INSTANCES / "toy.yaml").read_text())
+
+
+def _toy_with(tmp_path, constraints: list[dict], **solve) -> object:
+    data = copy.deepcopy(TOY)
+    data["constraints"] = constraints
+    data["solve"] = {"method": "milp", **solve}
+    path = tmp_path / "toy_constrained.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_problem(path)
+
+
+def test_budget_maximises_the_served_share(tmp_path):
+    problem = _toy_with(tmp_path, [{"kind": "budget", "max_cost_per_hour": 10}])
+    result = solve_milp(problem)
+    plan = result.plan
+    assert result.report.proven_optimal
+    assert plan.served_share < 1.0
+    evaluation = result.evaluation
+    assert evaluation.cost_per_hour <= 10 + 1e-9 and evaluation.meets_slo
+    # The full-rate optimum costs 17 GPUs; 10 GPUs serve at least 10/17 of the traffic with the same mix.
+    assert plan.served_share >= 10 / 17 - 1e-6
+    sim = simulate_plan(problem, plan, requests=40_000, reps=1, seed=3)
+    served = sum(sim.metrics[p.name]["requests"][0] for p in plan.pools)
+    assert served / (0.9 * 40_000) == pytest.approx(plan.served_share, rel=0.05)
+
+
+def test_fixed_availability_and_max_pools(tmp_path):
+    problem = _toy_with(tmp_path, [
+        {"kind": "fixed", "window_tokens": 4000, "gpus": 8},
+        {"kind": "availability", "gpu": "A100-80GB", "max_gpus": 20},
+        {"kind": "max_pools", "count": 2},
+    ])
+    result = solve_milp(problem)
+    assert {p.window_tokens: p.gpus for p in result.plan.pools}[4000] == 8
+    assert sum(p.gpus for p in result.plan.pools) <= 20
+    assert result.evaluation.meets_slo
+
+
+def test_gpu_mix_of_the_only_type_below_one_is_infeasible_and_named(tmp_path):
+    problem = _toy_with(tmp_path, [{"kind": "gpu_mix", "gpu": "A100-80GB", "max_share": 0.5}])
+    with pytest.raises(InfeasibleError, match=r"dropping any one of constraints\[0\] \(gpu_mix\)"):
+        solve_milp(problem)
+
+
+def test_contradictory_constraints_are_explained(tmp_path):
+    problem = _toy_with(tmp_path, [{"kind": "fixed", "window_tokens": 2000, "gpus": 5}, {"kind": "max_pools", "count": 1}])
+    with pytest.raises(InfeasibleError, match=r"constraints\[0\] \(fixed\), constraints\[1\] \(max_pools\)"):
+        solve_milp(problem)
+
+
+@pytest.mark.parametrize(("constraint", "field"), [
+    ({"kind": "fixed", "window_tokens": 3000, "gpus": 1}, "constraints[0].window_tokens"),
+    ({"kind": "availability", "gpu": "H100-SXM", "max_gpus": 4}, "constraints[0].gpu"),
+    ({"kind": "gpu_mix", "gpu": "A100-80GB", "min_share": 0.8, "max_share": 0.2}, "constraints[0].min_share"),
+])
+def test_bad_constraints_name_the_field(tmp_path, constraint, field):
+    with pytest.raises(InputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        solve_milp(_toy_with(tmp_path, [constraint]))
+
+
+def test_unknown_constraint_kind_exits_2(tmp_path, capsys):
+    data = copy.deepcopy(TOY)
+    data["constraints"] = [{"kind": "carbon", "max": 3}]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["solve", str(path)]) == 2
+    assert "constraints.0" in capsys.readouterr().err
+
+
+def test_python_hook_adds_a_constraint_by_component_name(tmp_path):
+    problem = load_problem(FLEET_INSTANCES / "toy.yaml")
+
+    def at_least_ten_long_gpus(m: pyo.ConcreteModel) -> None:
+        m.min_long = pyo.Constraint(expr=m.n[m.data.long_index] >= 10)
+
+    result = solve_milp(problem, customize=at_least_ten_long_gpus)
+    assert {p.window_tokens: p.gpus for p in result.plan.pools}[4000] >= 10
+    assert result.evaluation.cost_per_hour > 17.0 and result.evaluation.meets_slo
+
+
+def test_gap_command_table_and_files(tmp_path, capsys):
+    assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--out", str(tmp_path), "--json"]) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["milp"]["gap_pct"] == pytest.approx(0.0)
+    assert rows["sweep"]["gap_pct"] == pytest.approx(0.0)
+    assert rows["homogeneous"]["gap_pct"] == pytest.approx(100 * (26 - 17) / 17, rel=1e-3)
+    assert (tmp_path / "gap.csv").exists() and (tmp_path / "gap.json").exists()
+    assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--methods", "sweep,bogus"]) == 2
