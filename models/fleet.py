@@ -14,12 +14,14 @@ Constraints (equation numbers refer to this docstring)
     (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1
     (2) load_erlangs[j] a_j = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]            (expression, erlangs)
     (3) utilisation_cap[j]  a_j <= rho_max n_max_j n[j]
-    (4) floor[j,m]      sum_k A[k,m] x + A'[k,j,m] z - 0.01 sum_k p_k (x + z) <= 1 - level[j,m]
-                        (at most 1 % of the pool's traffic has a floor above the level; exact)
+    (4) floor[j,m]      sum_k (A[k,m] - 0.01 p_k) x + (A'[k,j,m] - 0.01 p_k) z <= M_jm (1 - level[j,m])
+                        (at most 1 % of the pool's traffic has a floor above the level; exact;
+                        M_jm = the largest excess any routing can reach, rows with M_jm <= 0 dropped)
     (5) one level, one count:  sum_m level[j,m] = open[j] = sum_q count[j,q] + big[j]
     (6) n[j] = sum_q q count[j,q] + nbig, nbig in [N_j big[j], n_max big[j]]
-    (7) wait[j,q,m]     a_j <= a_max[j,q,m] + M_j (2 - count[j,q] - level[j,m])
-                        (below N_j GPUs the Erlang-C limit; from N_j on the cap implies W99 = 0)
+    (7) wait[j,m]       a_j <= sum_q a_max[j,q,m] count[j,q] + M_j big[j] + M_j (1 - level[j,m])
+                        (below N_j GPUs the Erlang-C limit of the chosen count; from N_j on the
+                        cap implies W99 = 0; M_j bounds the pool's load)
     (8) max_pools       sum_j open[j] <= K
     objective           cost = sum_j price_j n[j]   ($/hour)
 
@@ -82,9 +84,14 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= max_gpus[j] * m.open[j])
 
     def floor_rule(m, j, lv):
-        served = sum(data.mass[k] * m.x[k, j] for k in x_of[j]) + sum(data.mass[k] * m.z[k, j] for k in z_of[j])
-        above = sum(data.above[k, lv] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_above[k, j, lv] * m.z[k, j] for k in z_of[j])
-        return above - 0.01 * served <= 1 - m.level[j, lv]
+        excess_x = {k: data.above[k, lv] - 0.01 * data.mass[k] for k in x_of[j]}
+        excess_z = {k: data.compressed_above[k, j, lv] - 0.01 * data.mass[k] for k in z_of[j]}
+        # Tightest big-M: the largest excess any routing can put into pool j (each class at most once).
+        big_m = sum(max(0.0, excess_x.get(k, 0.0), excess_z.get(k, 0.0)) for k in set(excess_x) | set(excess_z))
+        if big_m <= 0:
+            return pyo.Constraint.Skip
+        excess = sum(e * m.x[k, j] for k, e in excess_x.items()) + sum(e * m.z[k, j] for k, e in excess_z.items())
+        return excess <= big_m * (1 - m.level[j, lv])
 
     m.floor = pyo.Constraint(level_pairs, rule=floor_rule)
     m.one_level = pyo.Constraint(pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(data.pools[j].levels)) == m.open[j])
@@ -93,9 +100,13 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= data.pools[j].table_gpus * m.big[j])
     m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= max_gpus[j] * m.big[j])
     tables = {j: erlang_table(data.pools[j], float(ratio_ms[j]), problem.ttft_p99_ms, problem.rho_max) for j in pools}
-    wait_index = [(j, q, lv) for j in pools for q in range(data.pools[j].table_gpus) for lv in range(data.pools[j].levels)
-                  if tables[j][q, lv] < problem.rho_max * q * data.pools[j].slots_per_gpu - 1e-9]
-    m.wait = pyo.Constraint(wait_index, rule=lambda m, j, q, lv: m.load_erlangs[j] <= tables[j][q, lv] + max_load[j] * (2 - m.count[j, q] - m.level[j, lv]))
+    wait_index = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
+
+    def wait_rule(m, j, lv):
+        table_load = sum(float(tables[j][q, lv]) * m.count[j, q] for q in range(data.pools[j].table_gpus))
+        return m.load_erlangs[j] <= table_load + max_load[j] * m.big[j] + max_load[j] * (1 - m.level[j, lv])
+
+    m.wait = pyo.Constraint(wait_index, rule=wait_rule)
     m.max_pools = pyo.Constraint(expr=sum(m.open[j] for j in pools) <= max_pools)
     m.cost = pyo.Expression(expr=sum(data.pools[j].cost_per_gpu_hour * m.n[j] for j in pools))
     m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
