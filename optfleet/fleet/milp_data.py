@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
+from optfleet.fleet.pool_config import PoolConfig
 from optfleet.fleet.problem import FleetProblem
 from optfleet.queueing import erlang_c, wait_quantile_s
 
@@ -54,7 +55,6 @@ class PoolOption:
     iteration_ms: float
     levels: int
     table_gpus: int
-    max_gpus: int
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class FleetMilpData:
         return len(self.pools) - 1
 
 
-def prepare_milp_data(problem: FleetProblem, max_gpus: int | None = None) -> FleetMilpData:
+def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
     """Classes, coefficients and Erlang tables of ``problem`` (see the module docstring)."""
     long_cfg = problem.pool(problem.long_window_tokens)
     if long_cfg.length_scale_tokens is not None or problem.ttft_rule != "paper":
@@ -134,11 +134,11 @@ def prepare_milp_data(problem: FleetProblem, max_gpus: int | None = None) -> Fle
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * (k_comp + l_out[band]) * t_s, minlength=count)
             compressed_above[:, j, :] = _mass_above(class_of[band], k_comp, w[band], count, k_max)
-    # Classes are uniform in compressibility (split by L_out); a class partly inside the band cannot occur
-    # because gamma multiples are cut points.
+    # Classes are uniform in compressibility (split by L_out) and never straddle a band edge
+    # (every gamma multiple of every window is a cut point).
     ratio_ms = np.where(first > 0, 1000.0 * second / np.maximum(first, 1e-300), 0.0)
     pools = tuple(
-        _pool_option(problem, f"w{int(window)}" if j < n_pools - 1 else "long", int(window), cfg, k_max, max_gpus)
+        _pool_option(problem, f"w{int(window)}" if j < n_pools - 1 else "long", int(window), cfg, k_max)
         for j, (window, cfg) in enumerate(zip(windows, configs, strict=True))
     )
     seg_of_class = keys[0]
@@ -169,14 +169,14 @@ def _mass_above(class_of: NDArray[np.int64], chunks: NDArray[np.int64], w: NDArr
     return np.maximum(hist.sum(axis=1, keepdims=True) - at_most, 0.0)
 
 
-def _pool_option(problem: FleetProblem, name: str, window: int, cfg, k_max: int, max_gpus: int | None) -> PoolOption:
+def _pool_option(problem: FleetProblem, name: str, window: int, cfg: PoolConfig, k_max: int) -> PoolOption:
     iteration = float(cfg.iteration_ms(0))
     levels = int(min(k_max + 1, np.floor(problem.ttft_p99_ms / iteration)))
     slots = cfg.slots_per_gpu
     table = 1
     while float(erlang_c(table * slots, problem.rho_max * table * slots)) > CAP_WAIT_PROBABILITY:
         table += 1
-    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, table, max_gpus or 0)
+    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, table)
 
 
 def erlang_table(option: PoolOption, ratio_ms: float, slo_ms: float, rho_max: float) -> NDArray[np.float64]:
