@@ -66,7 +66,14 @@ def run_method(problem: FleetProblem, method: str) -> MethodResult:
 def run_fleet(problem: FleetProblem, chosen: str, methods: list[str] | None = None) -> FleetRun:
     """Run ``chosen`` and every other method (default: the heuristics), with savings vs homogeneous."""
     names = list(dict.fromkeys([chosen, *(methods or FLEET_METHODS)]))
-    raw = {name: run_method(problem, name) for name in names}
+    raw = {}
+    for name in names:
+        try:
+            raw[name] = run_method(problem, name)
+        except InputError as exc:
+            if name == chosen:
+                raise
+            raw[name] = MethodResult(name, None, 0.0, infeasible_reason=f"not available here: {exc}")
     if "homogeneous" not in raw:
         raw["homogeneous"] = run_method(problem, "homogeneous")
     base = raw["homogeneous"].evaluation
@@ -133,7 +140,8 @@ def gap_rows(run: FleetRun) -> list[dict[str, Any]]:
         e = result.evaluation
         row: dict[str, Any] = {"method": result.method, "time_s": round(result.seconds, 3)}
         if e is None:
-            row.update({"pools": "-", "cost_per_hour": None, "gap_pct": None, "status": "infeasible"})
+            available = not (result.infeasible_reason or "").startswith("not available")
+            row.update({"pools": "-", "cost_per_hour": None, "gap_pct": None, "status": "infeasible" if available else "not available"})
         else:
             row.update({
                 "pools": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in e.pools),
