@@ -106,3 +106,10 @@ def test_gap_command_table_and_files(tmp_path, capsys):
     assert rows["homogeneous"]["gap_pct"] == pytest.approx(100 * (26 - 17) / 17, rel=1e-3)
     assert (tmp_path / "gap.csv").exists() and (tmp_path / "gap.json").exists()
     assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--methods", "sweep,bogus"]) == 2
+
+
+def test_gap_reports_the_milp_as_unavailable_under_the_fleetsim_preset(capsys):
+    assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--preset", "fleetsim_compatible", "--json"]) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["milp"]["status"] == "not available"
+    assert rows["sweep"]["gap_pct"] == 0.0
