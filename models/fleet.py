@@ -122,7 +122,6 @@ def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs,
     pools = range(len(data.pools))
     segments = sorted(set(data.class_segment.tolist()))
     seg_fits = {(s, j) for k, j in fit_pairs for s in [int(data.class_segment[k])]}
-    seg_classes = {s: [k for k in range(len(data.mass)) if data.class_segment[k] == s] for s in segments}
     m.assign = pyo.Var(sorted(seg_fits), domain=pyo.Binary)
     m.one_pool = pyo.Constraint(segments, rule=lambda m, s: sum(m.assign[s, j] for j in pools if (s, j) in m.assign) == 1)
     m.x_assign = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.assign[int(data.class_segment[k]), j])
@@ -141,13 +140,11 @@ def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs,
     m.one_short = pyo.Constraint(expr=sum(m.open[j] for j in pools if j != long) <= 1)
     smallest = [(s, j, jj) for (s, j) in seg_fits for jj in pools if jj < j and (s, jj) in seg_fits]
     m.smallest_open = pyo.Constraint(smallest, rule=lambda m, s, j, jj: m.assign[s, j] + m.open[jj] <= 1)
-    edges = np.concatenate(([0], np.unique(np.concatenate([np.outer(problem.boundary_candidates, problem.gammas).ravel(), [p.window_tokens for p in data.pools]]))))
-    off_grid = []
-    for s, j in prefix:
-        cut = float(edges[s + 1]) if s + 1 < len(edges) else None
-        window = data.pools[j].window_tokens
-        if cut is None or not any(abs(cut - g * window) < 1e-6 for g in problem.gammas):
-            off_grid.append((s, j))
+    segment_top = {int(seg): float(top) for seg, top in zip(data.class_segment, data.class_total_to, strict=True)}
+    off_grid = [
+        (s, j) for s, j in prefix
+        if not any(abs(segment_top[s] - g * data.pools[j].window_tokens) < 1e-6 for g in problem.gammas)
+    ]
     m.gamma_grid = pyo.Constraint(off_grid, rule=lambda m, s, j: m.compress[s, j] == m.compress[s + 1, j])
 
 

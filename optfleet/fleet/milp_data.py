@@ -63,8 +63,8 @@ class FleetMilpData:
 
     problem: FleetProblem
     pools: tuple[PoolOption, ...]
-    class_total_above: NDArray[np.int64]
-    class_total_to: NDArray[np.int64]
+    class_total_above: NDArray[np.float64]
+    class_total_to: NDArray[np.float64]
     class_out_from: NDArray[np.int64]
     class_out_below: NDArray[np.int64]
     class_segment: NDArray[np.int64]

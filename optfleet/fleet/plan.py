@@ -24,6 +24,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from optfleet.errors import InputError
 
 
@@ -46,6 +49,11 @@ class RouteRule:
     compressed: tuple[tuple[str, float], ...] = ()
     out_from: int = 0
     out_below: int | None = None
+
+    def covers(self, l_total: NDArray[np.int64], l_out: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Which requests ``(l_total, l_out)`` this rule routes."""
+        mine = (l_total > self.total_above) & (l_total <= self.total_to) & (l_out >= self.out_from)
+        return mine if self.out_below is None else mine & (l_out < self.out_below)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -76,9 +76,7 @@ def _route_by_rules(mix: RequestMix, plan: Plan, compressible_fraction: float) -
     covered = np.zeros(len(mix.prob), dtype=np.int64)
     parts: list[list[tuple[NDArray, NDArray, NDArray, bool]]] = [[] for _ in plan.pools]
     for i, rule in enumerate(plan.rules or ()):
-        mine = (l_total > rule.total_above) & (l_total <= rule.total_to) & (l_out >= rule.out_from)
-        if rule.out_below is not None:
-            mine &= l_out < rule.out_below
+        mine = rule.covers(l_total, l_out)
         covered += mine
         if sum(share for _, share in rule.compressed) > compressible_fraction + 1e-9:
             raise InputError(f"plan.rules[{i}].compressed", dict(rule.compressed), f"compresses more than p_c = {compressible_fraction}")

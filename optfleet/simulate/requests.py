@@ -77,9 +77,7 @@ def _split_routing(
     compress = np.zeros(len(l_total), dtype=bool)
     draw_compress, draw_pool = rng.random(len(l_total)), rng.random(len(l_total))
     for rule in plan.rules or ():
-        mine = (l_total > rule.total_above) & (l_total <= rule.total_to) & (l_out >= rule.out_from)
-        if rule.out_below is not None:
-            mine &= l_out < rule.out_below
+        mine = rule.covers(l_total, l_out)
         squeezed = sum(v for _, v in rule.compressed)
         if rule.compressed and p_c > 0:
             edges = np.cumsum([v / p_c for _, v in rule.compressed])
