@@ -43,7 +43,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.fleet.milp_data import FleetMilpData, erlang_table
-from optfleet.errors import InfeasibleError
+from optfleet.errors import InfeasibleError, InputError
 from optfleet.fleet.plan import Plan, PoolPlan, RouteRule
 
 ROUTING_MODES = ("split", "threshold", "sweep")
@@ -54,6 +54,8 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     if routing not in ROUTING_MODES:
         raise ValueError(f"routing must be one of {ROUTING_MODES}")
     problem = data.problem
+    if routing == "sweep" and problem.heterogeneous:
+        raise InputError("solve.routing", routing, "the sweep's policy space has one GPU configuration; use threshold or split with a gpu_catalog")
     pc = problem.compressible_fraction
     classes, pools = range(len(data.mass)), range(len(data.pools))
     m = pyo.ConcreteModel(name=f"fleet:{problem.name}")
@@ -151,10 +153,12 @@ def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs,
 def extract(m: pyo.ConcreteModel) -> Plan:
     """The plan of a solved model: open pools with their GPUs, and one routing rule per class."""
     data: FleetMilpData = m.data
-    opened = [j for j in range(len(data.pools)) if pyo.value(m.open[j]) > 0.5]
+    # A pool opened with 0 GPUs carries no load (utilisation cap): it is not part of the plan.
+    opened = [j for j in range(len(data.pools)) if pyo.value(m.open[j]) > 0.5 and round(pyo.value(m.n[j])) > 0]
     if not opened:
         raise InfeasibleError("the MILP's incumbent opens no pool (it serves no traffic); with a budget cap, raise the cap or the time limit")
-    pools = tuple(PoolPlan(data.pools[j].name, data.pools[j].window_tokens, int(round(pyo.value(m.n[j])))) for j in opened)
+    gpu_of = (lambda j: data.pools[j].gpu) if data.problem.heterogeneous else (lambda j: None)
+    pools = tuple(PoolPlan(data.pools[j].name, data.pools[j].window_tokens, int(round(pyo.value(m.n[j]))), gpu_of(j)) for j in opened)
     rules = []
     for k in range(len(data.mass)):
         shares = tuple((data.pools[j].name, float(pyo.value(m.x[k, j]))) for j in opened if (k, j) in m.x and pyo.value(m.x[k, j]) > 1e-9)
@@ -174,13 +178,28 @@ def extract(m: pyo.ConcreteModel) -> Plan:
     return Plan(pools=pools, method=f"milp-{m.routing}", rules=tuple(rules), served_share=min(max(served, 0.0), 1.0))
 
 
+def _option_index(data: FleetMilpData) -> dict[tuple[str, int], int]:
+    return {(o.gpu, o.window_tokens): j for j, o in enumerate(data.pools)}
+
+
+def _option_key(data: FleetMilpData, pool: PoolPlan) -> tuple[str, int]:
+    return (pool.gpu or data.problem.hardware.label, pool.window_tokens)
+
+
+def can_warm_start(m: pyo.ConcreteModel, plan: Plan) -> bool:
+    """Whether :func:`warm_start` can load ``plan``: threshold routing, at most K pools, every pool an option."""
+    index = _option_index(m.data)
+    return plan.rules is None and len(plan.pools) <= pyo.value(m.max_pools.upper) and all(_option_key(m.data, p) in index for p in plan.pools)
+
+
 def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
     """Load a threshold plan (e.g. the sweep's) as the MIP start; every variable gets a value.
 
     Each class follows the plan's rule (smallest pool window holding it, the
     gamma band compressed at p_c); the floor level is the lowest the routing
     meets and the count binaries follow the plan's GPU counts.  Plans with
-    split rules are not loaded (the caller solves cold).
+    split rules, or with pools the model has no option for, are not loaded:
+    check :func:`can_warm_start` first (the caller then solves cold).
     """
     data: FleetMilpData = m.data
     problem = data.problem
@@ -189,9 +208,9 @@ def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
         var.set_value(0)
     if hasattr(m, "served"):
         m.served.set_value(1)
-    index = {o.window_tokens: j for j, o in enumerate(data.pools)}
+    index = _option_index(data)
     windows = [p.window_tokens for p in plan.pools]
-    chosen = [index[w] for w in windows]
+    chosen = [index[_option_key(data, p)] for p in plan.pools]
     for pool, j in zip(plan.pools, chosen, strict=True):
         m.open[j].set_value(1)
         m.n[j].set_value(pool.gpus)

@@ -9,10 +9,17 @@ models/fleet.py; a new kind is one more function in ``CONSTRAINTS``.
   Compression applies to the admitted requests: ``z <= p_c served``, and in
   threshold modes ``z = p_c served compress`` (linearised: a binary times a
   bounded variable).
-* ``availability``: ``sum_{j of type g} n[j] <= max_gpus``.
-* ``gpu_mix``: ``min_share sum_j n[j] <= sum_{j of type g} n[j] <= max_share sum_j n[j]``.
+GPU counts below are GPUs, ``g_j = tp_j n[j]`` (an instance of TP degree t is t GPUs).
+
+* ``availability``: ``sum_{j of type g} g_j <= max_gpus``.
+* ``gpu_mix``: ``min_share sum_j g_j <= sum_{j of type g} g_j <= max_share sum_j g_j``.
 * ``max_pools``: ``sum_j open[j] <= count``.
-* ``fixed``: ``n[j] = gpus`` (and ``open[j] = 1`` if gpus > 0) for the pool with that window.
+* ``max_types``: a binary ``used[g]`` per GPU type, ``open[j] <= used[type(j)]``,
+  ``sum_g used[g] <= count``.
+* ``node_multiple``: ``sum_{j of type g} g_j = gpus_per_node * nodes[g]``, ``nodes[g]`` integer
+  (for one type, or for each type when ``gpu`` is omitted).
+* ``fixed``: ``n[j] = gpus`` (and ``open[j] = 1`` if gpus > 0) for the pool with that window
+  (and that GPU configuration, default the ``hardware`` block's).
 """
 
 from __future__ import annotations
@@ -27,11 +34,22 @@ from optfleet.hardware import get_gpu
 
 
 def _pools_of_gpu(m: pyo.ConcreteModel, gpu: str, field: str) -> list[int]:
+    """Pool options on GPU type ``gpu`` (any TP degree).
+
+    Empty for a type of the instance's catalog that this model leaves out (a
+    single-type restriction); an error naming the types offered otherwise.
+    """
     wanted = get_gpu(gpu, field).name
-    problem = m.data.problem
-    if get_gpu(problem.hardware.spec.gpu).name != wanted:
-        raise InputError(field, gpu, f"no pool option uses this GPU (the instance's GPU is {problem.hardware.spec.gpu})")
-    return list(range(len(m.data.pools)))
+    pools = [j for j, o in enumerate(m.data.pools) if o.gpu_type == wanted]
+    if not pools and wanted not in m.data.problem.catalog_types:
+        offered = sorted({o.gpu_type for o in m.data.pools})
+        raise InputError(field, gpu, f"no pool option uses this GPU type; the options use {', '.join(offered)}")
+    return pools
+
+
+def _gpus(m: pyo.ConcreteModel, pools: list[int] | range) -> Any:
+    """GPUs (not instances) in ``pools``: ``sum tp_j n[j]``."""
+    return sum(m.data.pools[j].tp * m.n[j] for j in pools)
 
 
 def add_budget(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
@@ -57,15 +75,16 @@ def add_budget(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
 
 def add_availability(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
     pools = _pools_of_gpu(m, spec.gpu, f"constraints[{i}].gpu")
-    setattr(m, f"user_availability_{i}", pyo.Constraint(expr=sum(m.n[j] for j in pools) <= spec.max_gpus))
+    if pools:
+        setattr(m, f"user_availability_{i}", pyo.Constraint(expr=_gpus(m, pools) <= spec.max_gpus))
 
 
 def add_gpu_mix(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
     if spec.min_share > spec.max_share:
         raise InputError(f"constraints[{i}].min_share", spec.min_share, f"exceeds max_share {spec.max_share}")
     pools = _pools_of_gpu(m, spec.gpu, f"constraints[{i}].gpu")
-    total = sum(m.n[j] for j in range(len(m.data.pools)))
-    mine = sum(m.n[j] for j in pools)
+    total = _gpus(m, range(len(m.data.pools)))
+    mine = _gpus(m, pools)
     setattr(m, f"user_gpu_mix_{i}_min", pyo.Constraint(expr=mine >= spec.min_share * total))
     setattr(m, f"user_gpu_mix_{i}_max", pyo.Constraint(expr=mine <= spec.max_share * total))
 
@@ -74,11 +93,40 @@ def add_max_pools(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
     setattr(m, f"user_max_pools_{i}", pyo.Constraint(expr=sum(m.open[j] for j in range(len(m.data.pools))) <= spec.count))
 
 
+def add_max_types(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
+    types = sorted({o.gpu_type for o in m.data.pools})
+    used = pyo.Var(types, domain=pyo.Binary)
+    setattr(m, f"user_max_types_{i}_used", used)
+    pools = range(len(m.data.pools))
+    setattr(m, f"user_max_types_{i}_link", pyo.Constraint(pools, rule=lambda m, j: m.open[j] <= used[m.data.pools[j].gpu_type]))
+    setattr(m, f"user_max_types_{i}", pyo.Constraint(expr=sum(used[g] for g in types) <= spec.count))
+
+
+def add_node_multiple(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
+    if spec.gpu is not None:
+        pools = _pools_of_gpu(m, spec.gpu, f"constraints[{i}].gpu")
+        groups = {get_gpu(spec.gpu).name: pools} if pools else {}
+    else:
+        groups = {}
+        for j, o in enumerate(m.data.pools):
+            groups.setdefault(o.gpu_type, []).append(j)
+    nodes = pyo.Var(sorted(groups), domain=pyo.NonNegativeIntegers)
+    setattr(m, f"user_node_multiple_{i}_nodes", nodes)
+    setattr(m, f"user_node_multiple_{i}", pyo.Constraint(sorted(groups), rule=lambda m, g: _gpus(m, groups[g]) == spec.gpus_per_node * nodes[g]))
+
+
 def add_fixed(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
-    windows = [o.window_tokens for o in m.data.pools]
-    if spec.window_tokens not in windows:
-        raise InputError(f"constraints[{i}].window_tokens", spec.window_tokens, f"is not a pool option; options: {windows}")
-    j = windows.index(spec.window_tokens)
+    problem = m.data.problem
+    label = problem.hardware.label
+    if spec.gpu is not None or spec.tp is not None:
+        gpu = get_gpu(spec.gpu, f"constraints[{i}].gpu").name if spec.gpu is not None else problem.hardware.gpu_name
+        tp = spec.tp if spec.tp is not None else problem.hardware.tp
+        label = f"{gpu} x{tp}" if tp > 1 else gpu
+    keys = [(o.gpu, o.window_tokens) for o in m.data.pools]
+    if (label, spec.window_tokens) not in keys:
+        offered = sorted(w for g, w in keys if g == label)
+        raise InputError(f"constraints[{i}].window_tokens", spec.window_tokens, f"is not a pool option on {label}; its windows: {offered}")
+    j = keys.index((label, spec.window_tokens))
     setattr(m, f"user_fixed_{i}", pyo.Constraint(expr=m.n[j] == spec.gpus))
     if spec.gpus > 0:
         setattr(m, f"user_fixed_{i}_open", pyo.Constraint(expr=m.open[j] == 1))
@@ -89,6 +137,8 @@ CONSTRAINTS: dict[str, Callable[[pyo.ConcreteModel, int, Any], None]] = {
     "availability": add_availability,
     "gpu_mix": add_gpu_mix,
     "max_pools": add_max_pools,
+    "max_types": add_max_types,
+    "node_multiple": add_node_multiple,
     "fixed": add_fixed,
 }
 

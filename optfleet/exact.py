@@ -75,7 +75,7 @@ def solve_milp(
 
     for iteration in range(1, max_iterations + 1):
         model = model_at(ratio)
-        if start is not None and start.rules is None and len(start.pools) <= max_pools:
+        if start is not None and fleet_model.can_warm_start(model, start):
             fleet_model.warm_start(model, start)
             report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
         else:
@@ -87,7 +87,7 @@ def solve_milp(
         updated = ratio.copy()
         tabled = []  # pools below their table size: only there does R_j enter the model
         for pool in evaluation.pools:
-            j = _pool_index(data, pool.window_tokens)
+            j = _pool_index(data, pool.name)
             if pool.share > 0:
                 updated[j] = (1.0 + pool.service_scv) * pool.mean_service_ms
             if pool.gpus < data.pools[j].table_gpus:
@@ -104,8 +104,8 @@ def solve_milp(
     return MilpResult(plan, report, evaluation, max_iterations, False, history)
 
 
-def _pool_index(data, window: int) -> int:
-    return next(j for j, o in enumerate(data.pools) if o.window_tokens == window)
+def _pool_index(data, name: str) -> int:
+    return next(j for j, o in enumerate(data.pools) if o.name == name)
 
 
 def _sweep_plan(problem: FleetProblem) -> Plan | None:

@@ -19,6 +19,21 @@ from optfleet.heuristics.closed_forms import SavingsForecast, savings_forecast
 from optfleet.solvers import SolveReport
 
 METHODS = (*FLEET_METHODS, "milp")
+SINGLE_TYPE_PREFIX = "milp:"
+
+
+def single_type_methods(problem: FleetProblem) -> list[str]:
+    """``milp:<GPU type>`` per type of a multi-type GPU catalog: the exact best fleet of that type alone."""
+    types = list(dict.fromkeys(o.gpu_name for o in problem.options))
+    return [f"{SINGLE_TYPE_PREFIX}{t}" for t in types] if len(types) > 1 else []
+
+
+def _restricted(problem: FleetProblem, method: str) -> FleetProblem:
+    gpu_type = method.removeprefix(SINGLE_TYPE_PREFIX)
+    options = tuple(o for o in problem.options if o.gpu_name == gpu_type)
+    if not options:
+        raise InputError("--methods", method, f"no configuration of GPU type {gpu_type!r}; types: {', '.join(dict.fromkeys(o.gpu_name for o in problem.options))}")
+    return problem.with_options(options)
 
 
 @dataclass(frozen=True)
@@ -52,8 +67,9 @@ def run_method(problem: FleetProblem, method: str) -> MethodResult:
     """Run one method (a heuristic, or ``milp``) and evaluate its plan."""
     start = time.perf_counter()
     try:
-        if method == "milp":
-            exact = solve_milp(problem, routing=problem.milp_routing, max_pools=problem.max_pools,
+        if method == "milp" or method.startswith(SINGLE_TYPE_PREFIX):
+            restricted = problem if method == "milp" else _restricted(problem, method)
+            exact = solve_milp(restricted, routing=problem.milp_routing, max_pools=problem.max_pools,
                                time_limit_s=problem.time_limit_s, mip_gap=problem.mip_gap)
             return MethodResult(method, exact.evaluation, time.perf_counter() - start, solve_report=exact.report, iterations=exact.iterations)
         plan = FLEET_METHODS[method](problem)
@@ -64,8 +80,14 @@ def run_method(problem: FleetProblem, method: str) -> MethodResult:
 
 
 def run_fleet(problem: FleetProblem, chosen: str, methods: list[str] | None = None) -> FleetRun:
-    """Run ``chosen`` and every other method (default: the heuristics), with savings vs homogeneous."""
+    """Run ``chosen`` and every other method (default: the heuristics), with savings vs homogeneous.
+
+    When ``methods`` names ``milp`` and the instance has a multi-type GPU
+    catalog, the single-type MILPs (:func:`single_type_methods`) run too.
+    """
     names = list(dict.fromkeys([chosen, *(methods or FLEET_METHODS)]))
+    if methods is not None and "milp" in names:
+        names += single_type_methods(problem)
     raw = {}
     for name in names:
         try:
@@ -130,11 +152,18 @@ def run_to_dict(run: FleetRun) -> dict[str, Any]:
 
 
 def gap_rows(run: FleetRun) -> list[dict[str, Any]]:
-    """One row per method: pools, $/h and the gap to the MILP's proven bound (or to the best plan found)."""
+    """One row per method: pools, $/h and the gap to the MILP's proven bound (or to the best plan found).
+
+    Over a multi-type GPU catalog, rows also give the saving against the
+    cheapest single-type MILP fleet (``savings_vs_single_type_pct``).
+    """
     milp = run.results.get("milp")
     bound = milp.solve_report.bound if milp is not None and milp.solve_report is not None else None
     feasible = [r.evaluation.cost_per_hour for r in run.results.values() if r.evaluation is not None]
     reference = bound if bound is not None else (min(feasible) if feasible else None)
+    singles = [r.evaluation.cost_per_hour for name, r in run.results.items() if name.startswith(SINGLE_TYPE_PREFIX) and r.evaluation is not None]
+    best_single = min(singles) if singles else None
+    label = (lambda p: f"{p.gpu} {p.window_tokens}:{p.gpus}") if run.problem.heterogeneous else (lambda p: f"{p.window_tokens}:{p.gpus}")
     rows = []
     for result in run.results.values():
         e = result.evaluation
@@ -144,10 +173,12 @@ def gap_rows(run: FleetRun) -> list[dict[str, Any]]:
             row.update({"pools": "-", "cost_per_hour": None, "gap_pct": None, "status": "infeasible" if available else "not available"})
         else:
             row.update({
-                "pools": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in e.pools),
+                "pools": " + ".join(label(p) for p in e.pools),
                 "cost_per_hour": round(e.cost_per_hour, 2),
                 "gap_pct": None if reference is None else round(100 * (e.cost_per_hour - reference) / reference, 3),
                 "status": result.solve_report.status if result.solve_report is not None else ("meets SLO" if e.meets_slo else "violates SLO"),
             })
+        if best_single is not None:
+            row["savings_vs_single_type_pct"] = None if e is None else round(100 * (1 - e.cost_per_hour / best_single), 3)
         rows.append(row)
     return rows

@@ -100,7 +100,7 @@ def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
     traffic = route(problem.mix, plan, problem.compressible_fraction)
     pools = []
     for pool_plan, served in zip(plan.pools, traffic, strict=True):
-        config = problem.pool(pool_plan.window_tokens)
+        config = problem.pool(pool_plan.window_tokens, pool_plan.gpu)
         stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
         pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config.slots_per_gpu, config.gpu, config.cost_per_gpu_hour, pool_plan.window_tokens, stats, served.compressed_share))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)

@@ -1,7 +1,8 @@
 """Numbers for the fleet MILP (models/fleet.py), prepared before the model is built.
 
-* **Pool options** j: every boundary candidate window and the long window, on
-  the instance's hardware (one GPU type).
+* **Pool options** j: every boundary candidate window and the long window on
+  the instance's hardware or, with a ``gpu_catalog``, every GPU configuration
+  (type x TP) at every offered window where it has a KV slot, sorted by window.
 * **Length classes** k: the requests between consecutive cut points of
   ``L_total`` (every candidate boundary B and every ``gamma B`` on the grid,
   so every sweep policy is representable), further split by how many pool
@@ -38,7 +39,7 @@ from numpy.typing import NDArray
 
 from optfleet.errors import InputError
 from optfleet.fleet.pool_config import PoolConfig
-from optfleet.fleet.problem import FleetProblem
+from optfleet.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import erlang_c, wait_quantile_s
 
 CAP_WAIT_PROBABILITY = 0.01
@@ -55,6 +56,9 @@ class PoolOption:
     iteration_ms: float
     levels: int
     table_gpus: int
+    gpu: str
+    gpu_type: str
+    tp: int
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class FleetMilpData:
 
     @property
     def long_index(self) -> int:
+        """The long pool of a one-configuration model (the sweep-space mode's long pool)."""
         return len(self.pools) - 1
 
 
@@ -90,20 +95,25 @@ def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
             "preset", "fleetsim_compatible" if problem.ttft_rule == "fleetsim" else "length_scaled",
             "the fleet MILP supports the paper TTFT rule with flat iteration time (preset: paper) only, so far",
         )
-    windows = np.array([*problem.boundary_candidates, problem.long_window_tokens], dtype=np.int64)
-    configs = [problem.pool(int(c)) for c in windows]
+    factories = problem.options or (problem.hardware,)
+    offered = problem.option_windows or (*problem.boundary_candidates, problem.long_window_tokens)
+    option_list = [(f, int(c)) for c in sorted(offered) for f in factories if f.slots_per_gpu(int(c)) >= 1]
+    windows = np.array([c for _, c in option_list], dtype=np.int64)
+    configs = [f.pool(c) for f, c in option_list]
     mix = problem.mix
     l_total, l_out, w = mix.l_total, mix.l_out, mix.prob
     chunk = long_cfg.chunk_tokens
-    cuts = np.unique(np.concatenate([np.outer(problem.boundary_candidates, problem.gammas).ravel(), windows]))
+    short_windows = np.unique(windows[windows < problem.long_window_tokens])
+    cuts = np.unique(np.concatenate([np.outer(short_windows, problem.gammas).ravel(), windows]))
     cuts = cuts[cuts < problem.long_window_tokens]
     segment = np.searchsorted(cuts, l_total, side="left")
-    out_key = np.searchsorted(windows, l_out, side="right")
+    distinct_windows = np.unique(windows)
+    out_key = np.searchsorted(distinct_windows, l_out, side="right")
     keys, class_of = np.unique(np.stack([segment, out_key]), axis=1, return_inverse=True)
     class_of = class_of.ravel()
     count = keys.shape[1]
     edges = np.concatenate(([0], cuts, [problem.long_window_tokens]))
-    window_edges = np.concatenate(([0], windows, [np.iinfo(np.int64).max]))
+    window_edges = np.concatenate(([0], distinct_windows, [np.iinfo(np.int64).max]))
     mass = np.bincount(class_of, weights=w, minlength=count)
     chunks = np.ceil(mix.l_in / chunk).astype(np.int64)
     k_max = int(np.ceil(problem.long_window_tokens / chunk))
@@ -127,7 +137,7 @@ def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
         second[j] = np.dot(w[fit_atoms], service[fit_atoms] ** 2)
-        if problem.compression_enabled and problem.compressible_fraction > 0 and j < n_pools - 1:
+        if problem.compression_enabled and problem.compressible_fraction > 0 and window < problem.long_window_tokens:
             band = (l_total > window) & (l_total <= gamma_max * window) & (l_out < window)
             band_classes = np.unique(class_of[band])
             can_compress[band_classes, j] = True
@@ -138,8 +148,8 @@ def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
     # (every gamma multiple of every window is a cut point).
     ratio_ms = np.where(first > 0, 1000.0 * second / np.maximum(first, 1e-300), 0.0)
     pools = tuple(
-        _pool_option(problem, f"w{int(window)}" if j < n_pools - 1 else "long", int(window), cfg, k_max)
-        for j, (window, cfg) in enumerate(zip(windows, configs, strict=True))
+        _pool_option(problem, _option_name(problem, factory, window), factory, window, cfg, k_max)
+        for (factory, window), cfg in zip(option_list, configs, strict=True)
     )
     seg_of_class = keys[0]
     return FleetMilpData(
@@ -169,14 +179,21 @@ def _mass_above(class_of: NDArray[np.int64], chunks: NDArray[np.int64], w: NDArr
     return np.maximum(hist.sum(axis=1, keepdims=True) - at_most, 0.0)
 
 
-def _pool_option(problem: FleetProblem, name: str, window: int, cfg: PoolConfig, k_max: int) -> PoolOption:
+def _option_name(problem: FleetProblem, factory: PoolFactory, window: int) -> str:
+    """``w<window>`` / ``long`` on one GPU configuration; ``<gpu label> w<window>`` over a catalog."""
+    if problem.heterogeneous:
+        return f"{factory.label} w{window}"
+    return "long" if window == problem.long_window_tokens else f"w{window}"
+
+
+def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig, k_max: int) -> PoolOption:
     iteration = float(cfg.iteration_ms(0))
     levels = int(min(k_max + 1, np.floor(problem.ttft_p99_ms / iteration)))
     slots = cfg.slots_per_gpu
     table = 1
     while float(erlang_c(table * slots, problem.rho_max * table * slots)) > CAP_WAIT_PROBABILITY:
         table += 1
-    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, table)
+    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, table, factory.label, factory.gpu_name, factory.tp)
 
 
 def erlang_table(option: PoolOption, ratio_ms: float, slo_ms: float, rho_max: float) -> NDArray[np.float64]:

@@ -32,11 +32,16 @@ from optfleet.errors import InputError
 
 @dataclass(frozen=True)
 class PoolPlan:
-    """One pool: a name, its context window and its GPU (instance) count."""
+    """One pool: a name, its context window, its GPU (instance) count and GPU configuration.
+
+    ``gpu`` names one of the instance's GPU configurations (``FleetProblem.options``,
+    e.g. ``"H100-80GB x4"``); ``None`` is the instance's own ``hardware``.
+    """
 
     name: str
     window_tokens: int
     gpus: int
+    gpu: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,10 @@ class Plan:
         windows = [p.window_tokens for p in self.pools]
         if not self.pools:
             raise InputError("plan.pools", [], "a plan needs at least one pool")
-        if windows != sorted(set(windows)):
-            raise InputError("plan.pools", windows, "pool windows must be distinct and increasing")
+        if windows != sorted(windows) or (self.rules is None and len(set(windows)) < len(windows)):
+            raise InputError("plan.pools", windows, "pool windows must be increasing (and distinct unless the plan has routing rules)")
+        if len({p.name for p in self.pools}) < len(self.pools):
+            raise InputError("plan.pools", [p.name for p in self.pools], "pool names must be distinct")
         if self.gamma < 1.0:
             raise InputError("plan.gamma", self.gamma, "gamma must be >= 1")
         for i, pool in enumerate(self.pools):
@@ -112,11 +119,12 @@ class Plan:
 
     def with_gpus(self, gpus: list[int] | tuple[int, ...]) -> "Plan":
         """The same routing with other GPU counts."""
-        pools = tuple(PoolPlan(p.name, p.window_tokens, int(n)) for p, n in zip(self.pools, gpus, strict=True))
+        pools = tuple(PoolPlan(p.name, p.window_tokens, int(n), p.gpu) for p, n in zip(self.pools, gpus, strict=True))
         return Plan(pools=pools, gamma=self.gamma, method=self.method, notes=self.notes, rules=self.rules, served_share=self.served_share)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"method": self.method, "gamma": self.gamma, "pools": [asdict(p) for p in self.pools]}
+        pools = [{k: v for k, v in asdict(p).items() if k != "gpu" or v is not None} for p in self.pools]
+        data: dict[str, Any] = {"method": self.method, "gamma": self.gamma, "pools": pools}
         if self.rules is not None:
             data["rules"] = [r.to_dict() for r in self.rules]
         if self.served_share < 1.0:
@@ -127,7 +135,10 @@ class Plan:
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
         """Read a plan written by :meth:`to_dict` (e.g. ``optfleet solve --json`` output)."""
         try:
-            pools = tuple(PoolPlan(str(p["name"]), int(p["window_tokens"]), int(p["gpus"])) for p in data["pools"])
+            pools = tuple(
+                PoolPlan(str(p["name"]), int(p["window_tokens"]), int(p["gpus"]), None if p.get("gpu") is None else str(p["gpu"]))
+                for p in data["pools"]
+            )
             rules = tuple(RouteRule.from_dict(r) for r in data["rules"]) if data.get("rules") is not None else None
             return cls(pools=pools, gamma=float(data.get("gamma", 1.0)), method=str(data.get("method", "user")), rules=rules,
                        served_share=float(data.get("served_share", 1.0)))

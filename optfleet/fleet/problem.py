@@ -11,14 +11,14 @@ heuristics take a FleetProblem; they never read files.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from optfleet.errors import InputError
 from optfleet.fleet.pool_config import PoolConfig
 from optfleet.hardware import get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
-from optfleet.instance.fleet_schema import FleetInstanceSpec, HardwareSpec
+from optfleet.instance.fleet_schema import FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
 from optfleet.instance.loader import LoadedInstance
 from optfleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
@@ -53,18 +53,60 @@ class FleetProblem:
     time_limit_s: float = 60.0
     mip_gap: float = 1e-6
     constraints: tuple = ()
+    options: tuple["PoolFactory", ...] = ()
+    option_windows: tuple[int, ...] = ()
+    skipped_options: tuple[str, ...] = ()
+    catalog_types: tuple[str, ...] = ()
 
-    def pool(self, window_tokens: int) -> PoolConfig:
-        return self.hardware.pool(window_tokens)
+    def pool(self, window_tokens: int, gpu: str | None = None) -> PoolConfig:
+        """The pool config at ``window_tokens`` on configuration ``gpu`` (a label; None = ``hardware``)."""
+        return self.configuration(gpu).pool(window_tokens)
+
+    def configuration(self, gpu: str | None) -> "PoolFactory":
+        """The GPU configuration labelled ``gpu`` (``"H100-80GB x4"``); None is the ``hardware`` block's."""
+        if gpu is None or gpu == self.hardware.label:
+            return self.hardware
+        for option in self.options:
+            if option.label == gpu:
+                return option
+        raise InputError("plan.pools.gpu", gpu, f"not a GPU configuration of this instance; known: {', '.join(o.label for o in self.options) or self.hardware.label}")
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when the MILP chooses among GPU configurations (a ``gpu_catalog``)."""
+        return bool(self.options)
+
+    def with_options(self, options: tuple["PoolFactory", ...]) -> "FleetProblem":
+        """The same problem restricted to ``options`` (e.g. one GPU type for a single-type fleet)."""
+        return replace(self, options=options)
 
 
 @dataclass(frozen=True)
 class PoolFactory:
-    """Builds the :class:`PoolConfig` of the instance's hardware at any window (memoised)."""
+    """Builds the :class:`PoolConfig` of one GPU configuration at any window (memoised).
+
+    ``cost_per_gpu_hour`` is the price of one instance (``tp`` GPUs).  Iteration
+    constants missing from ``spec.iteration`` are derived per window from first
+    principles (:func:`optfleet.hardware.profiles.derive_profile`).
+    """
 
     spec: HardwareSpec
     cost_per_gpu_hour: float
     _cache: dict[int, PoolConfig] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def gpu_name(self) -> str:
+        """The catalog's name of the GPU type."""
+        return get_gpu(self.spec.gpu).name
+
+    @property
+    def tp(self) -> int:
+        return self.spec.tp
+
+    @property
+    def label(self) -> str:
+        """``"<gpu>"`` or ``"<gpu> x<tp>"``: the configuration's name in plans and reports."""
+        return f"{self.gpu_name} x{self.spec.tp}" if self.spec.tp > 1 else self.gpu_name
 
     def slots_per_gpu(self, window_tokens: int) -> int:
         return self.pool(window_tokens).slots_per_gpu
@@ -72,15 +114,23 @@ class PoolFactory:
     def pool(self, window_tokens: int) -> PoolConfig:
         if window_tokens not in self._cache:
             it = self.spec.iteration
+            w_ms, h_ms = it.w_ms, it.h_ms_per_slot
+            slots = self._slots(window_tokens)
+            if (w_ms is None or h_ms is None) and slots > 0:
+                from optfleet.hardware.profiles import derive_profile  # TEMP until profiles.py lands
+
+                profile = derive_profile(self.spec.gpu, self.spec.model, self.spec.tp, window_tokens)
+                w_ms = profile.iteration_base_ms if w_ms is None else w_ms
+                h_ms = profile.per_slot_ms if h_ms is None else h_ms
             self._cache[window_tokens] = PoolConfig(
                 window_tokens=window_tokens,
-                slots_per_gpu=self._slots(window_tokens),
-                w_ms=it.w_ms,
-                h_ms_per_slot=it.h_ms_per_slot,
+                slots_per_gpu=slots,
+                w_ms=float(w_ms or 0.0),
+                h_ms_per_slot=float(h_ms or 0.0),
                 chunk_tokens=it.chunk_tokens,
                 length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
                 cost_per_gpu_hour=self.cost_per_gpu_hour,
-                gpu=f"{self.spec.gpu} x{self.spec.tp}" if self.spec.tp > 1 else self.spec.gpu,
+                gpu=self.label,
             )
         return self._cache[window_tokens]
 
@@ -132,6 +182,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     if routing_b is not None:
         _check_boundary(routing_b, long_window, "pools.pool_routing_boundary_tokens", hardware)
     comp = spec.compression
+    options, windows, skipped = _catalog_options(spec, hardware, candidates) if spec.gpu_catalog is not None else ((), (), ())
     return FleetProblem(
         name=spec.name,
         rate_rps=spec.workload.rate_rps,
@@ -152,7 +203,60 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         time_limit_s=spec.solve.time_limit_s,
         mip_gap=spec.solve.mip_gap,
         constraints=tuple(spec.constraints),
+        options=options,
+        option_windows=windows,
+        skipped_options=skipped,
+        catalog_types=tuple(dict.fromkeys(o.gpu_name for o in options)),
     )
+
+
+def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates: tuple[int, ...]) -> tuple[tuple[PoolFactory, ...], tuple[int, ...], tuple[str, ...]]:
+    """GPU configurations of ``gpu_catalog`` (gpu x tp), the windows offered, and the configurations left out (why)."""
+    catalog = spec.gpu_catalog
+    assert catalog is not None
+    long_window = spec.pools.long_window_tokens
+    windows = tuple(sorted(set(catalog.windows or candidates) | {long_window}))
+    for i, w in enumerate(catalog.windows or ()):
+        if not 0 < w <= long_window:
+            raise InputError(f"gpu_catalog.windows[{i}]", w, f"must lie in (0, {long_window}] (the long window)")
+    names = [get_gpu(g, f"gpu_catalog.gpus[{i}]").name for i, g in enumerate(catalog.gpus)]
+    for i, ov in enumerate(catalog.overrides):
+        if get_gpu(ov.gpu, f"gpu_catalog.overrides[{i}].gpu").name not in names:
+            raise InputError(f"gpu_catalog.overrides[{i}].gpu", ov.gpu, f"is not in gpu_catalog.gpus {catalog.gpus}")
+    options: list[PoolFactory] = []
+    skipped: list[str] = []
+    for name in dict.fromkeys(names):
+        for tp in dict.fromkeys(catalog.tp):
+            if (name, tp) == (hardware.gpu_name, hardware.tp):
+                option = hardware
+            else:
+                matching = [ov for ov in catalog.overrides if get_gpu(ov.gpu).name == name and ov.tp in (None, tp)]
+                override = max(matching, key=lambda ov: ov.tp is not None, default=None)
+                option = _catalog_option(spec, name, tp, override, catalog.slots)
+            if max(option.slots_per_gpu(w) for w in windows) < 1:
+                skipped.append(f"{option.label}: {spec.hardware.model} leaves no KV slot at any window")
+                continue
+            options.append(option)
+    if not options:
+        raise InputError("gpu_catalog", catalog.gpus, f"no GPU configuration holds {spec.hardware.model}: {'; '.join(skipped)}")
+    return tuple(options), windows, tuple(skipped)
+
+
+def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override, slots_rule) -> PoolFactory:
+    """One catalog configuration: the reference's model and chunking, derived or overridden W/H/slots."""
+    reference = spec.hardware.iteration
+    iteration = IterationSpec(
+        w_ms=None if override is None else override.w_ms,
+        h_ms_per_slot=None if override is None else override.h_ms_per_slot,
+        chunk_tokens=reference.chunk_tokens,
+        scaling=reference.scaling,
+        length_scale_tokens=reference.length_scale_tokens,
+    )
+    kv = None if override is None else override.kv_tokens_per_gpu
+    slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(from_memory=slots_rule)
+    config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots)
+    price = None if override is None else override.cost_per_gpu_hour
+    return PoolFactory(config, instance_cost_per_hour(get_gpu(gpu), tp, price))
 
 
 def gamma_grid(gamma_max: float, gamma_step: float) -> tuple[float, ...]:

@@ -47,11 +47,15 @@ class WorkloadSpec(_Strict):
 
 
 class IterationSpec(_Strict):
-    """Iteration time ``t_iter = W + H n_max`` (flat) or ``W + H n_max L_total / L_scale`` (length_scaled)."""
+    """Iteration time ``t_iter = W + H n_max`` (flat) or ``W + H n_max L_total / L_scale`` (length_scaled).
 
-    w_ms: float = Field(ge=0.0)
-    h_ms_per_slot: float = Field(ge=0.0)
-    chunk_tokens: int = Field(gt=0)
+    ``w_ms`` / ``h_ms_per_slot`` left out are derived from first principles
+    (optfleet/hardware/profiles.py: weight and KV bytes over effective bandwidth).
+    """
+
+    w_ms: float | None = Field(None, ge=0.0)
+    h_ms_per_slot: float | None = Field(None, ge=0.0)
+    chunk_tokens: int = Field(512, gt=0)
     scaling: Literal["flat", "length_scaled"] = "flat"
     length_scale_tokens: int = Field(8192, gt=0)
 
@@ -94,8 +98,37 @@ class HardwareSpec(_Strict):
     gpu: str
     model: str
     tp: int = Field(1, ge=1)
-    iteration: IterationSpec
-    slots: SlotsSpec
+    iteration: IterationSpec = IterationSpec()
+    slots: SlotsSpec = SlotsSpec(from_memory=MemorySlotsSpec())
+
+
+class CatalogOverrideSpec(_Strict):
+    """Measured numbers replacing the derived ones for one GPU type (all TP degrees, or one)."""
+
+    gpu: str
+    tp: int | None = Field(None, ge=1)
+    w_ms: float | None = Field(None, ge=0.0)
+    h_ms_per_slot: float | None = Field(None, ge=0.0)
+    kv_tokens_per_gpu: int | None = Field(None, gt=0)
+    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+
+
+class GpuCatalogSpec(_Strict):
+    """Catalog-wide pool options: every GPU type x TP degree x window (DESIGN.md section 3, heterogeneous).
+
+    Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``;
+    its slots come from memory (``slots``), its W/H from first principles unless
+    overridden, its price from the catalog unless overridden.  ``windows`` are
+    the context windows offered (default: the boundary candidates and the long
+    window); options with no KV slot at a window are left out.  When ``hardware``'s
+    own (gpu, tp) is listed, its constants (e.g. a measured profile) are used.
+    """
+
+    gpus: list[str] = Field(min_length=1)
+    tp: list[int] = Field([1], min_length=1)
+    windows: list[int] | None = None
+    slots: MemorySlotsSpec = MemorySlotsSpec()
+    overrides: list[CatalogOverrideSpec] = []
 
 
 class PoolsSpec(_Strict):
@@ -148,7 +181,7 @@ class BudgetConstraint(_Strict):
 
 
 class AvailabilityConstraint(_Strict):
-    """At most ``max_gpus`` instances of one GPU type."""
+    """At most ``max_gpus`` GPUs of one type (an instance of TP degree t counts t GPUs)."""
 
     kind: Literal["availability"]
     gpu: str
@@ -156,7 +189,7 @@ class AvailabilityConstraint(_Strict):
 
 
 class GpuMixConstraint(_Strict):
-    """The share of one GPU type among all instances lies in [min_share, max_share]."""
+    """The share of one GPU type among all GPUs lies in [min_share, max_share]."""
 
     kind: Literal["gpu_mix"]
     gpu: str
@@ -169,16 +202,38 @@ class MaxPoolsConstraint(_Strict):
     count: int = Field(ge=1)
 
 
+class MaxTypesConstraint(_Strict):
+    """At most ``count`` distinct GPU types in the fleet."""
+
+    kind: Literal["max_types"]
+    count: int = Field(ge=1)
+
+
+class NodeMultipleConstraint(_Strict):
+    """Whole nodes: the GPUs of one type (or of every type) come in multiples of ``gpus_per_node``."""
+
+    kind: Literal["node_multiple"]
+    gpus_per_node: int = Field(ge=1)
+    gpu: str | None = None
+
+
 class FixedConstraint(_Strict):
-    """Pin the GPU count of the pool with this window (opening it if ``gpus > 0``)."""
+    """Pin the GPU count of the pool with this window (opening it if ``gpus > 0``).
+
+    With a ``gpu_catalog``, ``gpu`` and ``tp`` pick the configuration (default:
+    the ``hardware`` block's).
+    """
 
     kind: Literal["fixed"]
     window_tokens: int = Field(gt=0)
     gpus: int = Field(ge=0)
+    gpu: str | None = None
+    tp: int | None = Field(None, ge=1)
 
 
 UserConstraint = Annotated[
-    BudgetConstraint | AvailabilityConstraint | GpuMixConstraint | MaxPoolsConstraint | FixedConstraint,
+    BudgetConstraint | AvailabilityConstraint | GpuMixConstraint | MaxPoolsConstraint | MaxTypesConstraint
+    | NodeMultipleConstraint | FixedConstraint,
     Field(discriminator="kind"),
 ]
 
@@ -192,6 +247,7 @@ class FleetInstanceSpec(_Strict):
     preset: Literal["paper", "fleetsim_compatible"] = "paper"
     workload: WorkloadSpec
     hardware: HardwareSpec
+    gpu_catalog: GpuCatalogSpec | None = None
     pools: PoolsSpec
     compression: CompressionSpec = CompressionSpec()
     slo: SloSpec

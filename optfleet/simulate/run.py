@@ -118,7 +118,7 @@ def _warmup_end_s(problem: FleetProblem, plan: Plan, stream: RequestStream, mode
     for j, pool in enumerate(plan.pools):
         mine = stream.pool == j
         if mine.any():
-            service_s = problem.pool(pool.window_tokens).service_ms(stream.l_in[mine], stream.l_out[mine]) / 1000.0
+            service_s = problem.pool(pool.window_tokens, pool.gpu).service_ms(stream.l_in[mine], stream.l_out[mine]) / 1000.0
             fill = max(fill, _fill_time_s(service_s))
     start = max(warmup_share * horizon, fill)
     if start > 0.5 * horizon:
@@ -143,7 +143,7 @@ def _one_replication(
         mine = stream.pool == j
         if not mine.any():
             continue
-        config = problem.pool(pool.window_tokens)
+        config = problem.pool(pool.window_tokens, pool.gpu)
         if pool.gpus < 1:
             raise InputError(f"plan.pools[{j}].gpus", pool.gpus, f"pool {pool.name} receives requests but has no GPU")
         arrival, l_in, l_out = stream.arrival_s[mine], stream.l_in[mine], stream.l_out[mine]

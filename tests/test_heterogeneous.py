@@ -1,0 +1,138 @@
+"""The fleet MILP over a GPU catalog (heterogeneous pools) and its constraints, checked by brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from optfleet.errors import InfeasibleError, InputError
+from optfleet.exact import solve_milp
+from optfleet.fleet.evaluator import evaluate
+from optfleet.fleet.problem import FleetProblem, prepare
+from optfleet.instance import load_instance
+from optfleet.instance.fleet_schema import FleetInstanceSpec
+from optfleet.instance.loader import LoadedInstance, read_document, validate_spec
+from optfleet.instance.presets import apply_defaults
+from optfleet.runs import gap_rows, run_fleet
+from support import FLEET_INSTANCES
+
+TOY = FLEET_INSTANCES / "toy_hetero.yaml"
+
+
+def _toy(**changes) -> FleetProblem:
+    data = read_document(TOY)
+    data.update(changes)
+    spec = validate_spec(FleetInstanceSpec, apply_defaults(data))
+    return prepare(LoadedInstance(spec=spec, base_dir=TOY.parent))
+
+
+def _brute_force_cost(problem: FleetProblem, max_pools: int, extra=lambda n, options: True) -> float:
+    """Cheapest GPU-count vector over every option for which a fractional routing meets every cap.
+
+    The toy's SLO is loose, so a pool is feasible iff its load is within
+    ``rho_max x slots x n``; a routing exists iff a small LP is feasible.
+    """
+    mix = problem.mix
+    options = [(f, w) for w in problem.option_windows for f in problem.options if f.slots_per_gpu(w) >= 1]
+    load = np.array([
+        [problem.rate_rps * mix.prob[i] * f.pool(w).service_ms(mix.l_in[i:i + 1], mix.l_out[i:i + 1])[0] / 1000.0 if mix.l_total[i] <= w else np.nan
+         for f, w in options]
+        for i in range(len(mix.prob))
+    ])
+    capacity = np.array([problem.rho_max * f.slots_per_gpu(w) for f, w in options])
+    price = np.array([f.cost_per_gpu_hour for f, _ in options])
+    upper = [int(np.ceil(np.nansum(load[:, j]) / capacity[j])) + 1 for j in range(len(options))]
+    vectors = sorted(itertools.product(*(range(u + 1) for u in upper)), key=lambda n: float(np.dot(price, n)))
+    fits = ~np.isnan(load)
+    pairs = [(i, j) for i in range(load.shape[0]) for j in range(load.shape[1]) if fits[i, j]]
+    for n in vectors:
+        if sum(v > 0 for v in n) > max_pools or not extra(n, options):
+            continue
+        a_eq = np.zeros((load.shape[0], len(pairs)))
+        a_ub = np.zeros((len(options), len(pairs)))
+        for c, (i, j) in enumerate(pairs):
+            a_eq[i, c] = 1.0
+            a_ub[j, c] = load[i, j]
+        bounds = [(0, 1 if n[j] > 0 else 0) for _, j in pairs]
+        if linprog(np.zeros(len(pairs)), A_ub=a_ub, b_ub=capacity * np.array(n), A_eq=a_eq, b_eq=np.ones(load.shape[0]), bounds=bounds, method="highs").status == 0:
+            return float(np.dot(price, n))
+    raise AssertionError("no feasible vector")
+
+
+def test_toy_hetero_matches_brute_force_and_beats_every_single_type() -> None:
+    problem = prepare(load_instance(TOY))
+    result = solve_milp(problem, routing="split", max_pools=4)
+    assert result.report.proven_optimal
+    assert result.evaluation.cost_per_hour == pytest.approx(_brute_force_cost(problem, 4))
+    assert result.evaluation.cost_per_hour == pytest.approx(13.0)
+    assert result.evaluation.meets_slo
+    assert {p.gpu for p in result.plan.pools} == {"A100-80GB", "H100-SXM"}
+    rows = {r["method"]: r for r in gap_rows(run_fleet(problem, "milp", ["milp"]))}
+    assert rows["milp:H100-SXM"]["cost_per_hour"] == pytest.approx(_brute_force_cost(problem.with_options(problem.options[1:]), 4)) == pytest.approx(13.5)
+    assert rows["milp:A100-80GB"]["cost_per_hour"] == pytest.approx(17.0)
+    assert rows["milp"]["savings_vs_single_type_pct"] == pytest.approx(100 * (1 - 13.0 / 13.5), abs=1e-3)
+
+
+def test_single_type_restriction_equals_the_model_without_a_catalog() -> None:
+    problem = prepare(load_instance(TOY))
+    plain = _toy(gpu_catalog=None, pools={"long_window_tokens": 4000, "short_window_candidates": [1000]})
+    restricted = solve_milp(problem.with_options(problem.options[:1]), routing="split", max_pools=4)
+    assert restricted.evaluation.cost_per_hour == pytest.approx(solve_milp(plain, routing="split", max_pools=4).evaluation.cost_per_hour)
+
+
+@pytest.mark.parametrize(
+    ("constraint", "check"),
+    [
+        ({"kind": "availability", "gpu": "H100-SXM", "max_gpus": 4}, lambda n, o: sum(v for v, (f, _) in zip(n, o) if f.gpu_name == "H100-SXM") <= 4),
+        ({"kind": "max_types", "count": 1}, lambda n, o: len({f.gpu_name for v, (f, _) in zip(n, o) if v > 0}) <= 1),
+        ({"kind": "gpu_mix", "gpu": "A100-80GB", "min_share": 0.5}, lambda n, o: 2 * sum(v for v, (f, _) in zip(n, o) if f.gpu_name == "A100-80GB") >= sum(n)),
+        ({"kind": "node_multiple", "gpus_per_node": 4}, lambda n, o: all(sum(v for v, (f, _) in zip(n, o) if f.gpu_name == g) % 4 == 0 for g in ("A100-80GB", "H100-SXM"))),
+    ],
+    ids=["availability", "max_types", "gpu_mix", "node_multiple"],
+)
+def test_constraints_match_brute_force(constraint, check) -> None:
+    problem = _toy(constraints=[constraint])
+    result = solve_milp(problem, routing="split", max_pools=4)
+    assert result.report.proven_optimal and result.evaluation.meets_slo
+    assert result.evaluation.cost_per_hour == pytest.approx(_brute_force_cost(problem, 4, check))
+
+
+def test_availability_counts_gpus_of_tensor_parallel_instances() -> None:
+    problem = _toy(
+        gpu_catalog={"gpus": ["H100-SXM"], "tp": [2], "windows": [1000, 4000],
+                     "overrides": [{"gpu": "H100-SXM", "w_ms": 0.5, "h_ms_per_slot": 0.0, "kv_tokens_per_gpu": 8000, "cost_per_gpu_hour": 1.5}]},
+        constraints=[{"kind": "availability", "gpu": "H100-SXM", "max_gpus": 8}],
+    )
+    with pytest.raises(InfeasibleError, match="constraints\\[0\\] \\(availability\\)"):
+        solve_milp(problem, routing="split", max_pools=4)
+
+
+def test_fixed_pins_a_configuration_and_unknown_ones_are_named() -> None:
+    problem = _toy(constraints=[{"kind": "fixed", "window_tokens": 4000, "gpu": "A100-80GB", "gpus": 3}])
+    result = solve_milp(problem, routing="split", max_pools=4)
+    assert [p.gpus for p in result.plan.pools if p.gpu == "A100-80GB" and p.window_tokens == 4000] == [3]
+    bad = _toy(constraints=[{"kind": "fixed", "window_tokens": 2000, "gpu": "H100-SXM", "gpus": 1}])
+    with pytest.raises(InputError, match="H100-SXM"):
+        solve_milp(bad, routing="split", max_pools=4)
+
+
+def test_constraint_on_a_type_outside_the_catalog_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="L40S"):
+        solve_milp(_toy(constraints=[{"kind": "availability", "gpu": "L40S", "max_gpus": 1}]), routing="split", max_pools=4)
+
+
+def test_heterogeneous_plan_round_trips_through_json_and_the_evaluator() -> None:
+    problem = prepare(load_instance(TOY))
+    plan = solve_milp(problem, routing="split", max_pools=4).plan
+    again = type(plan).from_dict(plan.to_dict())
+    assert evaluate(problem, again).cost_per_hour == pytest.approx(evaluate(problem, plan).cost_per_hour)
+    with pytest.raises(InputError, match="plan.pools.gpu"):
+        evaluate(problem, type(plan).from_dict({**plan.to_dict(), "pools": [{**p, "gpu": "B200"} for p in plan.to_dict()["pools"]]}))
+
+
+def test_sweep_routing_is_refused_over_a_catalog() -> None:
+    with pytest.raises(InputError, match="solve.routing"):
+        solve_milp(prepare(load_instance(TOY)), routing="sweep")
