@@ -221,3 +221,27 @@ def test_slots_monotone_in_tp_and_window(
     assert base >= 0
     assert slots_from_memory(g, m, window, tp=tp + 1, **kwargs) >= base
     assert slots_from_memory(g, m, window + extra_window, tp=tp, **kwargs) <= base
+
+
+def test_every_gpu_has_link_data_and_every_model_its_widths() -> None:
+    for gpu in GPUS.values():
+        assert gpu.interconnect in {"nvlink", "xgmi", "pcie"}, gpu.name
+        assert gpu.interconnect_gb_s is not None and gpu.interconnect_gb_s > 0
+    for model in MODELS.values():
+        assert model.hidden_size and model.intermediate_size, model.name
+    assert GPUS["H100-SXM"].interconnect_gb_s == 450.0  # NVLink 4: 900 GB/s bidirectional
+    assert GPUS["L4"].interconnect == "pcie" and GPUS["L4"].interconnect_gb_s == 32.0
+
+
+def test_active_params_default_to_all_params() -> None:
+    assert MODELS["Llama-3-70B"].active_params == pytest.approx(70.6e9)
+    assert MODELS["Qwen3-235B-A22B"].active_params == pytest.approx(22e9)
+
+
+def test_specs_without_new_fields_still_construct() -> None:
+    from optfleet.hardware import GpuSpec, ModelSpec
+
+    gpu = GpuSpec("X", 10.0, 1.0, 10.0, 1.0, "test")
+    model = ModelSpec("Y", 2, 2, 64, 0.1, "test")
+    assert gpu.interconnect is None and gpu.interconnect_gb_s is None
+    assert model.hidden_size is None and model.active_params == pytest.approx(0.1e9)

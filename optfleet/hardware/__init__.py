@@ -1,4 +1,4 @@
-"""Hardware catalog: GPU and model specs, KV-slot formulas, instance cost."""
+"""Hardware catalog (GPU and model specs, KV-slot formulas, instance cost) and derived GPU profiles."""
 
 from optfleet.hardware.catalog import (
     GPUS,
@@ -13,17 +13,33 @@ from optfleet.hardware.catalog import (
     slots_from_kv_tokens,
     slots_from_memory,
 )
+from optfleet.hardware.profiles import (
+    GpuProfile,
+    IterationTerms,
+    ProfileAssumptions,
+    ProfileOverrides,
+    derive_profile,
+    pool_profiles,
+    profile_grid,
+)
 
 __all__ = [
     "GPUS",
     "MODELS",
+    "GpuProfile",
     "GpuSpec",
+    "IterationTerms",
     "ModelSpec",
+    "ProfileAssumptions",
+    "ProfileOverrides",
     "catalog_rows",
+    "derive_profile",
     "get_gpu",
     "get_model",
     "instance_cost_per_hour",
     "kv_tokens_from_memory",
+    "pool_profiles",
+    "profile_grid",
     "slots_from_kv_tokens",
     "slots_from_memory",
 ]

@@ -6,6 +6,12 @@ the smaller of the two readings.  Throughput is dense BF16 tensor
 TFLOPS, i.e. without 2:4 structured sparsity (NVIDIA datasheets print the
 sparse figure, twice this, with an asterisk).
 
+Interconnect (``interconnect``, ``interconnect_gb_s``) is what tensor
+parallelism all-reduces over: the GPU-to-GPU bandwidth per GPU and per
+direction, i.e. half the bidirectional figure the datasheets print.  The
+model fields ``hidden_size`` and ``intermediate_size`` size the all-reduce
+messages and the activation memory of :mod:`optfleet.hardware.profiles`.
+
 Prices are representative public on-demand or marketplace rates per GPU-hour,
 taken from the page named in each entry's ``source``.  They differ 2-4x between
 providers and move month to month; override them per instance
@@ -45,6 +51,10 @@ class GpuSpec:
     ``hbm_tb_s`` peak memory bandwidth in TB/s, ``bf16_dense_tflops`` peak
     dense BF16 tensor throughput, ``cost_per_gpu_hour`` a representative
     on-demand price in USD, ``source`` the datasheet and price page used.
+    ``interconnect`` is the GPU-to-GPU link family tensor parallelism uses
+    (``"nvlink"``, ``"xgmi"`` or ``"pcie"``) and ``interconnect_gb_s`` its
+    bandwidth per GPU and per direction in GB/s; both are None when unknown
+    (a profile then refuses ``tp > 1``).
     """
 
     name: str
@@ -53,6 +63,8 @@ class GpuSpec:
     bf16_dense_tflops: float
     cost_per_gpu_hour: float
     source: str
+    interconnect: str | None = None
+    interconnect_gb_s: float | None = None
 
     @property
     def hbm_bytes(self) -> float:
@@ -68,7 +80,12 @@ class ModelSpec:
     fields ``num_hidden_layers``, ``num_key_value_heads`` and ``head_dim`` (or
     ``hidden_size / num_attention_heads``); ``params_billion`` counts all
     weights (for a mixture-of-experts model, every expert: all must be
-    resident).
+    resident).  ``hidden_size`` is config.json's ``hidden_size``;
+    ``intermediate_size`` the MLP width one token passes through (for a
+    mixture of experts, ``num_experts_per_tok * moe_intermediate_size``);
+    ``active_params_billion`` the weights one token multiplies (None: all of
+    them, a dense model).  The three are optional for KV sizing and required
+    by :mod:`optfleet.hardware.profiles`.
     """
 
     name: str
@@ -77,6 +94,9 @@ class ModelSpec:
     head_dim: int
     params_billion: float
     source: str
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    active_params_billion: float | None = None
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         """KV-cache bytes per token: ``2 * layers * kv_heads * head_dim * dtype_bytes``.
@@ -93,6 +113,12 @@ class ModelSpec:
         if not bytes_per_param > 0:
             raise InputError("bytes_per_param", bytes_per_param, "must be > 0")
         return self.params_billion * 1e9 * bytes_per_param
+
+    @property
+    def active_params(self) -> float:
+        """Weights one token multiplies: ``active_params_billion`` (else ``params_billion``) x 1e9."""
+        active = self.params_billion if self.active_params_billion is None else self.active_params_billion
+        return active * 1e9
 
 
 _PRICE_NOTE = "prices vary by provider, region and month"
@@ -112,9 +138,12 @@ _GPU_LIST = (
         source=(
             "AWS EC2 G5 docs (24 GB GDDR6, 600 GB/s, shared with NVIDIA A10); "
             "~70 dense BF16 TFLOPS as commonly quoted for A10G (Baseten, A10 vs "
-            "A10G), uncertain; price: AWS EC2 g5.xlarge on-demand, us-east-1, "
-            "1 GPU incl. host; " + _PRICE_NOTE
+            "A10G), uncertain; interconnect: PCIe Gen4 x16, 64 GB/s "
+            "bidirectional (NVIDIA A10 datasheet; G5 has no NVLink); price: AWS "
+            "EC2 g5.xlarge on-demand, us-east-1, 1 GPU incl. host; " + _PRICE_NOTE
         ),
+        interconnect="pcie",
+        interconnect_gb_s=32.0,
     ),
     GpuSpec(
         # Datasheet: 24 GB GDDR6, 300 GB/s, BF16 242 TFLOPS with sparsity.
@@ -125,9 +154,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=0.44,
         source=(
             "NVIDIA L4 datasheet (24 GB GDDR6, 300 GB/s, BF16 242 TFLOPS "
-            "sparse -> 121 dense); price: RunPod L4 per-GPU rate (deploybase.ai "
-            "RunPod pricing guide, Mar 2026); " + _PRICE_NOTE
+            "sparse -> 121 dense; PCIe Gen4 x16, 64 GB/s bidirectional, no "
+            "NVLink); price: RunPod L4 per-GPU rate (deploybase.ai RunPod "
+            "pricing guide, Mar 2026); " + _PRICE_NOTE
         ),
+        interconnect="pcie",
+        interconnect_gb_s=32.0,
     ),
     GpuSpec(
         # Datasheet: 48 GB GDDR6, 864 GB/s, BF16 362.05 dense / 733 sparse.
@@ -137,10 +169,13 @@ _GPU_LIST = (
         bf16_dense_tflops=362.05,
         cost_per_gpu_hour=0.79,
         source=(
-            "NVIDIA L40S datasheet (48 GB GDDR6, 864 GB/s, BF16 362.05 dense); "
-            "price: RunPod L40S per-GPU rate (deploybase.ai RunPod pricing "
-            "guide, Mar 2026); " + _PRICE_NOTE
+            "NVIDIA L40S datasheet (48 GB GDDR6, 864 GB/s, BF16 362.05 dense; "
+            "PCIe Gen4 x16, 64 GB/s bidirectional, no NVLink); price: RunPod "
+            "L40S per-GPU rate (deploybase.ai RunPod pricing guide, Mar 2026); "
+            + _PRICE_NOTE
         ),
+        interconnect="pcie",
+        interconnect_gb_s=32.0,
     ),
     GpuSpec(
         # A100 40GB SXM4: HBM2, 1,555 GB/s, BF16 312 dense / 624 sparse.
@@ -151,9 +186,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=1.29,
         source=(
             "NVIDIA A100 datasheet (40 GB HBM2 SXM4, 1,555 GB/s, BF16 312 "
-            "dense); price: Lambda on-demand 1x A100 40GB SXM4 list price "
-            "(not re-verified; check before use); " + _PRICE_NOTE
+            "dense, NVLink 3 600 GB/s bidirectional per GPU); price: Lambda "
+            "on-demand 1x A100 40GB SXM4 list price (not re-verified; check "
+            "before use); " + _PRICE_NOTE
         ),
+        interconnect="nvlink",
+        interconnect_gb_s=300.0,
     ),
     GpuSpec(
         # A100 80GB SXM4: HBM2e, 2,039 GB/s, BF16 312 dense / 624 sparse.
@@ -166,9 +204,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=2.21,
         source=(
             "NVIDIA A100 datasheet (80 GB HBM2e SXM4, 2,039 GB/s, BF16 312 "
-            "dense); price: 2.21 $/GPU-h, the FleetOpt paper's calibration "
-            "(kept so published fleet costs reproduce); " + _PRICE_NOTE
+            "dense, NVLink 3 600 GB/s bidirectional per GPU); price: 2.21 "
+            "$/GPU-h, the FleetOpt paper's calibration (kept so published fleet "
+            "costs reproduce); " + _PRICE_NOTE
         ),
+        interconnect="nvlink",
+        interconnect_gb_s=300.0,
     ),
     GpuSpec(
         # H100 SXM5: 80 GB HBM3, 3.35 TB/s; datasheet BF16 1,979 with sparsity,
@@ -180,10 +221,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=2.69,
         source=(
             "NVIDIA H100 datasheet (SXM: 80 GB HBM3, 3.35 TB/s, BF16 1,979 "
-            "sparse -> 989.4 dense per Hopper whitepaper); price: RunPod "
-            "Secure Cloud H100 SXM on-demand (Spheron / deploybase.ai, 2026); "
-            + _PRICE_NOTE
+            "sparse -> 989.4 dense per Hopper whitepaper; NVLink 4 900 GB/s "
+            "bidirectional per GPU); price: RunPod Secure Cloud H100 SXM "
+            "on-demand (Spheron / deploybase.ai, 2026); " + _PRICE_NOTE
         ),
+        interconnect="nvlink",
+        interconnect_gb_s=450.0,
     ),
     GpuSpec(
         # H200 SXM: 141 GB HBM3e, 4.8 TB/s; same GH100 compute as H100 SXM.
@@ -194,9 +237,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=3.59,
         source=(
             "NVIDIA H200 datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, BF16 1,979 "
-            "sparse -> 989.4 dense, same compute as H100 SXM); price: RunPod "
-            "H200 per-GPU rate (deploybase.ai, Mar 2026); " + _PRICE_NOTE
+            "sparse -> 989.4 dense, same compute as H100 SXM; NVLink 4 900 "
+            "GB/s bidirectional per GPU); price: RunPod H200 per-GPU rate "
+            "(deploybase.ai, Mar 2026); " + _PRICE_NOTE
         ),
+        interconnect="nvlink",
+        interconnect_gb_s=450.0,
     ),
     GpuSpec(
         # HGX/DGX B200: 180 GB HBM3e per GPU (DGX B200: 1,440 GB over 8 GPUs;
@@ -211,9 +257,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=5.98,
         source=(
             "NVIDIA HGX/DGX B200 datasheet (180 GB HBM3e per GPU, 8 TB/s, "
-            "BF16 4.5 PFLOPS sparse -> 2,250 dense); price: RunPod B200 "
-            "per-GPU rate (deploybase.ai, Mar 2026); " + _PRICE_NOTE
+            "BF16 4.5 PFLOPS sparse -> 2,250 dense; NVLink 5 1.8 TB/s "
+            "bidirectional per GPU); price: RunPod B200 per-GPU rate "
+            "(deploybase.ai, Mar 2026); " + _PRICE_NOTE
         ),
+        interconnect="nvlink",
+        interconnect_gb_s=900.0,
     ),
     GpuSpec(
         # AMD: 192 GB HBM3, 5.3 TB/s, peak BF16 1,307.4 dense (2,614.9 sparse).
@@ -224,9 +273,12 @@ _GPU_LIST = (
         cost_per_gpu_hour=1.85,
         source=(
             "AMD Instinct MI300X datasheet (192 GB HBM3, 5.3 TB/s, BF16 "
-            "1,307.4 dense); price: Vultr MI300X on-demand (cliffcenter.com "
+            "1,307.4 dense; Infinity Fabric 7 links x 128 GB/s bidirectional = "
+            "896 GB/s per GPU); price: Vultr MI300X on-demand (cliffcenter.com "
             "AMD inference economics note, May 2026); " + _PRICE_NOTE
         ),
+        interconnect="xgmi",
+        interconnect_gb_s=448.0,
     ),
 )
 
@@ -241,8 +293,10 @@ _MODEL_LIST = (
         source=(
             "meta-llama/Meta-Llama-3-8B config.json (num_hidden_layers 32, "
             "num_key_value_heads 8, hidden_size 4096 / num_attention_heads 32 "
-            "= 128); 8.03B params (model card)"
+            "= 128, intermediate_size 14336); 8.03B params (model card)"
         ),
+        hidden_size=4096,
+        intermediate_size=14336,
     ),
     ModelSpec(
         # num_hidden_layers 80, num_key_value_heads 8, 8192 / 64 heads = 128.
@@ -254,8 +308,10 @@ _MODEL_LIST = (
         source=(
             "meta-llama/Meta-Llama-3-70B config.json (num_hidden_layers 80, "
             "num_key_value_heads 8, hidden_size 8192 / num_attention_heads 64 "
-            "= 128); 70.6B params (model card)"
+            "= 128, intermediate_size 28672); 70.6B params (model card)"
         ),
+        hidden_size=8192,
+        intermediate_size=28672,
     ),
     ModelSpec(
         # num_hidden_layers 64, num_key_value_heads 8, head_dim 128 (explicit).
@@ -266,8 +322,11 @@ _MODEL_LIST = (
         params_billion=32.8,
         source=(
             "Qwen/Qwen3-32B config.json (num_hidden_layers 64, "
-            "num_key_value_heads 8, head_dim 128); 32.8B params (model card)"
+            "num_key_value_heads 8, head_dim 128, hidden_size 5120, "
+            "intermediate_size 25600); 32.8B params (model card)"
         ),
+        hidden_size=5120,
+        intermediate_size=25600,
     ),
     ModelSpec(
         # MoE: num_hidden_layers 94, num_key_value_heads 4, head_dim 128;
@@ -279,9 +338,14 @@ _MODEL_LIST = (
         params_billion=235.0,
         source=(
             "Qwen/Qwen3-235B-A22B config.json (num_hidden_layers 94, "
-            "num_key_value_heads 4, head_dim 128); 235B total params, 22B "
-            "active per token (model card); weights use the total"
+            "num_key_value_heads 4, head_dim 128, hidden_size 4096, "
+            "num_experts_per_tok 8 x moe_intermediate_size 1536 = 12288 per "
+            "token); 235B total params, 22B active per token (model card); "
+            "weights use the total"
         ),
+        hidden_size=4096,
+        intermediate_size=12288,
+        active_params_billion=22.0,
     ),
 )
 
@@ -416,7 +480,9 @@ def catalog_rows() -> list[dict[str, Any]]:
     """
     rows: list[dict[str, Any]] = []
     for gpu in GPUS.values():
-        rows.append({"kind": "gpu", **asdict(gpu)})
+        row = {"kind": "gpu", **asdict(gpu)}
+        row["source"] = row.pop("source")
+        rows.append(row)
     for model in MODELS.values():
         row = {"kind": "model", **asdict(model)}
         source = row.pop("source")
