@@ -7,21 +7,25 @@ Variables
     x[k,j] in [0,1]     share of class k served by pool j uncompressed (only if the class fits C_j)
     z[k,j] in [0,p_c]   share of class k compressed to C_j and served by j (band classes, L_out < C_j)
     n[j] integer >= 0   GPUs (instances) of pool j;   open[j] binary: pool j is used
-    level[j,m] binary   pool j's P99 TTFT floor is at most (m+1) t_j
+    level[j,m] binary   pool j's P99 TTFT floor level: its floor is at most (m+1) t_j
     count[j,q] binary   pool j has exactly q < N_j GPUs;   big[j] binary: n[j] >= N_j
 
 Constraints (equation numbers refer to this docstring)
     (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1
     (2) load_erlangs[j] a_j = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]            (expression, erlangs)
     (3) utilisation_cap[j]  a_j <= rho_max n_max_j n[j]
-    (4) floor[j,m]      sum_k (A[k,m] - 0.01 p_k) x + (A'[k,j,m] - 0.01 p_k) z <= M_jm (1 - level[j,m])
+    (4) floor[j,m]      sum_k (A[k,m] - 0.01 p_k) x + (A'[k,j,m] - 0.01 p_k) z <= M_jm (1 - sum_{m'<=m} level[j,m'])
                         (at most 1 % of the pool's traffic has a floor above the level; exact;
-                        M_jm = the largest excess any routing can reach, rows with M_jm <= 0 dropped)
-    (5) one level, one count:  sum_m level[j,m] = open[j] = sum_q count[j,q] + big[j]
+                        the excess falls with m, so a pool at level m' <= m meets row m too;
+                        M_jm = the largest excess any routing can reach, rows with M_jm <= 0 dropped;
+                        every pool picks a level, open or not, so the top row holds outright)
+    (5) one level, one count:  sum_m level[j,m] = 1,  sum_q count[j,q] + big[j] = open[j]
+                        (a pool with no level under the SLO cannot open)
     (6) n[j] = sum_q q count[j,q] + nbig, nbig in [N_j big[j], n_max big[j]]
-    (7) wait[j,m]       a_j <= sum_q a_max[j,q,m] count[j,q] + M_j big[j] + M_j (1 - level[j,m])
+    (7) wait[j,m]       a_j <= sum_q a_max[j,q,m] count[j,q] + r_j nbig[j] + D_jm (1 - level[j,m])
                         (below N_j GPUs the Erlang-C limit of the chosen count; from N_j on the
-                        cap implies W99 = 0; M_j bounds the pool's load)
+                        cap r_j n = rho_max n_max n implies W99 = 0; D_jm = max_q (r_j q - a_max[j,q,m])
+                        relaxes the row exactly to the cap when another level is chosen)
     (8) max_pools       sum_j open[j] <= K
     objective           cost = sum_j price_j n[j]   ($/hour)
 
@@ -93,10 +97,12 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
         if big_m <= 0:
             return pyo.Constraint.Skip
         excess = sum(e * m.x[k, j] for k, e in excess_x.items()) + sum(e * m.z[k, j] for k, e in excess_z.items())
-        return excess <= big_m * (1 - m.level[j, lv])
+        return excess <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
 
     m.floor = pyo.Constraint(level_pairs, rule=floor_rule)
-    m.one_level = pyo.Constraint(pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(data.pools[j].levels)) == m.open[j])
+    m.one_level = pyo.Constraint(
+        pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(data.pools[j].levels)) == 1 if data.pools[j].levels else m.open[j] == 0
+    )
     m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.big[j] == m.open[j])
     m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.nbig[j])
     m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= data.pools[j].table_gpus * m.big[j])
@@ -105,8 +111,11 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     wait_index = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
 
     def wait_rule(m, j, lv):
-        table_load = sum(float(tables[j][q, lv]) * m.count[j, q] for q in range(data.pools[j].table_gpus))
-        return m.load_erlangs[j] <= table_load + max_load[j] * m.big[j] + max_load[j] * (1 - m.level[j, lv])
+        counts = range(data.pools[j].table_gpus)
+        per_gpu_cap = problem.rho_max * data.pools[j].slots_per_gpu
+        table_load = sum(float(tables[j][q, lv]) * m.count[j, q] for q in counts)
+        slack = max(per_gpu_cap * q - float(tables[j][q, lv]) for q in counts)
+        return m.load_erlangs[j] <= table_load + per_gpu_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
 
     m.wait = pyo.Constraint(wait_index, rule=wait_rule)
     m.max_pools = pyo.Constraint(expr=sum(m.open[j] for j in pools) <= max_pools)
@@ -234,7 +243,11 @@ def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
             m.x[k, home].set_value(1)
         if hasattr(m, "assign"):
             m.assign[int(data.class_segment[k]), home].set_value(1)
-    for j in chosen:
+    for j in range(len(data.pools)):
+        if j not in chosen:
+            if data.pools[j].levels:
+                m.level[j, 0].set_value(1)  # a closed pool carries nothing: every level holds
+            continue
         x = np.array([pyo.value(m.x[k, j]) if (k, j) in m.x else 0.0 for k in range(len(data.mass))])
         z = np.array([pyo.value(m.z[k, j]) if (k, j) in m.z else 0.0 for k in range(len(data.mass))])
         served = float(np.dot(data.mass, x + z))

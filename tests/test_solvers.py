@@ -46,7 +46,9 @@ def test_optimal_solve_reports_objective_bound_and_zero_gap():
 
 def test_time_limit_returns_incumbent_and_bound_not_proven():
     m = knapsack(items=400, seed=3)
-    report = solve(m, time_limit=0.05)
+    for var in m.x.values():
+        var.set_value(0)  # a feasible MIP start, so an incumbent exists however slow the machine
+    report = solve(m, time_limit=0.05, warm_start=True)
     assert report.status == "time_limit" and not report.proven_optimal
     assert report.objective is not None and report.bound is not None
     assert report.bound >= report.objective - 1e-6

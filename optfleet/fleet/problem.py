@@ -18,7 +18,8 @@ import numpy as np
 from optfleet.errors import InputError
 from optfleet.fleet.pool_config import PoolConfig
 from optfleet.hardware import get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
-from optfleet.instance.fleet_schema import FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
+from optfleet.hardware.profiles import GpuProfile, derive_profile
+from optfleet.instance.fleet_schema import CatalogOverrideSpec, FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
 from optfleet.instance.loader import LoadedInstance
 from optfleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
@@ -114,25 +115,28 @@ class PoolFactory:
     def pool(self, window_tokens: int) -> PoolConfig:
         if window_tokens not in self._cache:
             it = self.spec.iteration
-            w_ms, h_ms = it.w_ms, it.h_ms_per_slot
-            slots = self._slots(window_tokens)
-            if (w_ms is None or h_ms is None) and slots > 0:
-                from optfleet.hardware.profiles import derive_profile  # TEMP until profiles.py lands
-
-                profile = derive_profile(self.spec.gpu, self.spec.model, self.spec.tp, window_tokens)
-                w_ms = profile.iteration_base_ms if w_ms is None else w_ms
-                h_ms = profile.per_slot_ms if h_ms is None else h_ms
+            profile = self._profile(window_tokens)
+            slots = profile.slots if self.spec.slots.formula == "profile" else self._slots(window_tokens)
+            w_ms = it.w_ms if it.w_ms is not None else profile.iteration_base_ms
+            h_ms = it.h_ms_per_slot if it.h_ms_per_slot is not None else profile.per_slot_ms
             self._cache[window_tokens] = PoolConfig(
                 window_tokens=window_tokens,
                 slots_per_gpu=slots,
-                w_ms=float(w_ms or 0.0),
-                h_ms_per_slot=float(h_ms or 0.0),
+                w_ms=float(w_ms),
+                h_ms_per_slot=float(h_ms),
                 chunk_tokens=it.chunk_tokens,
                 length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
                 cost_per_gpu_hour=self.cost_per_gpu_hour,
                 gpu=self.label,
             )
         return self._cache[window_tokens]
+
+    def _profile(self, window_tokens: int) -> GpuProfile | None:
+        """The first-principles profile, when W, H or the slots are to be derived."""
+        it = self.spec.iteration
+        if it.w_ms is None or it.h_ms_per_slot is None or self.spec.slots.formula == "profile":
+            return derive_profile(self.spec.gpu, self.spec.model, self.spec.tp, window_tokens)
+        return None
 
     def _slots(self, window_tokens: int) -> int:
         slots = self.spec.slots
@@ -232,7 +236,7 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
             else:
                 matching = [ov for ov in catalog.overrides if get_gpu(ov.gpu).name == name and ov.tp in (None, tp)]
                 override = max(matching, key=lambda ov: ov.tp is not None, default=None)
-                option = _catalog_option(spec, name, tp, override, catalog.slots)
+                option = _catalog_option(spec, name, tp, override)
             if max(option.slots_per_gpu(w) for w in windows) < 1:
                 skipped.append(f"{option.label}: {spec.hardware.model} leaves no KV slot at any window")
                 continue
@@ -242,7 +246,7 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
     return tuple(options), windows, tuple(skipped)
 
 
-def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override, slots_rule) -> PoolFactory:
+def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: CatalogOverrideSpec | None) -> PoolFactory:
     """One catalog configuration: the reference's model and chunking, derived or overridden W/H/slots."""
     reference = spec.hardware.iteration
     iteration = IterationSpec(
@@ -253,7 +257,7 @@ def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override, slots_
         length_scale_tokens=reference.length_scale_tokens,
     )
     kv = None if override is None else override.kv_tokens_per_gpu
-    slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(from_memory=slots_rule)
+    slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(formula="profile")
     config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots)
     price = None if override is None else override.cost_per_gpu_hour
     return PoolFactory(config, instance_cost_per_hour(get_gpu(gpu), tp, price))

@@ -75,13 +75,15 @@ class SlotsSpec(_Strict):
     * ``table``: explicit ``{window_tokens: slots}``;
     * ``kv_tokens_per_gpu``: ``floor(kv_tokens_per_gpu / C)``;
     * ``from_memory``: derived from the catalog's HBM and the model's KV size;
-    * ``formula: fleetsim``: inference-fleet-sim's ``min(128*8192//C, 65536//ceil(C/16))``.
+    * ``formula: fleetsim``: inference-fleet-sim's ``min(128*8192//C, 65536//ceil(C/16))``;
+    * ``formula: profile`` (the default): the first-principles profile's KV capacity
+      (optfleet/hardware/profiles.py: vLLM's memory accounting with activation and runtime reserves).
     """
 
     table: dict[int, int] | None = None
     kv_tokens_per_gpu: int | None = Field(None, gt=0)
     from_memory: MemorySlotsSpec | None = None
-    formula: Literal["fleetsim"] | None = None
+    formula: Literal["fleetsim", "profile"] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SlotsSpec":
@@ -99,7 +101,7 @@ class HardwareSpec(_Strict):
     model: str
     tp: int = Field(1, ge=1)
     iteration: IterationSpec = IterationSpec()
-    slots: SlotsSpec = SlotsSpec(from_memory=MemorySlotsSpec())
+    slots: SlotsSpec = SlotsSpec(formula="profile")
 
 
 class CatalogOverrideSpec(_Strict):
@@ -116,9 +118,10 @@ class CatalogOverrideSpec(_Strict):
 class GpuCatalogSpec(_Strict):
     """Catalog-wide pool options: every GPU type x TP degree x window (DESIGN.md section 3, heterogeneous).
 
-    Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``;
-    its slots come from memory (``slots``), its W/H from first principles unless
-    overridden, its price from the catalog unless overridden.  ``windows`` are
+    Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``
+    (one prefill chunk for every option, as the MILP's floor levels need); its
+    slots and W/H come from the first-principles profile unless overridden, its
+    price from the catalog unless overridden.  ``windows`` are
     the context windows offered (default: the boundary candidates and the long
     window); options with no KV slot at a window are left out.  When ``hardware``'s
     own (gpu, tp) is listed, its constants (e.g. a measured profile) are used.
@@ -127,7 +130,6 @@ class GpuCatalogSpec(_Strict):
     gpus: list[str] = Field(min_length=1)
     tp: list[int] = Field([1], min_length=1)
     windows: list[int] | None = None
-    slots: MemorySlotsSpec = MemorySlotsSpec()
     overrides: list[CatalogOverrideSpec] = []
 
 
