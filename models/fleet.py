@@ -11,7 +11,7 @@ Variables
     count[j,q] binary   pool j has exactly q < N_j GPUs;   big[j] binary: n[j] >= N_j
 
 Constraints (equation numbers refer to this docstring)
-    (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1
+    (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1;   compress_share[k]: sum_j z[k,j] <= p_c
     (2) load_erlangs[j] a_j = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]            (expression, erlangs)
     (3) utilisation_cap[j]  a_j <= rho_max n_max_j n[j]
     (4) floor[j,m]      sum_k (A[k,m] - 0.01 p_k) x + (A'[k,j,m] - 0.01 p_k) z <= M_jm (1 - sum_{m'<=m} level[j,m'])
@@ -85,6 +85,10 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.route = pyo.Constraint(classes, rule=lambda m, k: sum(m.x[k, j] for j in pools if (k, j) in m.x) + sum(m.z[k, j] for j in pools if (k, j) in m.z) == 1)
     m.load_erlangs = pyo.Expression(pools, rule=lambda m, j: sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
     m.utilisation_cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
+    compressible_into = {k: [j for kk, j in comp_pairs if kk == k] for k in classes}
+    m.compress_share = pyo.Constraint(
+        [k for k in classes if len(compressible_into[k]) > 1], rule=lambda m, k: sum(m.z[k, j] for j in compressible_into[k]) <= pc
+    )
     m.x_open = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.open[j])
     m.z_open = pyo.Constraint(comp_pairs, rule=lambda m, k, j: m.z[k, j] <= pc * m.open[j])
     m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= max_gpus[j] * m.open[j])

@@ -6,7 +6,7 @@ models/fleet.py; a new kind is one more function in ``CONSTRAINTS``.
 * ``budget``: ``cost <= max_cost_per_hour``; the objective becomes *maximise
   the served rate*: every class is admitted at the same share ``served`` in
   [0, 1] (route rows become ``sum x + sum z = served``), ties broken by cost.
-  Compression applies to the admitted requests: ``z <= p_c served``, and in
+  Compression applies to the admitted requests: ``sum_j z[k,j] <= p_c served``, and in
   threshold modes ``z = p_c served compress`` (linearised: a binary times a
   bounded variable).
 GPU counts below are GPUs, ``g_j = tp_j n[j]`` (an instance of TP degree t is t GPUs).
@@ -62,7 +62,9 @@ def add_budget(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
     )
     pc = m.data.problem.compressible_fraction
     pairs = list(m.z.keys())
-    m.z_served = pyo.Constraint(pairs, rule=lambda m, k, j: m.z[k, j] <= pc * m.served)
+    m.compress_share.deactivate()
+    into = {k: [j for kk, j in pairs if kk == k] for k, _ in pairs}
+    m.z_served = pyo.Constraint(sorted(into), rule=lambda m, k: sum(m.z[k, j] for j in into[k]) <= pc * m.served)
     if hasattr(m, "z_fixed"):
         m.z_fixed.deactivate()
         segment = m.data.class_segment

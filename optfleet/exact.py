@@ -7,9 +7,10 @@ solve re-scores the plan with the evaluator and refreshes R_j of the pools the
 plan uses from their actual traffic, re-solving until the plan passes the
 evaluator and R_j is stable for every pool below its table size N_j (above it
 the cap alone decides and R_j does not enter the model) (DESIGN.md section 3,
-requirement 3).  The
-reported bound and gap are HiGHS's for the model at the final R_j; every
-returned plan has passed the evaluator.
+requirement 3), or until the same cost comes back (alternative optima whose
+R_j differ, which would only oscillate).  Each re-solve starts from the last
+plan.  The reported bound and gap are HiGHS's for the model at the R_j the plan
+was solved with; every returned plan has passed the evaluator.
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ from optfleet.solvers import SolveReport, solve
 
 @dataclass(frozen=True)
 class MilpResult:
-    """The MILP's plan, the last solve's report, the evaluator's verdict and the R_j iterations."""
+    """The MILP's plan, its solve's report, the evaluator's verdict and the R_j iterations.
+
+    ``converged`` is False when R_j did not settle: the plan then is the
+    cheapest one that passed the evaluator, and its report's bound holds for
+    the tables it was solved with.
+    """
 
     plan: Plan
     report: SolveReport
@@ -73,14 +79,21 @@ def solve_milp(
             customize(model)
         return model
 
+    previous: pyo.ConcreteModel | None = None
+    best: MilpResult | None = None
     for iteration in range(1, max_iterations + 1):
         model = model_at(ratio)
         if start is not None and fleet_model.can_warm_start(model, start):
             fleet_model.warm_start(model, start)
             report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
+        elif previous is not None:
+            _carry_over(previous, model)  # the last plan, as a MIP start HiGHS keeps if still feasible
+            report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
         else:
             report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap)
         if not report.has_solution:
+            if best is not None:
+                break
             raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s).has_solution))
         plan = fleet_model.extract(model)
         evaluation = evaluate(problem, plan)
@@ -93,15 +106,29 @@ def solve_milp(
             if pool.gpus < data.pools[j].table_gpus:
                 tabled.append(j)
         stable = np.allclose(updated[tabled], ratio[tabled], rtol=1e-6)
+        repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
-        if evaluation.meets_slo and (stable or not report.proven_optimal):
-            # A time-limited incumbent that passes the evaluator is returned as such: refreshing
-            # the tables and re-solving under the same limit would not prove more.
-            return MilpResult(plan, report, evaluation, iteration, stable, history)
-        ratio = updated
-    if not evaluation.meets_slo:
+        if evaluation.meets_slo:
+            result = MilpResult(plan, report, evaluation, iteration, stable, history)
+            if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
+                best = result
+            if stable or repeated or not report.proven_optimal:
+                # Stable tables; or the same cost again (alternative optima whose R_j differ, which
+                # would only oscillate); or a time-limited incumbent, which re-solving under the
+                # same limit would not prove better.
+                return result
+        previous, start, ratio = model, None, updated
+    if best is None:
         raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes")
-    return MilpResult(plan, report, evaluation, max_iterations, False, history)
+    return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
+
+
+def _carry_over(previous: pyo.ConcreteModel, model: pyo.ConcreteModel) -> None:
+    """Copy every variable value of ``previous`` into the same-named variable of ``model``."""
+    for var in model.component_data_objects(pyo.Var):
+        old = previous.find_component(var.name)
+        if old is not None and old.value is not None:
+            var.set_value(old.value, skip_validation=True)
 
 
 def _pool_index(data, name: str) -> int:
