@@ -24,7 +24,7 @@ from optfleet.fleet.plan import Plan
 from optfleet.fleet.pool_stats import PoolStats, pool_stats, size_pools
 from optfleet.fleet.problem import HOURS_PER_YEAR, FleetProblem
 from optfleet.fleet.routing import route
-from optfleet.queueing import INFEASIBLE, erlang_c, wait_quantile_s
+from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, erlang_c, wait_quantile_s
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,8 @@ def _pool_metrics(
     else:
         utilisation, prob_wait, wait_ms = (0.0, 0.0, 0.0) if load == 0 else (np.inf, 1.0, np.inf)
     ttft = wait_ms + stats.ttft_floor_ms if stats.share > 0 else 0.0
-    cap_ok = utilisation <= problem.rho_max * (1.0 + 1e-12)
-    ttft_ok = ttft <= problem.ttft_p99_ms
+    cap_ok = utilisation <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
+    ttft_ok = ttft <= problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)
     return PoolMetrics(
         name=name,
         gpu=gpu,
@@ -166,5 +166,5 @@ def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, cap_ok:
         return "utilisation (violated)"
     if not ttft_ok:
         return "ttft (violated)"
-    cap_only = int(np.ceil(load / (rho_max * slots_per_gpu) * (1.0 - 1e-12)))
+    cap_only = int(np.ceil(load / (rho_max * slots_per_gpu) * (1.0 - RELATIVE_TOLERANCE)))
     return "utilisation" if need <= max(cap_only, 1) else "ttft"

@@ -78,7 +78,7 @@ def _route_by_rules(mix: RequestMix, plan: Plan, compressible_fraction: float) -
     for i, rule in enumerate(plan.rules or ()):
         mine = rule.covers(l_total, l_out)
         covered += mine
-        if sum(share for _, share in rule.compressed) > compressible_fraction + 1e-9:
+        if sum(share for _, share in rule.compressed) > compressible_fraction + 1e-6:  # solver tolerance
             raise InputError(f"plan.rules[{i}].compressed", dict(rule.compressed), f"compresses more than p_c = {compressible_fraction}")
         for name, share in rule.shares:
             j = index[name]

@@ -2,10 +2,11 @@
 
 from optfleet.queueing.erlang import erlang_b, erlang_c, log_erlang_b
 from optfleet.queueing.kimura import wait_quantile_s
-from optfleet.queueing.sizing import INFEASIBLE, cap_lower_bound_gpus, min_gpus, pool_is_feasible
+from optfleet.queueing.sizing import INFEASIBLE, RELATIVE_TOLERANCE, cap_lower_bound_gpus, min_gpus, pool_is_feasible
 
 __all__ = [
     "INFEASIBLE",
+    "RELATIVE_TOLERANCE",
     "cap_lower_bound_gpus",
     "erlang_b",
     "erlang_c",

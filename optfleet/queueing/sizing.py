@@ -23,6 +23,9 @@ from numpy.typing import ArrayLike, NDArray
 from optfleet.queueing.kimura import wait_quantile_s
 
 INFEASIBLE = -1
+# Relative slack on "load <= rho_max c" and "TTFT <= SLO": the same load summed in a
+# different order (evaluator vs MILP coefficients) differs in the last digits.
+RELATIVE_TOLERANCE = 1e-9
 _MAX_DOUBLINGS = 64
 
 
@@ -31,7 +34,7 @@ def cap_lower_bound_gpus(load_erlangs: ArrayLike, slots_per_gpu: ArrayLike, rho_
     a = np.asarray(load_erlangs, dtype=np.float64)
     n_max = np.asarray(slots_per_gpu, dtype=np.float64)
     # A tiny tolerance keeps a/(rho n) that is an exact integer in floating point from rounding up.
-    n = np.ceil(a / (rho_max * n_max) * (1.0 - 1e-12))
+    n = np.ceil(a / (rho_max * n_max) * (1.0 - RELATIVE_TOLERANCE))
     return np.where(a > 0, np.maximum(n, 1.0), 0.0).astype(np.int64)
 
 
@@ -47,7 +50,7 @@ def pool_is_feasible(
     """Both feasibility conditions of the module docstring for ``n = gpus``."""
     c = np.asarray(gpus, dtype=np.float64) * np.asarray(slots_per_gpu, dtype=np.float64)
     a = np.asarray(load_erlangs, dtype=np.float64)
-    cap_ok = a <= rho_max * c * (1.0 + 1e-12)
+    cap_ok = a <= rho_max * c * (1.0 + RELATIVE_TOLERANCE)
     wait_ok = wait_quantile_s(c, a, mean_service_s, service_scv) <= np.asarray(wait_budget_s)
     return (cap_ok & wait_ok & (np.asarray(wait_budget_s) > 0)) | (a <= 0)
 
