@@ -175,7 +175,7 @@ def gap_rows(run: FleetRun) -> list[dict[str, Any]]:
             row.update({
                 "pools": " + ".join(label(p) for p in e.pools),
                 "cost_per_hour": round(e.cost_per_hour, 2),
-                "gap_pct": None if reference is None else round(100 * (e.cost_per_hour - reference) / reference, 3),
+                "gap_pct": None if reference is None else round(100 * (e.cost_per_hour - reference) / reference, 3) + 0.0,  # no "-0.0"
                 "status": result.solve_report.status if result.solve_report is not None else ("meets SLO" if e.meets_slo else "violates SLO"),
             })
         if best_single is not None:

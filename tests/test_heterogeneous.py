@@ -17,7 +17,8 @@ from optfleet.instance.fleet_schema import FleetInstanceSpec
 from optfleet.instance.loader import LoadedInstance, read_document, validate_spec
 from optfleet.instance.presets import apply_defaults
 from optfleet.runs import gap_rows, run_fleet
-from support import FLEET_INSTANCES
+from optfleet.hardware.profiles import derive_profile
+from support import FLEET_INSTANCES, fleet_problem
 
 TOY = FLEET_INSTANCES / "toy_hetero.yaml"
 
@@ -136,3 +137,39 @@ def test_heterogeneous_plan_round_trips_through_json_and_the_evaluator() -> None
 def test_sweep_routing_is_refused_over_a_catalog() -> None:
     with pytest.raises(InputError, match="solve.routing"):
         solve_milp(prepare(load_instance(TOY)), routing="sweep")
+
+
+CATALOG_PINS = {  # mixed optimum, best single type and its cost (benchmarks/results/heterogeneous.md)
+    "azure_2023_catalog": (1274.08, "H100-SXM", 1323.48),
+    "azure_2023_catalog_16_h100": (1651.36, "H200", 1751.92),
+    "lmsys_llama3_8b_catalog": (392.74, "H100-SXM", 392.74),
+}
+
+
+def test_catalog_options_use_first_principles_profiles() -> None:
+    problem = fleet_problem("azure_2023_catalog")
+    labels = [o.label for o in problem.options]
+    assert "L40S x4" in labels and "A100-80GB x8" in labels
+    config = problem.pool(8192, "H100-SXM x8")
+    profile = derive_profile("H100-SXM", "Llama-3-70B", 8, 8192)
+    assert (config.slots_per_gpu, config.w_ms, config.h_ms_per_slot) == (profile.slots, profile.iteration_base_ms, profile.per_slot_ms)
+    assert config.cost_per_gpu_hour == pytest.approx(profile.cost_per_instance_hour)  # per instance of 8 GPUs
+
+
+def test_configurations_that_cannot_hold_the_model_are_skipped_with_a_reason() -> None:
+    problem = _toy(gpu_catalog={"gpus": ["A10G", "H100-SXM"], "tp": [4]}, hardware={"gpu": "H100-SXM", "tp": 4, "model": "Llama-3-70B", "iteration": {"chunk_tokens": 1000}})
+    assert [o.label for o in problem.options] == ["H100-SXM x4"]
+    (reason,) = problem.skipped_options
+    assert reason.startswith("A10G x4: Llama-3-70B: weights 141.20 GB exceed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CATALOG_PINS))
+def test_shipped_catalog_instances_are_pinned(name: str) -> None:
+    problem = fleet_problem(name)
+    mixed, single_type, single_cost = CATALOG_PINS[name]
+    rows = {r["method"]: r for r in gap_rows(run_fleet(problem, "milp", ["milp"]))}
+    assert rows["milp"]["status"] == "optimal" and rows["milp"]["cost_per_hour"] == pytest.approx(mixed)
+    best = min((r for m, r in rows.items() if m.startswith("milp:") and r["cost_per_hour"] is not None), key=lambda r: r["cost_per_hour"])
+    assert best["method"] == f"milp:{single_type}" and best["cost_per_hour"] == pytest.approx(single_cost)
+    assert rows["milp"]["cost_per_hour"] <= best["cost_per_hour"] + 1e-9

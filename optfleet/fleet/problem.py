@@ -115,7 +115,7 @@ class PoolFactory:
     def pool(self, window_tokens: int) -> PoolConfig:
         if window_tokens not in self._cache:
             it = self.spec.iteration
-            profile = self._profile(window_tokens)
+            profile = self.profile(window_tokens)
             slots = profile.slots if self.spec.slots.formula == "profile" else self._slots(window_tokens)
             w_ms = it.w_ms if it.w_ms is not None else profile.iteration_base_ms
             h_ms = it.h_ms_per_slot if it.h_ms_per_slot is not None else profile.per_slot_ms
@@ -131,7 +131,7 @@ class PoolFactory:
             )
         return self._cache[window_tokens]
 
-    def _profile(self, window_tokens: int) -> GpuProfile | None:
+    def profile(self, window_tokens: int) -> GpuProfile | None:
         """The first-principles profile, when W, H or the slots are to be derived."""
         it = self.spec.iteration
         if it.w_ms is None or it.h_ms_per_slot is None or self.spec.slots.formula == "profile":
@@ -238,7 +238,9 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
                 override = max(matching, key=lambda ov: ov.tp is not None, default=None)
                 option = _catalog_option(spec, name, tp, override)
             if max(option.slots_per_gpu(w) for w in windows) < 1:
-                skipped.append(f"{option.label}: {spec.hardware.model} leaves no KV slot at any window")
+                profile = option.profile(windows[0])
+                why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot at any window"
+                skipped.append(f"{option.label}: {spec.hardware.model}: {why}")
                 continue
             options.append(option)
     if not options:

@@ -1,0 +1,120 @@
+"""Benchmark: the catalog-wide fleet MILP against the best single-type fleets, in one process.
+
+For every shipped catalog instance, and for a scale case -- six GPU types
+(A100-80GB, H100-SXM, H200, B200, MI300X, L40S) x TP {4, 8} x four windows on
+the LMSYS workload with a 0.05 gamma step (64 length classes, 47 pool
+options; the issue's "6 types x 4 windows x 2 TP x 50 classes") -- it times
+prepare + build + solve (with the R_j refreshes) of the mixed MILP and of the
+exact single-type MILP of each type, and prints mixed cost / best single-type
+cost and the times.  The scale case's gate is "proven optimal in <= 10 s".
+Writes benchmarks/results/heterogeneous.json and .md (quoted by the README).
+
+Run: python benchmarks/bench_heterogeneous.py [--time-limit 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from optfleet.errors import InfeasibleError
+from optfleet.exact import solve_milp
+from optfleet.fleet import load_problem
+from optfleet.fleet.milp_data import prepare_milp_data
+from optfleet.fleet.problem import FleetProblem, prepare
+from optfleet.instance.fleet_schema import FleetInstanceSpec
+from optfleet.instance.loader import LoadedInstance, read_document, validate_spec
+from optfleet.instance.presets import apply_defaults
+from optfleet.runs import SINGLE_TYPE_PREFIX, run_method, single_type_methods
+
+ROOT = Path(__file__).resolve().parents[1]
+FLEET = ROOT / "instances" / "fleet"
+RESULTS = ROOT / "benchmarks" / "results"
+INSTANCES = ("azure_2023_catalog", "lmsys_llama3_8b_catalog", "azure_2023_catalog_16_h100", "azure_2023_catalog_mix")
+SCALE_GATE_S = 10.0
+
+
+def scale_case() -> FleetProblem:
+    """Six GPU types x TP {4, 8} x four windows, LMSYS CDF, gamma step 0.05, K = 3 split routing."""
+    path = FLEET / "azure_2023_catalog.yaml"
+    data = read_document(path)
+    data["name"] = "scale-6-types"
+    data["workload"]["lengths"] = {"cdf_file": "data/lmsys_multiturn_cdf.json"}
+    data["gpu_catalog"]["gpus"] = ["A100-80GB", "H100-SXM", "H200", "B200", "MI300X", "L40S"]
+    data["compression"]["gamma_step"] = 0.05
+    return prepare(LoadedInstance(spec=validate_spec(FleetInstanceSpec, apply_defaults(data)), base_dir=path.parent))
+
+
+def measure(problem: FleetProblem, time_limit_s: float) -> dict:
+    data = prepare_milp_data(problem)
+    row: dict = {"instance": problem.name, "classes": len(data.mass), "options": len(data.pools), "K": problem.max_pools, "routing": problem.milp_routing}
+    start = time.perf_counter()
+    try:
+        mixed = solve_milp(problem, routing=problem.milp_routing, max_pools=problem.max_pools, time_limit_s=time_limit_s, mip_gap=problem.mip_gap)
+    except InfeasibleError as exc:
+        row.update(status="infeasible", reason=str(exc)[:160], seconds=time.perf_counter() - start)
+        return row
+    row.update(
+        status=mixed.report.status, cost=mixed.evaluation.cost_per_hour, bound=mixed.report.bound, gap=mixed.report.gap,
+        seconds=time.perf_counter() - start, solves=mixed.iterations, passes_evaluator=mixed.evaluation.meets_slo,
+        pools=[f"{p.gpu} {p.window_tokens}:{p.gpus}" for p in mixed.evaluation.pools],
+    )
+    singles = {}
+    for method in single_type_methods(problem):
+        result = run_method(problem, method)
+        singles[method.removeprefix(SINGLE_TYPE_PREFIX)] = {
+            "cost": None if result.evaluation is None else result.evaluation.cost_per_hour,
+            "status": "infeasible" if result.evaluation is None else result.solve_report.status,
+            "seconds": result.seconds,
+        }
+    row["single_type"] = singles
+    feasible = {t: s["cost"] for t, s in singles.items() if s["cost"] is not None}
+    if feasible:
+        best = min(feasible, key=feasible.get)
+        row.update(best_single_type=best, best_single_cost=feasible[best], savings_pct=100 * (1 - row["cost"] / feasible[best]))
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=120.0)
+    args = parser.parse_args()
+    problems = [load_problem(FLEET / f"{name}.yaml") for name in INSTANCES]
+    rows = []
+    for problem in [*problems, scale_case()]:
+        row = measure(problem, args.time_limit)
+        rows.append(row)
+        if row["status"] == "infeasible":
+            print(f"{row['instance']:30s} infeasible ({row['seconds']:.1f} s): {row['reason']}")
+            continue
+        versus = (f"best single type {row['best_single_type']} ${row['best_single_cost']:,.2f}/h, mixed saves {row['savings_pct']:.2f} %"
+                  if "best_single_cost" in row else "no single type is feasible")
+        print(f"{row['instance']:30s} {row['classes']} classes x {row['options']} options: {row['status']} ${row['cost']:,.2f}/h "
+              f"in {row['seconds']:.1f} s ({row['solves']} solves); {versus}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "heterogeneous.json").write_text(json.dumps(rows, indent=2) + "\n")
+    lines = ["| instance | classes x options | K | status | mixed $/h | gap | MILP s (solves) | best single type $/h | mixed saves | single-type s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["status"] == "infeasible":
+            lines.append(f"| {r['instance']} | {r['classes']} x {r['options']} | {r['K']} | infeasible | - | - | {r['seconds']:.1f} | - | - | - |")
+            continue
+        single_s = sum(s["seconds"] for s in r["single_type"].values())
+        best = f"{r['best_single_type']} {r['best_single_cost']:,.2f}" if "best_single_cost" in r else "none feasible"
+        saves = f"{r['savings_pct']:.2f} %" if "savings_pct" in r else "-"
+        lines.append(f"| {r['instance']} | {r['classes']} x {r['options']} | {r['K']} | {r['status']} | {r['cost']:,.2f} | {100 * r['gap']:.2g} % | "
+                     f"{r['seconds']:.1f} ({r['solves']}) | {best} | {saves} | {single_s:.1f} |")
+    scale = rows[-1]
+    verdict = "met" if scale["status"] == "optimal" and scale["seconds"] <= SCALE_GATE_S else "MISSED"
+    lines.append("")
+    lines.append(f"Scale gate (6 types x 4 windows x 2 TP, {scale['classes']} classes, proven optimal in <= {SCALE_GATE_S:.0f} s): "
+                 f"{verdict} ({scale['status']}, {scale['seconds']:.1f} s).")
+    (RESULTS / "heterogeneous.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
