@@ -1,4 +1,4 @@
-"""The ``optfleet`` command line: solve, validate, catalog.
+"""The ``optfleet`` command line: solve, gap, simulate, validate, catalog.
 
 Exit codes: 0 success; 1 a valid problem with no feasible plan; 2 bad input
 (one line naming the field and value on stderr, nothing written).
@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from optfleet.caching.policies import POLICIES as CACHING_POLICIES
+from optfleet.caching.problem import HINDSIGHT_POLICIES
 from optfleet.cli.commands import catalog_command, gap_command, simulate_command, solve_command, validate_command
 from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.runs import METHODS
@@ -29,10 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--json", action="store_true", help="print a machine-readable result instead of tables")
     solve.add_argument("--out", type=Path, default=None, help="folder to write result.json, plan.json, report.txt (and candidates.csv for the sweep)")
 
-    gap = sub.add_parser("gap", help="every method's plan and its optimality gap to the MILP bound")
+    gap = sub.add_parser("gap", help="every method's plan (fleet) or caching policy (caching) and its gap to the exact optimum")
     gap.add_argument("file", type=Path)
-    gap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)} (default: all)")
-    gap.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    gap.add_argument("--methods", default=None, help=f"fleet instances: comma-separated, from {', '.join(METHODS)} (default: all)")
+    gap.add_argument("--policies", default=None, help="caching instances: comma-separated labels of the instance's policies or policy names "
+                     f"({', '.join([*CACHING_POLICIES, *HINDSIGHT_POLICIES])}; default: the instance's list)")
+    gap.add_argument("--no-hindsight", action="store_true", help="caching instances: skip the hindsight LP (gaps then refer to Tail-Optimized Belady)")
+    gap.add_argument("--plot", type=Path, default=None, help="caching instances: write a PNG of each policy's TTFT CDF (needs matplotlib, the 'plot' extra)")
+    gap.add_argument("--preset", choices=sorted(PRESETS), default=None, help="fleet instances: service-model preset")
     gap.add_argument("--json", action="store_true")
     gap.add_argument("--out", type=Path, default=None, help="folder to write gap.csv and gap.json")
 

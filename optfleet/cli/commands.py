@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from optfleet.cli.caching_commands import caching_gap_command, caching_validate_command
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.fleet.evaluator import evaluate
 from optfleet.fleet.plan import Plan
@@ -51,11 +52,17 @@ def _write_outputs(folder: Path, problem: FleetProblem, run: FleetRun, result: d
 
 
 def gap_command(args: argparse.Namespace) -> int:
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    loaded = load_instance(args.file, preset=args.preset)
+    if loaded.spec.kind == "caching":
+        return caching_gap_command(args, loaded)
+    if args.plot is not None or args.policies is not None:
+        raise InputError("--plot" if args.plot is not None else "--policies", str(args.plot or args.policies), "applies to caching instances only")
+    method_list = ",".join(METHODS) if args.methods is None else args.methods
+    methods = [m.strip() for m in method_list.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise InputError("--methods", args.methods, f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
-    problem = prepare(load_instance(args.file, preset=args.preset))
+    problem = prepare(loaded)
     run = run_fleet(problem, methods[0], methods)
     rows = gap_rows(run)
     milp = run.results.get("milp")
@@ -116,6 +123,8 @@ def _progress_printer(label: str):
 
 def validate_command(args: argparse.Namespace) -> int:
     loaded = load_instance(args.file, preset=args.preset)
+    if loaded.spec.kind == "caching":
+        return caching_validate_command(args, loaded)
     problem = prepare(loaded)
     mix = problem.mix
     long_pool = problem.pool(problem.long_window_tokens)

@@ -18,17 +18,19 @@ import yaml
 from pydantic import ValidationError
 
 from optfleet.errors import InputError
+from optfleet.instance.caching_schema import CachingInstanceSpec
 from optfleet.instance.fleet_schema import FleetInstanceSpec
 from optfleet.instance.presets import apply_defaults
 
-SCHEMAS = {"fleet": FleetInstanceSpec}
+InstanceSpec = FleetInstanceSpec | CachingInstanceSpec
+SCHEMAS: dict[str, type[InstanceSpec]] = {"fleet": FleetInstanceSpec, "caching": CachingInstanceSpec}
 
 
 @dataclass(frozen=True)
 class LoadedInstance:
     """A validated instance spec and the folder its relative paths resolve against."""
 
-    spec: FleetInstanceSpec
+    spec: InstanceSpec
     base_dir: Path
 
     def resolve(self, relative: str) -> Path:
@@ -59,11 +61,12 @@ def load_instance(path: str | Path, preset: str | None = None) -> LoadedInstance
         raise InputError("kind", kind, f"unknown instance kind; known: {', '.join(SCHEMAS)}")
     if preset is not None:
         data = {**data, "preset": preset}
-    data = apply_defaults(data)
+    if kind == "fleet":  # presets and hardware profiles are fleet vocabulary
+        data = apply_defaults(data)
     return LoadedInstance(spec=validate_spec(SCHEMAS[kind], data), base_dir=path.resolve().parent)
 
 
-def validate_spec(schema: type[FleetInstanceSpec], data: dict[str, Any]) -> FleetInstanceSpec:
+def validate_spec(schema: type[InstanceSpec], data: dict[str, Any]) -> InstanceSpec:
     """Validate ``data``; the first pydantic error becomes an InputError with its field path."""
     try:
         return schema.model_validate(data)
