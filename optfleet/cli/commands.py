@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from optfleet.cli.caching_commands import caching_gap_command, caching_validate_command
+from optfleet.cli.profiled_commands import profiled_gap_command, profiled_solve_command, profiled_validate_command
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
 from optfleet.fleet.evaluator import evaluate
 from optfleet.fleet.plan import Plan
@@ -17,7 +18,7 @@ from optfleet.fleet.problem import FleetProblem, prepare
 from optfleet.hardware import catalog_rows
 from optfleet.heuristics.sweep import sweep
 from optfleet.instance import load_instance
-from optfleet.instance.loader import read_document
+from optfleet.instance.loader import LoadedInstance, read_document
 from optfleet.report.fleet_text import render_gap, render_run, render_simulation
 from optfleet.simulate import simulate_plan
 from optfleet.simulate.compare import comparison_table
@@ -28,8 +29,18 @@ def _dump(data: object) -> str:
     return json.dumps(data, indent=2, default=float)
 
 
+def _fleet_only(loaded: LoadedInstance, command: str) -> None:
+    """``simulate`` (and ``solve`` for caching) apply to queueing fleets; say what to run instead."""
+    if loaded.spec.kind != "fleet":
+        instead = "optfleet gap FILE" if loaded.spec.kind == "caching" else "optfleet solve FILE or optfleet gap FILE"
+        raise InputError("kind", loaded.spec.kind, f"optfleet {command} applies to kind fleet; for this kind run {instead}")
+
+
 def solve_command(args: argparse.Namespace) -> int:
     loaded = load_instance(args.file, preset=args.preset)
+    if loaded.spec.kind == "profiled_fleet":
+        return profiled_solve_command(args, loaded)
+    _fleet_only(loaded, "solve")
     problem = prepare(loaded)
     method = args.method or loaded.spec.solve.method
     run = run_fleet(problem, method)
@@ -55,6 +66,8 @@ def gap_command(args: argparse.Namespace) -> int:
     loaded = load_instance(args.file, preset=args.preset)
     if loaded.spec.kind == "caching":
         return caching_gap_command(args, loaded)
+    if loaded.spec.kind == "profiled_fleet":
+        return profiled_gap_command(args, loaded)
     if args.plot is not None or args.policies is not None:
         raise InputError("--plot" if args.plot is not None else "--policies", str(args.plot or args.policies), "applies to caching instances only")
     method_list = ",".join(METHODS) if args.methods is None else args.methods
@@ -83,6 +96,7 @@ def gap_command(args: argparse.Namespace) -> int:
 
 def simulate_command(args: argparse.Namespace) -> int:
     loaded = load_instance(args.file, preset=args.preset)
+    _fleet_only(loaded, "simulate")
     problem = prepare(loaded)
     if args.plan is not None:
         plan = Plan.from_dict(read_document(args.plan).get("plan", read_document(args.plan)))
@@ -125,6 +139,8 @@ def validate_command(args: argparse.Namespace) -> int:
     loaded = load_instance(args.file, preset=args.preset)
     if loaded.spec.kind == "caching":
         return caching_validate_command(args, loaded)
+    if loaded.spec.kind == "profiled_fleet":
+        return profiled_validate_command(args, loaded)
     problem = prepare(loaded)
     mix = problem.mix
     long_pool = problem.pool(problem.long_window_tokens)

@@ -20,10 +20,11 @@ from pydantic import ValidationError
 from optfleet.errors import InputError
 from optfleet.instance.caching_schema import CachingInstanceSpec
 from optfleet.instance.fleet_schema import FleetInstanceSpec
+from optfleet.instance.profiled_schema import ProfiledFleetSpec
 from optfleet.instance.presets import apply_defaults
 
-InstanceSpec = FleetInstanceSpec | CachingInstanceSpec
-SCHEMAS: dict[str, type[InstanceSpec]] = {"fleet": FleetInstanceSpec, "caching": CachingInstanceSpec}
+InstanceSpec = FleetInstanceSpec | CachingInstanceSpec | ProfiledFleetSpec
+SCHEMAS: dict[str, type[InstanceSpec]] = {"fleet": FleetInstanceSpec, "caching": CachingInstanceSpec, "profiled_fleet": ProfiledFleetSpec}
 
 
 @dataclass(frozen=True)
