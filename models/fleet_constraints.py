@@ -118,12 +118,7 @@ def add_node_multiple(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
 
 
 def add_fixed(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
-    problem = m.data.problem
-    label = problem.hardware.label
-    if spec.gpu is not None or spec.tp is not None:
-        gpu = get_gpu(spec.gpu, f"constraints[{i}].gpu").name if spec.gpu is not None else problem.hardware.gpu_name
-        tp = spec.tp if spec.tp is not None else problem.hardware.tp
-        label = f"{gpu} x{tp}" if tp > 1 else gpu
+    label = m.data.problem.configuration_label(spec.gpu, spec.tp, f"constraints[{i}].gpu")
     keys = [(o.gpu, o.window_tokens) for o in m.data.pools]
     if (label, spec.window_tokens) not in keys:
         offered = sorted(w for g, w in keys if g == label)

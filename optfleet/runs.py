@@ -12,6 +12,7 @@ from typing import Any
 
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.exact import solve_milp
+from optfleet.fleet.constraint_check import constraint_violations
 from optfleet.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.fleet.problem import FleetProblem
 from optfleet.heuristics import FLEET_METHODS
@@ -178,6 +179,9 @@ def gap_rows(run: FleetRun) -> list[dict[str, Any]]:
                 "gap_pct": None if reference is None else round(100 * (e.cost_per_hour - reference) / reference, 3) + 0.0,  # no "-0.0"
                 "status": result.solve_report.status if result.solve_report is not None else ("meets SLO" if e.meets_slo else "violates SLO"),
             })
+            broken = constraint_violations(run.problem, e)
+            if broken:
+                row["status"] += f"; breaks {broken[0]}" + (f" (+{len(broken) - 1} more)" if len(broken) > 1 else "")
         if best_single is not None:
             row["savings_vs_single_type_pct"] = None if e is None else round(100 * (1 - e.cost_per_hour / best_single), 3)
         rows.append(row)

@@ -10,7 +10,9 @@ from scipy.optimize import linprog
 
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.exact import solve_milp
+from optfleet.fleet.constraint_check import constraint_violations
 from optfleet.fleet.evaluator import evaluate
+from optfleet.heuristics import FLEET_METHODS
 from optfleet.fleet.problem import FleetProblem, prepare
 from optfleet.instance import load_instance
 from optfleet.instance.fleet_schema import FleetInstanceSpec
@@ -99,6 +101,18 @@ def test_constraints_match_brute_force(constraint, check) -> None:
     result = solve_milp(problem, routing="split", max_pools=4)
     assert result.report.proven_optimal and result.evaluation.meets_slo
     assert result.evaluation.cost_per_hour == pytest.approx(_brute_force_cost(problem, 4, check))
+    assert constraint_violations(problem, result.evaluation) == []
+
+
+def test_heuristic_plans_are_checked_against_the_constraints() -> None:
+    problem = _toy(constraints=[{"kind": "availability", "gpu": "A100-80GB", "max_gpus": 10}, {"kind": "node_multiple", "gpus_per_node": 8}])
+    homogeneous = evaluate(problem, FLEET_METHODS["homogeneous"](problem))  # 26 A100 at 4000 tokens
+    assert constraint_violations(problem, homogeneous) == [
+        "constraints[0] (availability): 26 A100-80GB GPUs > 10",
+        "constraints[1] (node_multiple): 26 A100-80GB GPUs is not a multiple of 8",
+    ]
+    rows = {r["method"]: r for r in gap_rows(run_fleet(problem, "homogeneous", ["homogeneous"]))}
+    assert rows["homogeneous"]["status"] == "meets SLO; breaks constraints[0] (availability): 26 A100-80GB GPUs > 10 (+1 more)"
 
 
 def test_availability_counts_gpus_of_tensor_parallel_instances() -> None:

@@ -72,6 +72,12 @@ class FleetProblem:
                 return option
         raise InputError("plan.pools.gpu", gpu, f"not a GPU configuration of this instance; known: {', '.join(o.label for o in self.options) or self.hardware.label}")
 
+    def configuration_label(self, gpu: str | None, tp: int | None, field: str = "gpu") -> str:
+        """Label of GPU type ``gpu`` at TP ``tp``, each defaulting to the ``hardware`` block's."""
+        name = get_gpu(gpu, field).name if gpu is not None else self.hardware.gpu_name
+        degree = tp if tp is not None else self.hardware.tp
+        return f"{name} x{degree}" if degree > 1 else name
+
     @property
     def heterogeneous(self) -> bool:
         """True when the MILP chooses among GPU configurations (a ``gpu_catalog``)."""
