@@ -34,7 +34,8 @@ from scipy.optimize import linprog
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.hardware import get_gpu
 from optfleet.instance.loader import validate_spec
-from optfleet.instance.profiled_schema import ProfiledFleetSpec, ProfiledMaxTypesConstraint
+from optfleet.instance.fleet_schema import MaxTypesConstraint
+from optfleet.instance.profiled_schema import ProfiledFleetSpec
 from optfleet.models import profiled as model_lib
 from optfleet.profiled import (
     ProfiledPlan,
@@ -443,7 +444,7 @@ def test_python_constraints_on_the_built_model():
     assert solve(m).status == "infeasible"
     # A declarative kind added from Python: one type only -> 2 A100-80GB.
     one_type = model_lib.build(problem)
-    block = model_lib.add_constraint(one_type, ProfiledMaxTypesConstraint(kind="max_types", count=1))
+    block = model_lib.add_constraint(one_type, MaxTypesConstraint(kind="max_types", count=1))
     assert block is one_type.user_max_types_0
     assert solve(one_type).objective == pytest.approx(7.34)
     # The same through the driver's hook; a constraint forcing more GPUs than the

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from optfleet.instance.fleet_schema import _Strict
+from optfleet.instance.fleet_schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, _Strict
 
 NonNegative = Annotated[float, Field(ge=0.0)]
 TokenEdge = Annotated[int, Field(ge=0)]
@@ -100,14 +100,6 @@ class ProfiledSolveSpec(_Strict):
     mip_gap: float = Field(1e-6, ge=0.0)
 
 
-class ProfiledAvailabilityConstraint(_Strict):
-    """At most ``max_gpus`` GPUs (not instances) of type ``gpu``."""
-
-    kind: Literal["availability"]
-    gpu: str
-    max_gpus: int = Field(ge=0)
-
-
 class ProfiledBudgetConstraint(_Strict):
     """Cost cap in $/hour; the model then **maximises the served rate** (req/s), ties broken by cost.
 
@@ -121,22 +113,6 @@ class ProfiledBudgetConstraint(_Strict):
     admission: Literal["per_bucket", "uniform"] = "per_bucket"
 
 
-class ProfiledGpuMixConstraint(_Strict):
-    """GPUs of type ``gpu`` make up between ``min_share`` and ``max_share`` of all GPUs."""
-
-    kind: Literal["gpu_mix"]
-    gpu: str
-    min_share: float = Field(0.0, ge=0.0, le=1.0)
-    max_share: float = Field(1.0, ge=0.0, le=1.0)
-
-
-class ProfiledMaxTypesConstraint(_Strict):
-    """At most ``count`` distinct GPU types in the fleet."""
-
-    kind: Literal["max_types"]
-    count: int = Field(ge=1)
-
-
 class ProfiledNodeMultipleConstraint(_Strict):
     """Whole nodes: the GPU count of type ``gpu`` is a multiple of ``gpus_per_node``."""
 
@@ -146,10 +122,10 @@ class ProfiledNodeMultipleConstraint(_Strict):
 
 
 ProfiledConstraint = Annotated[
-    ProfiledAvailabilityConstraint
+    AvailabilityConstraint
     | ProfiledBudgetConstraint
-    | ProfiledGpuMixConstraint
-    | ProfiledMaxTypesConstraint
+    | GpuMixConstraint
+    | MaxTypesConstraint
     | ProfiledNodeMultipleConstraint,
     Field(discriminator="kind"),
 ]
