@@ -45,3 +45,8 @@ def test_commands_that_do_not_apply_exit_2_with_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_validate_summarises_a_gpu_catalog(capsys):
+    assert main(["validate", str(REPO / "instances" / "fleet" / "azure_2023_catalog.yaml")]) == 0
+    assert "gpu catalog: 8 configurations (A100-80GB x4, A100-80GB x8, H100-SXM x4" in capsys.readouterr().out

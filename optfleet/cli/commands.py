@@ -151,6 +151,11 @@ def validate_command(args: argparse.Namespace) -> int:
           f"${long_pool.cost_per_gpu_hour:g}/instance-hour")
     print(f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
           f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}")
+    if problem.heterogeneous:
+        print(f"  gpu catalog: {len(problem.options)} configurations ({', '.join(o.label for o in problem.options)}) "
+              f"at windows {', '.join(str(w) for w in problem.option_windows)}")
+        for reason in problem.skipped_options:
+            print(f"    left out: {reason}")
     return EXIT_OK
 
 
