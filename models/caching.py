@@ -378,13 +378,6 @@ def extract(m: pyo.ConcreteModel) -> NDArray[np.int64]:
     return kept_from_columns(data, column_values(m, data))[0]
 
 
-def row_activity(data: CacheLpData, values: ArrayLike) -> NDArray[np.float64]:
-    """``A x`` per capacity row (cached tokens after the row's event)."""
-    start, index = column_rows(data)
-    counts = np.diff(start)
-    return np.bincount(index, weights=np.repeat(np.asarray(values, dtype=float), counts), minlength=data.n_rows)
-
-
 def lagrangian_bound_ms(data: CacheLpData, row_price: ArrayLike) -> float:
     """A valid lower bound on TEL from any prices ``pi >= 0`` on the capacity rows.
 
