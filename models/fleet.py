@@ -12,7 +12,7 @@ Variables
 
 Constraints (equation numbers refer to this docstring)
     (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1;   compress_share[k]: sum_j z[k,j] <= p_c
-    (2) load_erlangs[j] a_j = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]            (expression, erlangs)
+    (2) load_definition[j]  a_j = load_erlangs[j] = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]   (erlangs)
     (3) utilisation_cap[j]  a_j <= rho_max n_max_j n[j]
     (4) floor[j,m]      sum_k (A[k,m] - 0.01 p_k) x + (A'[k,j,m] - 0.01 p_k) z <= M_jm (1 - sum_{m'<=m} level[j,m'])
                         (at most 1 % of the pool's traffic has a floor above the level; exact;
@@ -83,7 +83,9 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     x_of = {j: [k for k, jj in fit_pairs if jj == j] for j in pools}
     z_of = {j: [k for k, jj in comp_pairs if jj == j] for j in pools}
     m.route = pyo.Constraint(classes, rule=lambda m, k: sum(m.x[k, j] for j in pools if (k, j) in m.x) + sum(m.z[k, j] for j in pools if (k, j) in m.z) == 1)
-    m.load_erlangs = pyo.Expression(pools, rule=lambda m, j: sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
+    # One load variable per pool, so the cap and the wait rows carry one coefficient instead of every class's.
+    m.load_erlangs = pyo.Var(pools, bounds=lambda _, j: (0, max_load[j]))
+    m.load_definition = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] == sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
     m.utilisation_cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
     compressible_into = {k: [j for kk, j in comp_pairs if kk == k] for k in classes}
     m.compress_share = pyo.Constraint(
@@ -100,9 +102,15 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
         big_m = sum(max(0.0, excess_x.get(k, 0.0), excess_z.get(k, 0.0)) for k in set(excess_x) | set(excess_z))
         if big_m <= 0:
             return pyo.Constraint.Skip
-        excess = sum(e * m.x[k, j] for k, e in excess_x.items()) + sum(e * m.z[k, j] for k, e in excess_z.items())
-        return excess <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
+        # excess = (mass above the level) - 1 % of the pool's mass; only classes with mass above enter.
+        above = sum(data.above[k, lv] * m.x[k, j] for k in x_of[j] if data.above[k, lv] > 0)
+        above += sum(data.compressed_above[k, j, lv] * m.z[k, j] for k in z_of[j] if data.compressed_above[k, j, lv] > 0)
+        return above - 0.01 * m.pool_mass[j] <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
 
+    m.pool_mass = pyo.Var(pools, bounds=(0, 1))
+    m.pool_mass_definition = pyo.Constraint(
+        pools, rule=lambda m, j: m.pool_mass[j] == sum(data.mass[k] * m.x[k, j] for k in x_of[j]) + sum(data.mass[k] * m.z[k, j] for k in z_of[j])
+    )
     m.floor = pyo.Constraint(level_pairs, rule=floor_rule)
     m.one_level = pyo.Constraint(
         pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(data.pools[j].levels)) == 1 if data.pools[j].levels else m.open[j] == 0
@@ -254,7 +262,9 @@ def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
             continue
         x = np.array([pyo.value(m.x[k, j]) if (k, j) in m.x else 0.0 for k in range(len(data.mass))])
         z = np.array([pyo.value(m.z[k, j]) if (k, j) in m.z else 0.0 for k in range(len(data.mass))])
+        m.load_erlangs[j].set_value(float(np.dot(data.load[:, j], x) + np.dot(data.compressed_load[:, j], z)))
         served = float(np.dot(data.mass, x + z))
+        m.pool_mass[j].set_value(served)
         for lv in range(data.pools[j].levels):
             if float(np.dot(data.above[:, lv], x) + np.dot(data.compressed_above[:, j, lv], z)) <= 0.01 * served + 1e-12:
                 m.level[j, lv].set_value(1)
