@@ -84,7 +84,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     z_of = {j: [k for k, jj in comp_pairs if jj == j] for j in pools}
     m.route = pyo.Constraint(classes, rule=lambda m, k: sum(m.x[k, j] for j in pools if (k, j) in m.x) + sum(m.z[k, j] for j in pools if (k, j) in m.z) == 1)
     # One load variable per pool, so the cap and the wait rows carry one coefficient instead of every class's.
-    m.load_erlangs = pyo.Var(pools, bounds=lambda _, j: (0, max_load[j]))
+    m.load_erlangs = pyo.Var(pools, domain=pyo.NonNegativeReals)
     m.load_definition = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] == sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
     m.utilisation_cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
     compressible_into = {k: [j for kk, j in comp_pairs if kk == k] for k in classes}
@@ -107,7 +107,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
         above += sum(data.compressed_above[k, j, lv] * m.z[k, j] for k in z_of[j] if data.compressed_above[k, j, lv] > 0)
         return above - 0.01 * m.pool_mass[j] <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
 
-    m.pool_mass = pyo.Var(pools, bounds=(0, 1))
+    m.pool_mass = pyo.Var(pools, domain=pyo.NonNegativeReals)
     m.pool_mass_definition = pyo.Constraint(
         pools, rule=lambda m, j: m.pool_mass[j] == sum(data.mass[k] * m.x[k, j] for k in x_of[j]) + sum(data.mass[k] * m.z[k, j] for k in z_of[j])
     )
