@@ -119,7 +119,9 @@ def solve_milp(
                 return result
         previous, start, ratio = model, None, updated
     if best is None:
-        raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes")
+        failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
+                            for p in evaluation.pools if not p.meets_slo)
+        raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes ({failing})")
     return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
 
 

@@ -43,6 +43,7 @@ from optfleet.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import erlang_c, wait_quantile_s
 
 CAP_WAIT_PROBABILITY = 0.01
+TABLE_MARGIN = 1e-6  # relative; below the wait limit only (see erlang_table)
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,8 @@ def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window:
 
 
 def erlang_table(option: PoolOption, ratio_ms: float, slo_ms: float, rho_max: float) -> NDArray[np.float64]:
-    """``a_max[n, m]``: the largest load of ``n < N_j`` GPUs meeting ``W99 <= SLO - (m+1) t`` (bisection).
+    """``a_max[n, m]``: the largest load of ``n < N_j`` GPUs meeting ``W99 <= SLO - (m+1) t`` (bisection),
+    less a relative ``TABLE_MARGIN`` where the wait limit (not the cap) decides.
 
     ``W99 = ln(C/0.01) R / (2 (c - a))`` with ``R = E[S^2]/E[S]`` (kimura.py) rises with ``a``.
     """
@@ -214,4 +216,6 @@ def erlang_table(option: PoolOption, ratio_ms: float, slo_ms: float, rho_max: fl
         ok = wait_quantile_s(servers, mid, mean_s, 0.0) <= budget_s
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
-    return np.where(ok_hi, rho_max * servers, lo)
+    # Loads strictly inside the wait limit keep a relative margin for the MILP solver's feasibility
+    # tolerance (a row met to 1e-7 could otherwise put W99 a hair above its budget).
+    return np.where(ok_hi, rho_max * servers, lo * (1.0 - TABLE_MARGIN))
