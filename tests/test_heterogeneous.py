@@ -187,3 +187,8 @@ def test_shipped_catalog_instances_are_pinned(name: str) -> None:
     best = min((r for m, r in rows.items() if m.startswith("milp:") and r["cost_per_hour"] is not None), key=lambda r: r["cost_per_hour"])
     assert best["method"] == f"milp:{single_type}" and best["cost_per_hour"] == pytest.approx(single_cost)
     assert rows["milp"]["cost_per_hour"] <= best["cost_per_hour"] + 1e-9
+
+
+def test_an_override_of_the_hardware_blocks_own_configuration_is_refused() -> None:
+    with pytest.raises(InputError, match="gpu_catalog.overrides\\[0\\]"):
+        _toy(gpu_catalog={"gpus": ["A100-80GB"], "overrides": [{"gpu": "A100-80GB", "tp": 1, "w_ms": 2.0}]})

@@ -75,8 +75,7 @@ class FleetProblem:
     def configuration_label(self, gpu: str | None, tp: int | None, field: str = "gpu") -> str:
         """Label of GPU type ``gpu`` at TP ``tp``, each defaulting to the ``hardware`` block's."""
         name = get_gpu(gpu, field).name if gpu is not None else self.hardware.gpu_name
-        degree = tp if tp is not None else self.hardware.tp
-        return f"{name} x{degree}" if degree > 1 else name
+        return _label(name, tp if tp is not None else self.hardware.tp)
 
     @property
     def heterogeneous(self) -> bool:
@@ -113,7 +112,7 @@ class PoolFactory:
     @property
     def label(self) -> str:
         """``"<gpu>"`` or ``"<gpu> x<tp>"``: the configuration's name in plans and reports."""
-        return f"{self.gpu_name} x{self.spec.tp}" if self.spec.tp > 1 else self.gpu_name
+        return _label(self.gpu_name, self.spec.tp)
 
     def slots_per_gpu(self, window_tokens: int) -> int:
         return self.pool(window_tokens).slots_per_gpu
@@ -220,6 +219,10 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     )
 
 
+def _label(gpu_name: str, tp: int) -> str:
+    return f"{gpu_name} x{tp}" if tp > 1 else gpu_name
+
+
 def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates: tuple[int, ...]) -> tuple[tuple[PoolFactory, ...], tuple[int, ...], tuple[str, ...]]:
     """GPU configurations of ``gpu_catalog`` (gpu x tp), the windows offered, and the configurations left out (why)."""
     catalog = spec.gpu_catalog
@@ -231,8 +234,11 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
             raise InputError(f"gpu_catalog.windows[{i}]", w, f"must lie in (0, {long_window}] (the long window)")
     names = [get_gpu(g, f"gpu_catalog.gpus[{i}]").name for i, g in enumerate(catalog.gpus)]
     for i, ov in enumerate(catalog.overrides):
-        if get_gpu(ov.gpu, f"gpu_catalog.overrides[{i}].gpu").name not in names:
+        name = get_gpu(ov.gpu, f"gpu_catalog.overrides[{i}].gpu").name
+        if name not in names:
             raise InputError(f"gpu_catalog.overrides[{i}].gpu", ov.gpu, f"is not in gpu_catalog.gpus {catalog.gpus}")
+        if (name, ov.tp) == (hardware.gpu_name, hardware.tp):
+            raise InputError(f"gpu_catalog.overrides[{i}]", f"{ov.gpu} tp {ov.tp}", "is the hardware block's own configuration: set its numbers in hardware")
     options: list[PoolFactory] = []
     skipped: list[str] = []
     for name in dict.fromkeys(names):

@@ -121,7 +121,8 @@ class GpuCatalogSpec(_Strict):
     Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``
     (one prefill chunk for every option, as the MILP's floor levels need); its
     slots and W/H come from the first-principles profile unless overridden, its
-    price from the catalog unless overridden.  ``windows`` are
+    price from the catalog unless overridden (the ``hardware`` block's own
+    configuration takes its numbers from that block).  ``windows`` are
     the context windows offered (default: the boundary candidates and the long
     window); options with no KV slot at a window are left out.  When ``hardware``'s
     own (gpu, tp) is listed, its constants (e.g. a measured profile) are used.
