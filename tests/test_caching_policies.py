@@ -36,7 +36,6 @@ from optfleet.caching.policies import (
     LengthAwareTLRU,
     ReplayContext,
     make_policy,
-    register_policy,
     tel_safe_budget_tokens,
 )
 from optfleet.caching.problem import prepare_caching
@@ -234,20 +233,18 @@ def test_forced_lru_equals_optional_lru(turns, capacity, xi_ms):
 # ---------------------------------------------------------------- the pluggable interface
 
 
-class ShortestHistoryFirst(CachePolicy):
-    """The module docstring's example: cache every history, evict the shortest history first."""
+def _docstring_example() -> str:
+    """The indented code block of optfleet.caching.policies' "Writing a policy" section, dedented."""
+    import textwrap
 
-    name = "shortest-history-first"
+    import optfleet.caching.policies as module
 
-    def admit_tokens(self, row: int) -> int:
-        return int(self.context.trace.history_after_tokens[row])
-
-    def eviction_key(self, conversation: int, cached_tokens: int, row: int) -> tuple[int, float, int]:
-        return (0, float(self.context.trace.history_after_tokens[row]), 0)
+    block = module.__doc__.split("instance files::\n", 1)[1].split("\nThe replay checks", 1)[0]
+    return textwrap.dedent(block)
 
 
 def test_a_user_policy_registers_and_replays(tiny):
-    register_policy(ShortestHistoryFirst.name, ShortestHistoryFirst)
+    exec(_docstring_example(), {})  # defines and registers the docstring's ShortestHistoryFirst
     try:
         policy = make_policy("shortest-history-first")
         kept = replay(tiny.trace, policy, 100, tiny.ttft, tiny.xi_ms).kept_tokens
@@ -257,7 +254,7 @@ def test_a_user_policy_registers_and_replays(tiny):
         assert _tel(tiny.trace, kept, 100) == 90
         assert np.array_equal(kept, reference_replay(tiny.trace, make_policy("shortest-history-first"), 100, tiny.ttft, tiny.xi_ms, False))
     finally:
-        POLICIES.pop(ShortestHistoryFirst.name)
+        POLICIES.pop("shortest-history-first")
 
 
 def test_a_policy_admitting_more_than_the_history_is_a_bug(tiny):

@@ -12,7 +12,7 @@ import yaml
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.exact import solve_milp
-from optfleet.fleet import evaluate, load_problem
+from optfleet.fleet import load_problem
 from optfleet.simulate import simulate_plan
 
 from support import FLEET_INSTANCES
