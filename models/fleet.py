@@ -260,12 +260,26 @@ def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
             if data.pools[j].levels:
                 m.level[j, 0].set_value(1)  # a closed pool carries nothing: every level holds
             continue
-        x = np.array([pyo.value(m.x[k, j]) if (k, j) in m.x else 0.0 for k in range(len(data.mass))])
-        z = np.array([pyo.value(m.z[k, j]) if (k, j) in m.z else 0.0 for k in range(len(data.mass))])
+        x, z = pool_shares(m, j)
         m.load_erlangs[j].set_value(float(np.dot(data.load[:, j], x) + np.dot(data.compressed_load[:, j], z)))
-        served = float(np.dot(data.mass, x + z))
-        m.pool_mass[j].set_value(served)
-        for lv in range(data.pools[j].levels):
-            if float(np.dot(data.above[:, lv], x) + np.dot(data.compressed_above[:, j, lv], z)) <= 0.01 * served + 1e-12:
-                m.level[j, lv].set_value(1)
-                break
+        m.pool_mass[j].set_value(float(np.dot(data.mass, x + z)))
+        level = lowest_floor_level(data, j, x, z)
+        if level is not None:
+            m.level[j, level].set_value(1)
+
+
+def pool_shares(m: pyo.ConcreteModel, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """The current values of pool j's uncompressed and compressed shares, ``x[:, j]`` and ``z[:, j]``, 0 where absent."""
+    classes = range(len(m.data.mass))
+    x = np.array([pyo.value(m.x[k, j]) if (k, j) in m.x else 0.0 for k in classes])
+    z = np.array([pyo.value(m.z[k, j]) if (k, j) in m.z else 0.0 for k in classes])
+    return x, z
+
+
+def lowest_floor_level(data: FleetMilpData, j: int, x: np.ndarray, z: np.ndarray) -> int | None:
+    """The lowest floor level m whose row (4) the shares meet (at most 1 % of pool j's mass above it); None if none."""
+    served = float(np.dot(data.mass, x + z))
+    for lv in range(data.pools[j].levels):
+        if float(np.dot(data.above[:, lv], x) + np.dot(data.compressed_above[:, j, lv], z)) <= 0.01 * served + 1e-12:
+            return lv
+    return None

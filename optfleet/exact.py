@@ -4,13 +4,18 @@ The Erlang-C table of the model (models/fleet.py) is computed at each pool's
 ``R_j = E[S^2]/E[S]``, which depends on the routing the model chooses.  The
 driver starts from R_j of all requests a pool could hold, then after every
 solve re-scores the plan with the evaluator and refreshes R_j of the pools the
-plan uses from their actual traffic, re-solving until the plan passes the
+plan uses below their table size N_j from their actual traffic, re-solving until the plan passes the
 evaluator and R_j is stable for every pool below its table size N_j (above it
 the cap alone decides and R_j does not enter the model) (DESIGN.md section 3,
 requirement 3), or until the same cost comes back (alternative optima whose
 R_j differ, which would only oscillate).  Each re-solve starts from the last
 plan.  The reported bound and gap are HiGHS's for the model at the R_j the plan
 was solved with; every returned plan has passed the evaluator.
+
+A refresh needs no re-solve when it only raises R_j: ``a_max`` falls as R_j
+rises (``W99`` is linear in R_j), so the model at the refreshed R_j is a
+restriction of the one just solved.  If the plan also meets the refreshed
+tables, it is optimal there too, with the same bound (a stable plan).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError
 from optfleet.fleet.evaluator import FleetEvaluation, evaluate
-from optfleet.fleet.milp_data import prepare_milp_data
+from optfleet.fleet.milp_data import erlang_table, prepare_milp_data
 from optfleet.fleet.plan import Plan, PoolPlan
 from optfleet.fleet.plan_sizing import infeasible_pool_message
 from optfleet.fleet.problem import FleetProblem
@@ -31,6 +36,8 @@ from optfleet.heuristics import sweep
 from optfleet.models import fleet as fleet_model
 from optfleet.models.fleet_constraints import add_user_constraints
 from optfleet.solvers import SolveReport, solve
+
+FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
 
 
 @dataclass(frozen=True)
@@ -101,11 +108,12 @@ def solve_milp(
         tabled = []  # pools below their table size: only there does R_j enter the model
         for pool in evaluation.pools:
             j = _pool_index(data, pool.name)
-            if pool.share > 0:
+            if pool.share > 0 and pool.gpus < data.pools[j].table_gpus:
                 updated[j] = (1.0 + pool.service_scv) * pool.mean_service_ms
-            if pool.gpus < data.pools[j].table_gpus:
                 tabled.append(j)
-        stable = np.allclose(updated[tabled], ratio[tabled], rtol=1e-6)
+        stable = np.allclose(updated[tabled], ratio[tabled], rtol=1e-6) or (
+            evaluation.meets_slo and _restriction_keeps_plan(model, ratio, updated, tabled)
+        )
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
         if evaluation.meets_slo:
@@ -123,6 +131,27 @@ def solve_milp(
                             for p in evaluation.pools if not p.meets_slo)
         raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes ({failing})")
     return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
+
+
+def _restriction_keeps_plan(model: pyo.ConcreteModel, ratio_ms: np.ndarray, updated_ms: np.ndarray, tabled: list[int]) -> bool:
+    """Whether the model at ``updated_ms`` is a restriction of ``model`` that ``model``'s solution still satisfies.
+
+    True when no R_j fell (each table ``a_max`` only shrinks) and every pool
+    below its table size meets the wait row (7) of its lowest floor level at
+    the refreshed table, within the solver's feasibility tolerance (the
+    solution with that level is as cheap).  The solution is then optimal for
+    the refreshed model, with the same bound.
+    """
+    if np.any(updated_ms < ratio_ms):
+        return False
+    data, problem = model.data, model.data.problem
+    for j in tabled:
+        level = fleet_model.lowest_floor_level(data, j, *fleet_model.pool_shares(model, j))
+        gpus = int(round(pyo.value(model.n[j])))
+        table = erlang_table(data.pools[j], float(updated_ms[j]), problem.ttft_p99_ms, problem.rho_max)
+        if pyo.value(model.load_erlangs[j]) > table[gpus, level] + FEASIBILITY_TOLERANCE * max(1.0, table[gpus, level]):
+            return False
+    return True
 
 
 def _carry_over(previous: pyo.ConcreteModel, model: pyo.ConcreteModel) -> None:

@@ -6,11 +6,17 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError
-from optfleet.exact import solve_milp
+from optfleet.exact import _restriction_keeps_plan, solve_milp
+from optfleet.fleet.milp_data import erlang_table, prepare_milp_data
+from optfleet.models import fleet as fleet_model
+from optfleet.solvers import solve
 from optfleet.fleet import Plan, PoolPlan, evaluate
 from optfleet.fleet.plan import RouteRule
 from optfleet.heuristics import size_plan, sweep
@@ -63,6 +69,34 @@ def test_unrestricted_milp_is_never_worse_and_its_plan_passes_the_evaluator():
     assert [(p.window_tokens, p.gpus) for p in result.plan.pools] == [(8192, 142), (24576, 158)]
     for pool in result.evaluation.pools:
         assert pool.gpus == pool.min_gpus
+
+
+@settings(max_examples=40, deadline=None)
+@given(ratio_ms=st.floats(10.0, 1e5), factor=st.floats(1.0, 50.0))
+def test_erlang_tables_shrink_as_r_grows(ratio_ms, factor):
+    """W99 is linear in R = E[S^2]/E[S], so the largest load meeting a wait budget cannot grow with R."""
+    problem = fleet_problem("toy")
+    for option in prepare_milp_data(problem).pools:
+        low = erlang_table(option, ratio_ms, problem.ttft_p99_ms, problem.rho_max)
+        high = erlang_table(option, ratio_ms * factor, problem.ttft_p99_ms, problem.rho_max)
+        assert np.all(high <= low)
+
+
+def test_a_refresh_that_only_raises_r_needs_no_resolve_when_the_plan_meets_the_new_tables():
+    problem = fleet_problem("toy")
+    data = prepare_milp_data(problem)
+    ratio = data.service_ratio_ms.copy()
+    model = fleet_model.build(data, ratio, routing="split")
+    assert solve(model).proven_optimal
+    tabled = [j for j in range(len(data.pools)) if model.open[j].value > 0.5 and round(model.n[j].value) < data.pools[j].table_gpus]
+    assert tabled  # both toy pools sit below their table size N_j
+    assert _restriction_keeps_plan(model, ratio, ratio, tabled)  # the plan meets its own tables
+    lowered = ratio.copy()
+    lowered[tabled[0]] *= 0.999  # a looser table: the refreshed model is no restriction
+    assert not _restriction_keeps_plan(model, ratio, lowered, tabled)
+    raised = ratio.copy()
+    raised[tabled[0]] *= 1000.0  # a restriction, but the plan's load no longer meets it
+    assert not _restriction_keeps_plan(model, ratio, raised, tabled)
 
 
 def test_the_sweep_plan_reaches_highs_as_a_mip_start():
