@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 
-from optfleet.fleet.milp_data import FleetMilpData, erlang_table
+from optfleet.fleet.milp_data import FleetMilpData, erlang_tables
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.fleet.plan import Plan, PoolPlan, RouteRule
 
@@ -82,34 +83,37 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
 
     x_of = {j: [k for k, jj in fit_pairs if jj == j] for j in pools}
     z_of = {j: [k for k, jj in comp_pairs if jj == j] for j in pools}
-    m.route = pyo.Constraint(classes, rule=lambda m, k: sum(m.x[k, j] for j in pools if (k, j) in m.x) + sum(m.z[k, j] for j in pools if (k, j) in m.z) == 1)
+    fits_into = {k: [j for kk, j in fit_pairs if kk == k] for k in classes}
+    compressible_into = {k: [j for kk, j in comp_pairs if kk == k] for k in classes}
+    m.route = pyo.Constraint(classes, rule=lambda m, k: _total([m.x[k, j] for j in fits_into[k]] + [m.z[k, j] for j in compressible_into[k]]) == 1)
     # One load variable per pool, so the cap and the wait rows carry one coefficient instead of every class's.
     m.load_erlangs = pyo.Var(pools, domain=pyo.NonNegativeReals)
-    m.load_definition = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] == sum(data.load[k, j] * m.x[k, j] for k in x_of[j]) + sum(data.compressed_load[k, j] * m.z[k, j] for k in z_of[j]))
+    m.load_definition = pyo.Constraint(
+        pools, rule=lambda m, j: m.load_erlangs[j] == _weighted(m.x, x_of[j], j, data.load[:, j]) + _weighted(m.z, z_of[j], j, data.compressed_load[:, j])
+    )
     m.utilisation_cap = pyo.Constraint(pools, rule=lambda m, j: m.load_erlangs[j] <= problem.rho_max * data.pools[j].slots_per_gpu * m.n[j])
-    compressible_into = {k: [j for kk, j in comp_pairs if kk == k] for k in classes}
     m.compress_share = pyo.Constraint(
-        [k for k in classes if len(compressible_into[k]) > 1], rule=lambda m, k: sum(m.z[k, j] for j in compressible_into[k]) <= pc
+        [k for k in classes if len(compressible_into[k]) > 1], rule=lambda m, k: _total([m.z[k, j] for j in compressible_into[k]]) <= pc
     )
     m.x_open = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.open[j])
     m.z_open = pyo.Constraint(comp_pairs, rule=lambda m, k, j: m.z[k, j] <= pc * m.open[j])
     m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= max_gpus[j] * m.open[j])
 
     def floor_rule(m, j, lv):
-        excess_x = {k: data.above[k, lv] - 0.01 * data.mass[k] for k in x_of[j]}
-        excess_z = {k: data.compressed_above[k, j, lv] - 0.01 * data.mass[k] for k in z_of[j]}
+        excess = np.zeros((2, len(data.mass)))
+        excess[0, x_of[j]] = data.above[x_of[j], lv] - 0.01 * data.mass[x_of[j]]
+        excess[1, z_of[j]] = data.compressed_above[z_of[j], j, lv] - 0.01 * data.mass[z_of[j]]
         # Tightest big-M: the largest excess any routing can put into pool j (each class at most once).
-        big_m = sum(max(0.0, excess_x.get(k, 0.0), excess_z.get(k, 0.0)) for k in set(excess_x) | set(excess_z))
+        big_m = float(np.maximum(excess.max(axis=0), 0.0).sum())
         if big_m <= 0:
             return pyo.Constraint.Skip
         # excess = (mass above the level) - 1 % of the pool's mass; only classes with mass above enter.
-        above = sum(data.above[k, lv] * m.x[k, j] for k in x_of[j] if data.above[k, lv] > 0)
-        above += sum(data.compressed_above[k, j, lv] * m.z[k, j] for k in z_of[j] if data.compressed_above[k, j, lv] > 0)
+        above = _weighted(m.x, x_of[j], j, data.above[:, lv]) + _weighted(m.z, z_of[j], j, data.compressed_above[:, j, lv])
         return above - 0.01 * m.pool_mass[j] <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
 
     m.pool_mass = pyo.Var(pools, domain=pyo.NonNegativeReals)
     m.pool_mass_definition = pyo.Constraint(
-        pools, rule=lambda m, j: m.pool_mass[j] == sum(data.mass[k] * m.x[k, j] for k in x_of[j]) + sum(data.mass[k] * m.z[k, j] for k in z_of[j])
+        pools, rule=lambda m, j: m.pool_mass[j] == _weighted(m.x, x_of[j], j, data.mass) + _weighted(m.z, z_of[j], j, data.mass)
     )
     m.floor = pyo.Constraint(level_pairs, rule=floor_rule)
     m.one_level = pyo.Constraint(
@@ -119,14 +123,14 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.nbig[j])
     m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= data.pools[j].table_gpus * m.big[j])
     m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= max_gpus[j] * m.big[j])
-    tables = {j: erlang_table(data.pools[j], float(ratio_ms[j]), problem.ttft_p99_ms, problem.rho_max) for j in pools}
+    tables = [table.tolist() for table in erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)]
     wait_index = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
 
     def wait_rule(m, j, lv):
         counts = range(data.pools[j].table_gpus)
         per_gpu_cap = problem.rho_max * data.pools[j].slots_per_gpu
-        table_load = sum(float(tables[j][q, lv]) * m.count[j, q] for q in counts)
-        slack = max(per_gpu_cap * q - float(tables[j][q, lv]) for q in counts)
+        table_load = sum(tables[j][q][lv] * m.count[j, q] for q in counts)
+        slack = max(per_gpu_cap * q - tables[j][q][lv] for q in counts)
         return m.load_erlangs[j] <= table_load + per_gpu_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
 
     m.wait = pyo.Constraint(wait_index, rule=wait_rule)
@@ -138,6 +142,18 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     return m
 
 
+def _total(variables: list) -> LinearExpression:
+    """The sum of ``variables`` as one linear expression."""
+    return LinearExpression(variables)
+
+
+def _weighted(var: pyo.Var, classes: list[int], j: int, coefficients: np.ndarray) -> LinearExpression:
+    """``sum_k c_k var[k, j]`` over ``classes`` with a nonzero coefficient, built as one linear expression
+    (several times faster than Python's ``sum`` over Pyomo terms)."""
+    values = coefficients[classes].tolist()
+    return LinearExpression([MonomialTermExpression((c, var[k, j])) for k, c in zip(classes, values, strict=True) if c != 0.0])
+
+
 def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs, comp_pairs, sweep_space: bool) -> None:
     """Contiguous one-pool-per-segment routing; compression as a band prefix at exactly p_c."""
     problem = data.problem
@@ -146,9 +162,10 @@ def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs,
     segments = sorted(set(data.class_segment.tolist()))
     seg_fits = {(s, j) for k, j in fit_pairs for s in [int(data.class_segment[k])]}
     m.assign = pyo.Var(sorted(seg_fits), domain=pyo.Binary)
-    m.one_pool = pyo.Constraint(segments, rule=lambda m, s: sum(m.assign[s, j] for j in pools if (s, j) in m.assign) == 1)
+    pools_of = {s: [j for j in pools if (s, j) in seg_fits] for s in segments}
+    m.one_pool = pyo.Constraint(segments, rule=lambda m, s: _total([m.assign[s, j] for j in pools_of[s]]) == 1)
     m.x_assign = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.assign[int(data.class_segment[k]), j])
-    order = {s: sum(j * m.assign[s, j] for j in pools if (s, j) in m.assign) for s in segments}
+    order = {s: LinearExpression([MonomialTermExpression((float(j), m.assign[s, j])) for j in pools_of[s]]) for s in segments}
     m.contiguous = pyo.Constraint(range(len(segments) - 1), rule=lambda m, i: order[segments[i]] <= order[segments[i + 1]])
     comp_segments = sorted({(int(data.class_segment[k]), j) for k, j in comp_pairs})
     m.compress = pyo.Var(comp_segments, domain=pyo.Binary)

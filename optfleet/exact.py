@@ -28,7 +28,7 @@ import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError
 from optfleet.fleet.evaluator import FleetEvaluation, evaluate
-from optfleet.fleet.milp_data import erlang_table, prepare_milp_data
+from optfleet.fleet.milp_data import erlang_tables, prepare_milp_data
 from optfleet.fleet.plan import Plan, PoolPlan
 from optfleet.fleet.plan_sizing import infeasible_pool_message
 from optfleet.fleet.problem import FleetProblem
@@ -145,10 +145,10 @@ def _restriction_keeps_plan(model: pyo.ConcreteModel, ratio_ms: np.ndarray, upda
     if np.any(updated_ms < ratio_ms):
         return False
     data, problem = model.data, model.data.problem
-    for j in tabled:
+    tables = erlang_tables(tuple(data.pools[j] for j in tabled), updated_ms[tabled], problem.ttft_p99_ms, problem.rho_max)
+    for j, table in zip(tabled, tables, strict=True):
         level = fleet_model.lowest_floor_level(data, j, *fleet_model.pool_shares(model, j))
         gpus = int(round(pyo.value(model.n[j])))
-        table = erlang_table(data.pools[j], float(updated_ms[j]), problem.ttft_p99_ms, problem.rho_max)
         if pyo.value(model.load_erlangs[j]) > table[gpus, level] + FEASIBILITY_TOLERANCE * max(1.0, table[gpus, level]):
             return False
     return True

@@ -1,17 +1,21 @@
 """Solve a Pyomo model with HiGHS (the embedded default) or another installed Pyomo solver.
 
-HiGHS goes through Pyomo's APPSI interface (pyomo.contrib.appsi.solvers.Highs),
-the one that passes a MIP start (``warmstart``) and reports both the incumbent
-and the dual bound.  Its pitfalls, measured with pyomo 6.10 / highspy 1.15
-(STYLE.md), are handled here once:
+HiGHS is driven through highspy directly: Pyomo's standard-form compiler
+(``pyomo.repn.plugins.standard_form``, mixed form) turns the model's active
+constraints and objective into sparse arrays, which go to
+``Highs.passModel`` in one call; a MIP start goes through ``setSolution``;
+HiGHS reports the incumbent and the dual bound, and the incumbent is written
+back into the model's variables.  The compiler is 4-5x faster than Pyomo's
+persistent APPSI interface on the fleet MILP (0.13 s against 0.67 s on
+LMSYS threshold routing, 4,827 rows), which mattered at 1-2 s per solve.
 
-* the time limit and gap are set on the solver's config (the legacy
-  ``SolverFactory('appsi_highs').solve(timelimit=...)`` path overwrote them);
-* ``load_solution`` is off so that a time-limited or infeasible run returns a
-  report instead of raising, and the incumbent is loaded only if one exists;
-* a MIP start sends every variable; variables without a value would go as 0,
-  so :func:`solve` refuses a warm start with unset variables;
-* the log is always captured (a temporary log file) and returned.
+* A time-limited or infeasible run returns a report instead of raising;
+  the incumbent is loaded only if HiGHS has a primal feasible one.
+* A MIP start sends every variable; variables without a value would go as 0,
+  so :func:`solve` refuses a warm start with unset variables.
+* The log is always captured (a temporary log file) and returned.
+* Fixed variables are constants to the compiler; variables in no active
+  constraint or objective are not sent and keep their values.
 
 Other solvers (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ...) are used through
 ``SolverFactory`` when installed, with the option names mapped in
@@ -25,10 +29,11 @@ import tempfile
 import time
 from typing import Any
 
+import highspy
+import numpy as np
 import pyomo.environ as pyo
-from pyomo.contrib.appsi.base import TerminationCondition
-from pyomo.contrib.appsi.solvers import Highs
 from pyomo.opt import TerminationCondition as LegacyCondition
+from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
 from optfleet.errors import InputError
 from optfleet.solvers.report import (
@@ -42,12 +47,12 @@ from optfleet.solvers.report import (
     relative_gap,
 )
 
-_APPSI_STATUS = {
-    TerminationCondition.optimal: OPTIMAL,
-    TerminationCondition.maxTimeLimit: TIME_LIMIT,
-    TerminationCondition.infeasible: INFEASIBLE,
-    TerminationCondition.unbounded: UNBOUNDED,
-    TerminationCondition.infeasibleOrUnbounded: INFEASIBLE_OR_UNBOUNDED,
+_HIGHS_STATUS = {
+    highspy.HighsModelStatus.kOptimal: OPTIMAL,
+    highspy.HighsModelStatus.kTimeLimit: TIME_LIMIT,
+    highspy.HighsModelStatus.kInfeasible: INFEASIBLE,
+    highspy.HighsModelStatus.kUnbounded: UNBOUNDED,
+    highspy.HighsModelStatus.kUnboundedOrInfeasible: INFEASIBLE_OR_UNBOUNDED,
 }
 
 _LEGACY_STATUS = {
@@ -93,32 +98,73 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log) ->
         unset = [v.name for v in model.component_data_objects(pyo.Var, active=True) if v.value is None and not v.fixed]
         if unset:
             raise ValueError(f"warm start needs a value on every variable; unset: {unset[:5]}{' ...' if len(unset) > 5 else ''}")
-    opt = Highs()
-    opt.config.load_solution = False
-    opt.config.stream_solver = stream_log
-    opt.config.warmstart = warm_start
-    opt.config.time_limit = time_limit
-    opt.config.mip_gap = mip_gap
+    start = time.perf_counter()
+    form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=None)
+    if len(form.objectives) != 1:
+        raise ValueError(f"the HiGHS driver needs exactly one active objective; the model has {len(form.objectives)}")
+    columns = form.columns
+    integer = np.array([v.is_integer() for v in columns], dtype=np.int32)
+    h = highspy.Highs()
+    h.setOptionValue("log_to_console", bool(stream_log))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    if mip_gap is not None:
+        h.setOptionValue("mip_rel_gap", float(mip_gap))
     if threads is not None:
-        opt.highs_options = {"threads": int(threads)}
+        h.setOptionValue("threads", int(threads))
     handle, log_path = tempfile.mkstemp(prefix="optfleet-highs-", suffix=".log")
     os.close(handle)
-    opt.config.logfile = log_path
-    start = time.perf_counter()
+    h.setOptionValue("log_file", log_path)
     try:
-        results = opt.solve(model)
+        if h.passModel(*_pass_model_args(form, integer)) == highspy.HighsStatus.kError:
+            raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
+        if warm_start and integer.any():
+            mip_start = highspy.HighsSolution()
+            mip_start.col_value = [float(v.value) for v in columns]
+            mip_start.value_valid = True
+            h.setSolution(mip_start)
+        h.run()
         seconds = time.perf_counter() - start
+        h.setOptionValue("log_file", "")  # closes the file before it is read
         with open(log_path) as log_file:
             log = log_file.read()
     finally:
         os.unlink(log_path)
-    status = _APPSI_STATUS.get(results.termination_condition, ERROR)
-    objective = results.best_feasible_objective
-    if objective is not None:
-        opt.load_vars()
-    bound = results.best_objective_bound
+    status = _HIGHS_STATUS.get(h.getModelStatus(), ERROR)
+    info = h.getInfo()
+    objective = bound = None
+    if info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible):
+        objective = float(info.objective_function_value)
+        for var, value in zip(columns, h.getSolution().col_value, strict=True):
+            var.set_value(value, skip_validation=True)
+    if integer.any():
+        bound = float(info.mip_dual_bound) if objective is not None or status == TIME_LIMIT else None
+    elif status == OPTIMAL:
+        bound = objective  # an LP solved to optimality: the dual objective equals the primal
+    if bound is not None and not np.isfinite(bound):
+        bound = None
     gap = 0.0 if status == OPTIMAL else relative_gap(objective, bound)
     return SolveReport(status, objective, bound, gap, seconds, "highs", log)
+
+
+def _pass_model_args(form, integer: np.ndarray) -> tuple:
+    """``passModel`` positional arguments (column-wise) of a mixed-form standard form: row kind 0 is ``==``,
+    1 is ``<=`` and -1 is ``>=`` its right-hand side."""
+    kinds = np.array([row.bound_type for row in form.rows], dtype=np.int64)
+    rhs = np.asarray(form.rhs, dtype=np.float64)
+    row_lower = np.where(kinds <= 0, rhs, -np.inf)
+    row_upper = np.where(kinds >= 0, rhs, np.inf)
+    columns = form.columns
+    col_lower = np.array([-np.inf if v.lb is None else v.lb for v in columns], dtype=np.float64)
+    col_upper = np.array([np.inf if v.ub is None else v.ub for v in columns], dtype=np.float64)
+    cost = np.asarray(form.c.toarray()[0], dtype=np.float64) if form.c.shape[0] else np.zeros(len(columns))
+    sense = 1 if form.objectives[0].sense == pyo.minimize else -1
+    matrix = form.A.tocsc()
+    return (
+        len(columns), len(kinds), int(matrix.nnz), 1, sense, float(form.c_offset[0]), cost, col_lower, col_upper,
+        row_lower, row_upper, matrix.indptr[:-1].astype(np.int32), matrix.indices.astype(np.int32),
+        matrix.data.astype(np.float64), integer,
+    )
 
 
 def _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream_log) -> SolveReport:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.exact import _restriction_keeps_plan, solve_milp
-from optfleet.fleet.milp_data import erlang_table, prepare_milp_data
+from optfleet.fleet.milp_data import erlang_tables, prepare_milp_data
 from optfleet.models import fleet as fleet_model
 from optfleet.solvers import solve
 from optfleet.fleet import Plan, PoolPlan, evaluate
@@ -76,10 +76,11 @@ def test_unrestricted_milp_is_never_worse_and_its_plan_passes_the_evaluator():
 def test_erlang_tables_shrink_as_r_grows(ratio_ms, factor):
     """W99 is linear in R = E[S^2]/E[S], so the largest load meeting a wait budget cannot grow with R."""
     problem = fleet_problem("toy")
-    for option in prepare_milp_data(problem).pools:
-        low = erlang_table(option, ratio_ms, problem.ttft_p99_ms, problem.rho_max)
-        high = erlang_table(option, ratio_ms * factor, problem.ttft_p99_ms, problem.rho_max)
-        assert np.all(high <= low)
+    options = prepare_milp_data(problem).pools
+    ratios = np.full(len(options), ratio_ms)
+    low = erlang_tables(options, ratios, problem.ttft_p99_ms, problem.rho_max)
+    high = erlang_tables(options, ratios * factor, problem.ttft_p99_ms, problem.rho_max)
+    assert all(np.all(h <= lo) for h, lo in zip(high, low, strict=True))
 
 
 def test_a_refresh_that_only_raises_r_needs_no_resolve_when_the_plan_meets_the_new_tables():

@@ -92,3 +92,28 @@ def test_unknown_solver_is_bad_input():
 def test_glpk_through_solver_factory():
     report = solve(tiny(), solver="glpk", time_limit=10)
     assert report.status == "optimal" and report.objective == pytest.approx(5.0)
+
+
+def test_ranged_rows_fixed_variables_and_objective_constants_reach_highs():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, 10))
+    m.y = pyo.Var(bounds=(0, 5))
+    m.y.fix(2.0)  # a constant to the compiler: moved into the row bounds
+    m.w = pyo.Var(bounds=(None, 4))
+    m.band = pyo.Constraint(expr=pyo.inequality(3, m.x + m.y, 7.5))
+    m.floor = pyo.Constraint(expr=m.w >= m.x - 3)
+    m.value = pyo.Objective(expr=m.x + m.y - 0.5 * m.w + 10, sense=pyo.maximize)
+    report = solve(m)
+    assert report.proven_optimal
+    assert pyo.value(m.x) == pytest.approx(5) and pyo.value(m.w) == pytest.approx(2) and m.y.value == 2.0
+    assert report.objective == pytest.approx(5 + 2 - 1 + 10) and report.bound == pytest.approx(report.objective)
+
+
+def test_an_lp_reports_its_optimum_as_the_bound():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(2), bounds=(0, None))
+    m.mix = pyo.Constraint(expr=m.x[0] + 2 * m.x[1] >= 4)
+    m.cost = pyo.Objective(expr=3 * m.x[0] + 4 * m.x[1])
+    report = solve(m)
+    assert report.proven_optimal and report.objective == pytest.approx(8.0) and report.bound == pytest.approx(8.0)
+    assert [pyo.value(m.x[i]) for i in range(2)] == pytest.approx([0, 2])

@@ -8,7 +8,7 @@ one formulation (:func:`optfleet.models.caching.prepare`):
   at once), dual simplex, HiGHS presolve off: the path for large traces
   (1e6 turns);
 * ``"pyomo"``: the Pyomo model (``m.y``, ``m.capacity``, ``m.tel``) solved
-  through optfleet.solvers (APPSI HiGHS; an LP ends at a basic solution,
+  through optfleet.solvers (HiGHS via highspy; an LP ends at a basic solution,
   simplex or IPM with its default crossover): small models, and models users
   extend (``customize(m)`` adds constraints before the solve).
 
@@ -224,7 +224,7 @@ def _solve_highspy(data: lp.CacheLpData, time_limit_s: float | None, decompose: 
 
 
 def _solve_pyomo(data: lp.CacheLpData, time_limit_s: float | None, customize: Callable[[pyo.ConcreteModel], None] | None) -> _Outcome:
-    """Build the Pyomo model, let ``customize`` extend it, solve with optfleet.solvers (APPSI HiGHS)."""
+    """Build the Pyomo model, let ``customize`` extend it, solve with optfleet.solvers (HiGHS)."""
     start = time.perf_counter()
     model = lp.build(data)
     if customize is not None:

@@ -43,7 +43,7 @@ from optfleet.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import erlang_c, wait_quantile_s
 
 CAP_WAIT_PROBABILITY = 0.01
-TABLE_MARGIN = 1e-6  # relative; below the wait limit only (see erlang_table)
+TABLE_MARGIN = 1e-6  # relative; below the wait limit only (see erlang_tables)
 
 
 @dataclass(frozen=True)
@@ -197,19 +197,22 @@ def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window:
     return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, table, factory.label, factory.gpu_name, factory.tp)
 
 
-def erlang_table(option: PoolOption, ratio_ms: float, slo_ms: float, rho_max: float) -> NDArray[np.float64]:
-    """``a_max[n, m]``: the largest load of ``n < N_j`` GPUs meeting ``W99 <= SLO - (m+1) t`` (bisection),
-    less a relative ``TABLE_MARGIN`` where the wait limit (not the cap) decides.
+def erlang_tables(options: tuple[PoolOption, ...], ratio_ms: NDArray[np.float64], slo_ms: float, rho_max: float) -> list[NDArray[np.float64]]:
+    """Per option j, ``a_max[n, m]``: the largest load of ``n < N_j`` GPUs meeting ``W99 <= SLO - (m+1) t_j``
+    at ``R_j = ratio_ms[j]`` (bisection, all options at once), less a relative ``TABLE_MARGIN`` where the wait
+    limit (not the cap) decides.
 
-    ``W99 = ln(C/0.01) R / (2 (c - a))`` with ``R = E[S^2]/E[S]`` (kimura.py) rises with ``a``.
+    ``W99 = ln(C/0.01) R / (2 (c - a))`` with ``R = E[S^2]/E[S]`` (kimura.py) rises with ``a`` and with ``R``.
     """
-    n = np.arange(option.table_gpus)[:, None]
-    m = np.arange(option.levels)[None, :]
-    servers = (n * option.slots_per_gpu).astype(np.float64) * np.ones_like(m, dtype=np.float64)
-    budget_s = (slo_ms - (m + 1) * option.iteration_ms) / 1000.0 * np.ones_like(servers)
+    if not options:
+        return []
+    shapes = [(o.table_gpus, o.levels) for o in options]
+    servers = np.concatenate([(np.arange(o.table_gpus)[:, None] * o.slots_per_gpu * np.ones((1, o.levels))).ravel() for o in options])
+    budget_s = np.concatenate([((slo_ms - (np.arange(o.levels)[None, :] + 1) * o.iteration_ms) / 1000.0 * np.ones((o.table_gpus, 1))).ravel() for o in options])
+    # W99 depends on E[S] (1 + Cs^2) = R only
+    mean_s = np.concatenate([np.full(o.table_gpus * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
     lo = np.zeros_like(servers)
     hi = rho_max * servers
-    mean_s = max(ratio_ms, 1e-9) / 1000.0  # W99 depends on E[S] (1 + Cs^2) = R only
     ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0) <= budget_s
     for _ in range(60):
         mid = 0.5 * (lo + hi)
@@ -218,4 +221,6 @@ def erlang_table(option: PoolOption, ratio_ms: float, slo_ms: float, rho_max: fl
         hi = np.where(ok, hi, mid)
     # Loads strictly inside the wait limit keep a relative margin for the MILP solver's feasibility
     # tolerance (a row met to 1e-7 could otherwise put W99 a hair above its budget).
-    return np.where(ok_hi, rho_max * servers, lo * (1.0 - TABLE_MARGIN))
+    flat = np.where(ok_hi, rho_max * servers, lo * (1.0 - TABLE_MARGIN))
+    ends = np.cumsum([rows * cols for rows, cols in shapes])[:-1]
+    return [part.reshape(shape) for part, shape in zip(np.split(flat, ends), shapes, strict=True)]
