@@ -65,4 +65,5 @@ def erlang_c(servers: ArrayLike, load_erlangs: ArrayLike) -> NDArray[np.float64]
     stable = a < c
     with np.errstate(divide="ignore", invalid="ignore"):
         value = c * b / (c - a * (1.0 - b))
-    return np.where(stable, np.clip(value, 0.0, 1.0), 1.0)
+    # C >= B exactly (the denominator is at most c); rounding can put C one ulp below B at tiny loads.
+    return np.where(stable, np.clip(np.maximum(value, b), 0.0, 1.0), 1.0)
