@@ -8,7 +8,8 @@ Variables
     z[k,j] in [0,p_c]   share of class k compressed to C_j and served by j (band classes, L_out < C_j)
     n[j] integer >= 0   GPUs (instances) of pool j;   open[j] binary: pool j is used
     level[j,m] binary   pool j's P99 TTFT floor level: its floor is at most (m+1) t_j
-    count[j,q] binary   pool j has exactly q < N_j GPUs;   big[j] binary: n[j] >= N_j
+    count[j,q] binary   pool j has exactly q GPUs, 1 <= q < N_j;   big[j] binary: n[j] >= N_j
+                        (an open pool has at least one GPU)
 
 Constraints (equation numbers refer to this docstring)
     (1) route[k]        sum_j x[k,j] + sum_j z[k,j] = 1;   compress_share[k]: sum_j z[k,j] <= p_c
@@ -75,7 +76,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.n = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda _, j: (0, max_gpus[j]))
     m.open = pyo.Var(pools, domain=pyo.Binary)
     level_pairs = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
-    count_pairs = [(j, q) for j in pools for q in range(data.pools[j].table_gpus)]
+    count_pairs = [(j, q) for j in pools for q in range(1, data.pools[j].table_gpus)]
     m.level = pyo.Var(level_pairs, domain=pyo.Binary)
     m.count = pyo.Var(count_pairs, domain=pyo.Binary)
     m.big = pyo.Var(pools, domain=pyo.Binary)
@@ -119,18 +120,18 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.one_level = pyo.Constraint(
         pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(data.pools[j].levels)) == 1 if data.pools[j].levels else m.open[j] == 0
     )
-    m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.big[j] == m.open[j])
-    m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(data.pools[j].table_gpus)) + m.nbig[j])
+    m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(1, data.pools[j].table_gpus)) + m.big[j] == m.open[j])
+    m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(1, data.pools[j].table_gpus)) + m.nbig[j])
     m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= data.pools[j].table_gpus * m.big[j])
     m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= max_gpus[j] * m.big[j])
     tables = [table.tolist() for table in erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)]
     wait_index = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
 
     def wait_rule(m, j, lv):
-        counts = range(data.pools[j].table_gpus)
+        counts = range(1, data.pools[j].table_gpus)
         per_gpu_cap = problem.rho_max * data.pools[j].slots_per_gpu
         table_load = sum(tables[j][q][lv] * m.count[j, q] for q in counts)
-        slack = max(per_gpu_cap * q - tables[j][q][lv] for q in counts)
+        slack = max((per_gpu_cap * q - tables[j][q][lv] for q in counts), default=0.0)
         return m.load_erlangs[j] <= table_load + per_gpu_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
 
     m.wait = pyo.Constraint(wait_index, rule=wait_rule)
@@ -176,10 +177,13 @@ def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs,
     if not sweep_space:
         return
     long = data.long_index
-    m.long_open = pyo.Constraint(expr=m.open[long] == 1)
     m.one_short = pyo.Constraint(expr=sum(m.open[j] for j in pools if j != long) <= 1)
-    smallest = [(s, j, jj) for (s, j) in seg_fits for jj in pools if jj < j and (s, jj) in seg_fits]
-    m.smallest_open = pyo.Constraint(smallest, rule=lambda m, s, j, jj: m.assign[s, j] + m.open[jj] <= 1)
+    # A segment goes to the smallest open pool holding it: with at most one short pool open, one row per
+    # (segment, pool) covers every smaller pool at once (a clique row, tighter than one row per pair).
+    smaller = {(s, j): [jj for jj in pools if jj < j and (s, jj) in seg_fits] for (s, j) in seg_fits}
+    m.smallest_open = pyo.Constraint(
+        [key for key in sorted(seg_fits) if smaller[key]], rule=lambda m, s, j: m.assign[s, j] + _total([m.open[jj] for jj in smaller[s, j]]) <= 1
+    )
     segment_top = {int(seg): float(top) for seg, top in zip(data.class_segment, data.class_total_to, strict=True)}
     off_grid = [
         (s, j) for s, j in prefix
@@ -250,6 +254,8 @@ def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:
     windows = [p.window_tokens for p in plan.pools]
     chosen = [index[_option_key(data, p)] for p in plan.pools]
     for pool, j in zip(plan.pools, chosen, strict=True):
+        if pool.gpus == 0:
+            continue  # a 0-GPU pool carries nothing: closed in the model, which opens pools with >= 1 GPU
         m.open[j].set_value(1)
         m.n[j].set_value(pool.gpus)
         table = data.pools[j].table_gpus

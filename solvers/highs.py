@@ -53,7 +53,9 @@ _HIGHS_STATUS = {
     highspy.HighsModelStatus.kInfeasible: INFEASIBLE,
     highspy.HighsModelStatus.kUnbounded: UNBOUNDED,
     highspy.HighsModelStatus.kUnboundedOrInfeasible: INFEASIBLE_OR_UNBOUNDED,
+    highspy.HighsModelStatus.kObjectiveTarget: "objective_target",  # resolved against known_bound below
 }
+OBJECTIVE_TARGET = _HIGHS_STATUS[highspy.HighsModelStatus.kObjectiveTarget]
 
 _LEGACY_STATUS = {
     LegacyCondition.optimal: OPTIMAL,
@@ -82,18 +84,26 @@ def solve(
     threads: int | None = None,
     warm_start: bool = False,
     stream_log: bool = False,
+    known_bound: float | None = None,
 ) -> SolveReport:
     """Solve ``model`` in place; the incumbent (if any) is loaded into its variables.
 
     A run stopped by ``time_limit`` returns status ``time_limit`` with the
     incumbent and the bound: it is not proven optimal.
+
+    ``known_bound`` is a bound on this model's optimum proven elsewhere (e.g.
+    the optimum of a relaxation of it).  HiGHS then stops as soon as its
+    incumbent is within ``mip_gap`` of it (option ``objective_target``), and
+    the report's bound is the better of HiGHS's and ``known_bound``.
     """
     if solver == "highs":
-        return _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log)
+        return _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound)
+    if known_bound is not None:
+        raise InputError("solve.solver", solver, "known_bound is supported with HiGHS only")
     return _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream_log)
 
 
-def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log) -> SolveReport:
+def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound) -> SolveReport:
     if warm_start:
         unset = [v.name for v in model.component_data_objects(pyo.Var, active=True) if v.value is None and not v.fixed]
         if unset:
@@ -112,6 +122,10 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log) ->
         h.setOptionValue("mip_rel_gap", float(mip_gap))
     if threads is not None:
         h.setOptionValue("threads", int(threads))
+    minimising = form.objectives[0].sense == pyo.minimize
+    if known_bound is not None:
+        slack = (mip_gap or 0.0) * abs(known_bound) + 1e-9 * max(1.0, abs(known_bound))
+        h.setOptionValue("objective_target", known_bound + slack if minimising else known_bound - slack)
     handle, log_path = tempfile.mkstemp(prefix="optfleet-highs-", suffix=".log")
     os.close(handle)
     h.setOptionValue("log_file", log_path)
@@ -143,6 +157,12 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log) ->
         bound = objective  # an LP solved to optimality: the dual objective equals the primal
     if bound is not None and not np.isfinite(bound):
         bound = None
+    if known_bound is not None and status in (OBJECTIVE_TARGET, TIME_LIMIT):
+        bound = known_bound if bound is None else (max if minimising else min)(bound, known_bound)
+    if status == OBJECTIVE_TARGET:
+        # Stopped at an incumbent within mip_gap of known_bound: optimal by that bound.
+        within = objective is not None and relative_gap(objective, bound) <= (mip_gap or 0.0) + 1e-9
+        status = OPTIMAL if within else ERROR
     gap = 0.0 if status == OPTIMAL else relative_gap(objective, bound)
     return SolveReport(status, objective, bound, gap, seconds, "highs", log)
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError
-from optfleet.exact import _restriction_keeps_plan, solve_milp
+from optfleet.exact import _meets_tables, _restricted_bound, solve_milp
 from optfleet.fleet.milp_data import erlang_tables, prepare_milp_data
 from optfleet.models import fleet as fleet_model
 from optfleet.solvers import solve
@@ -83,7 +83,7 @@ def test_erlang_tables_shrink_as_r_grows(ratio_ms, factor):
     assert all(np.all(h <= lo) for h, lo in zip(high, low, strict=True))
 
 
-def test_a_refresh_that_only_raises_r_needs_no_resolve_when_the_plan_meets_the_new_tables():
+def test_a_solution_meets_its_own_tables_and_fails_tables_at_a_much_higher_r():
     problem = fleet_problem("toy")
     data = prepare_milp_data(problem)
     ratio = data.service_ratio_ms.copy()
@@ -91,13 +91,25 @@ def test_a_refresh_that_only_raises_r_needs_no_resolve_when_the_plan_meets_the_n
     assert solve(model).proven_optimal
     tabled = [j for j in range(len(data.pools)) if model.open[j].value > 0.5 and round(model.n[j].value) < data.pools[j].table_gpus]
     assert tabled  # both toy pools sit below their table size N_j
-    assert _restriction_keeps_plan(model, ratio, ratio, tabled)  # the plan meets its own tables
-    lowered = ratio.copy()
-    lowered[tabled[0]] *= 0.999  # a looser table: the refreshed model is no restriction
-    assert not _restriction_keeps_plan(model, ratio, lowered, tabled)
+    assert _meets_tables(model, ratio, tabled)
     raised = ratio.copy()
-    raised[tabled[0]] *= 1000.0  # a restriction, but the plan's load no longer meets it
-    assert not _restriction_keeps_plan(model, ratio, raised, tabled)
+    raised[tabled[0]] *= 1000.0  # a smaller table the pool's load no longer meets
+    assert not _meets_tables(model, raised, tabled)
+
+
+def test_a_bound_holds_only_for_models_with_every_r_at_least_as_high():
+    low, high = np.array([1.0, 5.0, 3.0]), np.array([2.0, 5.0, 4.0])
+    solved = [(low, 10.0), (high, 12.0)]
+    assert _restricted_bound(np.array([2.0, 6.0, 4.0]), solved) == 12.0  # restricts both: the better bound
+    assert _restricted_bound(np.array([1.5, 5.0, 3.0]), solved) == 10.0  # restricts the first only
+    assert _restricted_bound(np.array([0.5, 9.0, 9.0]), solved) is None  # one R_j lower than every solved model's
+
+
+def test_lmsys_three_pools_needs_one_cheap_resolve_after_its_tables_shrink():
+    result = solve_milp(fleet_problem("lmsys_multiturn"), routing="split", max_pools=3)
+    assert result.report.proven_optimal and result.evaluation.meets_slo and result.converged
+    assert result.report.objective == pytest.approx(265.2)
+    assert result.iterations <= 2
 
 
 def test_the_sweep_plan_reaches_highs_as_a_mip_start():

@@ -117,3 +117,18 @@ def test_an_lp_reports_its_optimum_as_the_bound():
     report = solve(m)
     assert report.proven_optimal and report.objective == pytest.approx(8.0) and report.bound == pytest.approx(8.0)
     assert [pyo.value(m.x[i]) for i in range(2)] == pytest.approx([0, 2])
+
+
+def test_a_known_bound_stops_highs_at_a_plan_that_reaches_it():
+    m = knapsack(items=60, seed=5)
+    reference = solve(knapsack(items=60, seed=5))
+    assert reference.proven_optimal
+    report = solve(m, known_bound=reference.objective)
+    assert report.proven_optimal and report.objective == pytest.approx(reference.objective)
+    assert report.bound == pytest.approx(reference.objective) and report.gap == 0.0
+    assert "Target for objective reached" in report.log
+
+
+def test_known_bound_is_highs_only():
+    with pytest.raises(InputError, match="HiGHS only"):
+        solve(tiny(), solver="glpk", known_bound=5.0)
