@@ -82,6 +82,8 @@ def gap_command(args: argparse.Namespace) -> int:
     header = f"instance {problem.name}: gap = (cost - MILP bound) / MILP bound"
     if milp is not None and milp.solve_report is not None:
         header += f"; MILP {milp.solve_report.summary}"
+        if milp.iterations and milp.iterations > 1:
+            header += f" (the last of {milp.iterations} solves, after Erlang-table refreshes)"
     elif milp is not None:
         header += f"; MILP: {milp.infeasible_reason}"
     else:
