@@ -40,6 +40,7 @@ from optfleet.heuristics import sweep
 from optfleet.models import fleet as fleet_model
 from optfleet.models.fleet_constraints import add_user_constraints
 from optfleet.solvers import SolveReport, solve
+from optfleet.solvers.report import relative_gap
 
 FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
 
@@ -121,11 +122,14 @@ def solve_milp(
                 tabled.append(j)
         # The plan is optimal for the refreshed model too if it meets its tables and a model that one
         # restricts has a bound the plan's cost reaches; else that bound helps the re-solve.
-        known_bound = _restricted_bound(updated, solved)
+        minimising = next(model.component_data_objects(pyo.Objective, active=True)).sense == pyo.minimize
+        known_bound = _restricted_bound(updated, solved, minimising)
+        reaches = known_bound is not None and (
+            relative_gap(report.objective, known_bound) <= (mip_gap or 0.0) + 1e-9
+            or (report.objective <= known_bound if minimising else report.objective >= known_bound)
+        )
         stable = np.allclose(updated[tabled], ratio[tabled], rtol=1e-6) or (
-            evaluation.meets_slo and known_bound is not None
-            and report.objective <= known_bound + ((mip_gap or 0.0) + 1e-9) * abs(known_bound)
-            and _meets_tables(model, updated, tabled)
+            evaluation.meets_slo and reaches and _meets_tables(model, updated, tabled)
         )
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
@@ -146,11 +150,14 @@ def solve_milp(
     return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
 
 
-def _restricted_bound(ratio_ms: np.ndarray, solved: list[tuple[np.ndarray, float]]) -> float | None:
+def _restricted_bound(ratio_ms: np.ndarray, solved: list[tuple[np.ndarray, float]], minimising: bool = True) -> float | None:
     """The best bound proven for a model that the model at ``ratio_ms`` restricts (every R_j at least as high:
-    every table ``a_max`` at most as large); None if there is none."""
+    every table ``a_max`` at most as large); None if there is none.  The highest lower bound when minimising
+    (cost), the lowest upper bound when maximising (the served rate under a budget)."""
     bounds = [bound for solved_ms, bound in solved if np.all(ratio_ms >= solved_ms)]
-    return max(bounds) if bounds else None
+    if not bounds:
+        return None
+    return max(bounds) if minimising else min(bounds)
 
 
 def _meets_tables(model: pyo.ConcreteModel, ratio_ms: np.ndarray, tabled: list[int]) -> bool:
@@ -162,6 +169,8 @@ def _meets_tables(model: pyo.ConcreteModel, ratio_ms: np.ndarray, tabled: list[i
     for j, table in zip(tabled, tables, strict=True):
         level = fleet_model.lowest_floor_level(data, j, *fleet_model.pool_shares(model, j))
         gpus = int(round(pyo.value(model.n[j])))
+        if level is None:  # the floor rows hold only to the solver's tolerance: no certificate, re-solve
+            return False
         if pyo.value(model.load_erlangs[j]) > table[gpus, level] + FEASIBILITY_TOLERANCE * max(1.0, table[gpus, level]):
             return False
     return True

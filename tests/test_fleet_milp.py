@@ -103,6 +103,7 @@ def test_a_bound_holds_only_for_models_with_every_r_at_least_as_high():
     assert _restricted_bound(np.array([2.0, 6.0, 4.0]), solved) == 12.0  # restricts both: the better bound
     assert _restricted_bound(np.array([1.5, 5.0, 3.0]), solved) == 10.0  # restricts the first only
     assert _restricted_bound(np.array([0.5, 9.0, 9.0]), solved) is None  # one R_j lower than every solved model's
+    assert _restricted_bound(np.array([2.0, 6.0, 4.0]), solved, minimising=False) == 10.0  # upper bounds: the lowest
 
 
 def test_lmsys_three_pools_needs_one_cheap_resolve_after_its_tables_shrink():
