@@ -17,6 +17,10 @@ LMSYS threshold routing, 4,827 rows), which mattered at 1-2 s per solve.
 * Fixed variables are constants to the compiler; variables in no active
   constraint or objective are not sent and keep their values.
 
+:func:`solve_cases` solves a model as the union of cases (variables fixed at
+0 per case) on one compiled model, each case cut off at the best incumbent so
+far; the fleet MILP uses it to enumerate open pool sets under split routing.
+
 Other solvers (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ...) are used through
 ``SolverFactory`` when installed, with the option names mapped in
 ``_OPTION_NAMES``; no warm start there.
@@ -27,6 +31,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import highspy
@@ -106,53 +112,24 @@ def solve(
 
 
 def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound) -> SolveReport:
-    if warm_start:
-        unset = [v.name for v in model.component_data_objects(pyo.Var, active=True) if v.value is None and not v.fixed]
-        if unset:
-            raise ValueError(f"warm start needs a value on every variable; unset: {unset[:5]}{' ...' if len(unset) > 5 else ''}")
     start = time.perf_counter()
-    form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=None)
-    if len(form.objectives) != 1:
-        raise ValueError(f"the HiGHS driver needs exactly one active objective; the model has {len(form.objectives)}")
+    form, integer = _compile(model, warm_start)
     columns = form.columns
-    integer = np.array([v.is_integer() for v in columns], dtype=np.int32)
-    h = highspy.Highs()
-    h.setOptionValue("log_to_console", bool(stream_log))
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
-    if mip_gap is not None:
-        h.setOptionValue("mip_rel_gap", float(mip_gap))
-    if threads is not None:
-        h.setOptionValue("threads", int(threads))
     minimising = form.objectives[0].sense == pyo.minimize
-    if known_bound is not None:
-        slack = TARGET_TOLERANCE * max(1.0, abs(known_bound))
-        h.setOptionValue("objective_target", known_bound + slack if minimising else known_bound - slack)
-    handle, log_path = tempfile.mkstemp(prefix="optfleet-highs-", suffix=".log")
-    os.close(handle)
-    h.setOptionValue("log_file", log_path)
-    try:
+    with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
         if h.passModel(*_pass_model_args(form, integer)) == highspy.HighsStatus.kError:
             raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
+        _set_target(h, known_bound, minimising)
         if warm_start and integer.any():
-            mip_start = highspy.HighsSolution()
-            mip_start.col_value = [float(v.value) for v in columns]
-            mip_start.value_valid = True
-            h.setSolution(mip_start)
+            h.setSolution(_solution(columns))
         h.run()
         seconds = time.perf_counter() - start
-        h.setOptionValue("log_file", "")  # closes the file before it is read
-        with open(log_path) as log_file:
-            log = log_file.read()
-    finally:
-        os.unlink(log_path)
     status = _HIGHS_STATUS.get(h.getModelStatus(), ERROR)
     info = h.getInfo()
     objective = bound = None
     if info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible):
         objective = float(info.objective_function_value)
-        for var, value in zip(columns, h.getSolution().col_value, strict=True):
-            var.set_value(value, skip_validation=True)
+        _load(columns, h.getSolution().col_value)
     if integer.any():
         bound = float(info.mip_dual_bound) if objective is not None or status == TIME_LIMIT else None
     elif status == OPTIMAL:
@@ -164,7 +141,155 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
     if status == OBJECTIVE_TARGET:
         status = OPTIMAL  # the incumbent reaches known_bound (to TARGET_TOLERANCE): optimal by that bound
     gap = 0.0 if status == OPTIMAL else relative_gap(objective, bound)
-    return SolveReport(status, objective, bound, gap, seconds, "highs", log)
+    return SolveReport(status, objective, bound, gap, seconds, "highs", log.text)
+
+
+def solve_cases(
+    model: pyo.ConcreteModel,
+    cases: Sequence[Sequence[Any]],
+    *,
+    time_limit: float | None = None,
+    mip_gap: float | None = None,
+    threads: int | None = None,
+    warm_start: bool = False,
+    stream_log: bool = False,
+    known_bound: float | None = None,
+) -> SolveReport:
+    """Minimise ``model`` case by case: case c is the model with the variables ``cases[c]`` fixed at 0.
+
+    Exact when every feasible solution lies in some case (the caller's promise, e.g. every set of
+    at most K open pools lies in some case's set of pools left open).  The model is compiled once
+    and HiGHS keeps it; each case changes column bounds, and gets the best incumbent so far as a
+    cutoff (``objective_bound``), so a case with nothing better stops early.  The bound is the least
+    of the cases' bounds: a case's optimum, the cutoff it could not beat, or its dual bound when
+    the time limit stops it (an unsolved case leaves no bound).  The best incumbent is loaded into
+    the model.  ``warm_start`` sends the model's values as the MIP start of the first case they fit;
+    ``known_bound`` as in :func:`solve`.
+    """
+    objective = next(model.component_data_objects(pyo.Objective, active=True))
+    if objective.sense != pyo.minimize:
+        raise ValueError("solve_cases minimises; the model's objective maximises")
+    start = time.perf_counter()
+    form, integer = _compile(model, warm_start)
+    columns = form.columns
+    index = {id(var): i for i, var in enumerate(columns)}
+    args = _pass_model_args(form, integer)
+    lower, upper = args[7], args[8]
+    start_values = np.array([float(v.value) for v in columns]) if warm_start else None
+    incumbent, best, bounds, status = np.inf, None, [], OPTIMAL
+    with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
+        if h.passModel(*args) == highspy.HighsStatus.kError:
+            raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
+        _set_target(h, known_bound, True)
+        everything = np.arange(len(columns), dtype=np.int32)
+        for case in cases:
+            remaining = None if time_limit is None else time_limit - (time.perf_counter() - start)
+            if remaining is not None and remaining <= 0:
+                status = TIME_LIMIT
+                bounds.append(-np.inf)  # an unsolved case: no bound
+                continue
+            fixed = np.array([index[id(v)] for v in case if id(v) in index], dtype=np.int64)
+            case_lower, case_upper = lower.copy(), upper.copy()
+            case_upper[fixed] = 0.0
+            case_lower[fixed] = np.minimum(case_lower[fixed], 0.0)
+            h.changeColsBounds(len(columns), everything, case_lower, case_upper)
+            if remaining is not None:
+                h.setOptionValue("time_limit", remaining)
+            h.setOptionValue("objective_bound", float(incumbent))
+            if start_values is not None and np.all(start_values[fixed] == 0.0):
+                h.setSolution(_solution(columns, start_values))
+                start_values = None
+            cutoff = incumbent
+            h.run()
+            case_status, info = h.getModelStatus(), h.getInfo()
+            found = info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible)
+            if found and info.objective_function_value < incumbent:
+                incumbent, best = float(info.objective_function_value), np.array(h.getSolution().col_value)
+            if case_status == highspy.HighsModelStatus.kOptimal:
+                bounds.append(min(float(info.objective_function_value), cutoff) if found else cutoff)
+            elif case_status == highspy.HighsModelStatus.kInfeasible:
+                bounds.append(cutoff)  # nothing below the cutoff (everything, when there was none)
+            elif case_status == highspy.HighsModelStatus.kObjectiveTarget:
+                bounds, status = [known_bound], OPTIMAL  # the incumbent reaches the known bound: done
+                break
+            elif case_status == highspy.HighsModelStatus.kTimeLimit:
+                status = TIME_LIMIT
+                bounds.append(min(float(info.mip_dual_bound), cutoff))
+            else:
+                raise RuntimeError(f"HiGHS ended a case of model {model.name!r} with status {h.modelStatusToString(case_status)}")
+        seconds = time.perf_counter() - start
+    if best is not None:
+        _load(columns, best)
+    objective_value = None if best is None else incumbent
+    bound = min(bounds) if bounds else None
+    if known_bound is not None:
+        bound = known_bound if bound is None else max(bound, known_bound)
+    if bound is not None and not np.isfinite(bound):
+        bound = None if bound < 0 else bound
+    if status == OPTIMAL and objective_value is None:
+        status, bound = INFEASIBLE, None
+    gap = 0.0 if status == OPTIMAL else relative_gap(objective_value, bound)
+    text = f"optfleet: {len(cases)} cases, each with its own HiGHS run below\n" + log.text
+    return SolveReport(status, objective_value, bound, gap, seconds, "highs", text)
+
+
+def _compile(model: pyo.ConcreteModel, warm_start: bool):
+    """The model's mixed standard form and each column's integrality (refusing a warm start with unset values)."""
+    if warm_start:
+        unset = [v.name for v in model.component_data_objects(pyo.Var, active=True) if v.value is None and not v.fixed]
+        if unset:
+            raise ValueError(f"warm start needs a value on every variable; unset: {unset[:5]}{' ...' if len(unset) > 5 else ''}")
+    form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=None)
+    if len(form.objectives) != 1:
+        raise ValueError(f"the HiGHS driver needs exactly one active objective; the model has {len(form.objectives)}")
+    return form, np.array([v.is_integer() for v in form.columns], dtype=np.int32)
+
+
+class _Log:
+    text = ""
+
+
+@contextmanager
+def _highs_session(time_limit, mip_gap, threads, stream_log):
+    """A configured ``Highs`` whose log goes to a temporary file; ``log.text`` holds it after the block."""
+    h = highspy.Highs()
+    h.setOptionValue("log_to_console", bool(stream_log))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    if mip_gap is not None:
+        h.setOptionValue("mip_rel_gap", float(mip_gap))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    handle, log_path = tempfile.mkstemp(prefix="optfleet-highs-", suffix=".log")
+    os.close(handle)
+    h.setOptionValue("log_file", log_path)
+    log = _Log()
+    try:
+        yield h, log
+        h.setOptionValue("log_file", "")  # closes the file before it is read
+        with open(log_path) as log_file:
+            log.text = log_file.read()
+    finally:
+        os.unlink(log_path)
+
+
+def _set_target(h, known_bound: float | None, minimising: bool) -> None:
+    if known_bound is not None:
+        slack = TARGET_TOLERANCE * max(1.0, abs(known_bound))
+        h.setOptionValue("objective_target", known_bound + slack if minimising else known_bound - slack)
+
+
+def _solution(columns, values=None):
+    """A ``HighsSolution`` holding ``values`` (default: the columns' current values), for ``setSolution``."""
+    solution = highspy.HighsSolution()
+    solution.col_value = [float(v.value) for v in columns] if values is None else list(values)
+    solution.value_valid = True
+    return solution
+
+
+def _load(columns, values) -> None:
+    for var, value in zip(columns, values, strict=True):
+        var.set_value(float(value), skip_validation=True)
 
 
 def _pass_model_args(form, integer: np.ndarray) -> tuple:

@@ -9,6 +9,7 @@ import pytest
 
 from optfleet.errors import InputError
 from optfleet.solvers import solve
+from optfleet.solvers.highs import solve_cases
 
 
 def knapsack(items: int = 3, seed: int = 0) -> pyo.ConcreteModel:
@@ -132,3 +133,22 @@ def test_a_known_bound_stops_highs_at_a_plan_that_reaches_it():
 def test_known_bound_is_highs_only():
     with pytest.raises(InputError, match="HiGHS only"):
         solve(tiny(), solver="glpk", known_bound=5.0)
+
+
+def test_cases_cover_a_model_and_agree_with_the_whole_solve():
+    # Exactly two of four binaries: every solution has x0 = 0, or x1 = 0, or x2 = x3 = 0, so the three
+    # cases below cover the model.
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(4), domain=pyo.Binary)
+    m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) == 2)
+    m.cost = pyo.Objective(expr=4 * m.x[0] + 1 * m.x[1] + 3 * m.x[2] + 2 * m.x[3])
+    report = solve_cases(m, [[m.x[0]], [m.x[1]], [m.x[2], m.x[3]]])
+    assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
+    assert [round(pyo.value(m.x[i])) for i in range(4)] == [0, 1, 0, 1]
+    infeasible = solve_cases(m, [[m.x[0], m.x[1], m.x[2]]])  # one binary left: cannot reach two
+    assert infeasible.status == "infeasible" and infeasible.objective is None
+
+
+def test_cases_refuse_a_maximised_objective():
+    with pytest.raises(ValueError, match="minimises"):
+        solve_cases(tiny(), [[]])
