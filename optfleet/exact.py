@@ -21,10 +21,10 @@ Otherwise the best such bound goes to the re-solve as a known bound, and
 HiGHS stops as soon as it finds a plan at that bound (on LMSYS K = 3 split
 routing this cut a re-solve from about 10 s to 0.2 s).
 
-Split routing with few covering sets of open pools (``open_set_cases``) is
-solved case by case, one set at a time with the other pools closed
-(``optfleet.solvers.highs.solve_cases``); the result is the same optimum and
-bound.
+Two-pool split routing with few covering pairs of pool options
+(``open_set_cases``) is solved case by case, one pair at a time with the other
+pools closed (``optfleet.solvers.highs.solve_cases``); the result is the same
+optimum and bound.
 """
 
 from __future__ import annotations
@@ -50,9 +50,8 @@ from optfleet.solvers.highs import solve_cases
 from optfleet.solvers.report import relative_gap
 
 FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
-# Open-pool sets beyond which split routing is solved whole.  Measured on the paper workloads: K = 2
-# (11 and 45 sets) 1.1 s and 1.6 s enumerated against 2.7 s and 2.1 s whole; K = 3 (55 and 185 sets)
-# 6.4 s and 8.7 s enumerated against 5.4 s and 1.4 s whole.
+# Open-pool pairs beyond which two-pool split routing is solved whole.  Measured on the paper
+# workloads: 11 and 45 pairs took 1.0 s and 1.3 s case by case against 2.7 s and 2.1 s whole.
 ENUMERATION_LIMIT = 48
 
 
@@ -164,21 +163,24 @@ def solve_milp(
 
 
 def open_set_cases(model: pyo.ConcreteModel) -> list[list] | None:
-    """With split routing, one case per set of K pool options that can hold every class: the pools
-    outside the set are closed (their ``open`` variables, fixed at 0).  Every plan opens at most K
-    pools, all inside some such set, so solving every case is solving the model.
+    """With two-pool split routing, one case per pair of pool options that can hold every class: the
+    pools outside the pair are closed (their ``open`` variables, fixed at 0).  Every plan opens at
+    most two pools, both inside some such pair, so solving every case is solving the model.
 
-    None (solve the model whole) for other routing modes, a maximised objective (a budget), a
-    deactivated ``max_pools`` row, or more than ``ENUMERATION_LIMIT`` sets.  Fixing the open set
-    leaves split routing almost an LP, which HiGHS solves in tens of milliseconds; threshold
-    routing keeps its segment binaries, and enumeration did not pay there (measured: Azure K = 2
-    threshold 5.6 s against 1.2 s whole).
+    None (solve the model whole) for other routing modes or pool limits, a maximised objective (a
+    budget), a deactivated ``max_pools`` row, or more than ``ENUMERATION_LIMIT`` pairs.  Fixing the
+    open pools leaves split routing almost an LP, which HiGHS solves in tens of milliseconds.  It
+    did not pay elsewhere (measured): threshold routing keeps its segment binaries (Azure K = 2
+    5.6 s against 1.2 s whole), and with K = 3 the sets multiply (paper workloads 6.4 s and 8.7 s
+    against 5.4 s and 1.4 s; single-type catalog fleets up to 2.2x slower).
     """
     objective = next(model.component_data_objects(pyo.Objective, active=True))
     if model.routing != "split" or objective.sense != pyo.minimize or not model.max_pools.active:
         return None
     data = model.data
     size = int(pyo.value(model.max_pools.upper))
+    if size != 2:
+        return None
     usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
     holds = data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
     holds = holds[data.mass > 0]
