@@ -36,6 +36,9 @@ pool's compressed classes a prefix of its band at p_c), and ``sweep`` (the
 sweep's policy space: threshold, K = 2 with the long pool, every segment to
 the smallest open pool that holds it, compression bands ending on the gamma
 grid) — restricted that far the model must reproduce the sweep's optimum.
+As in the sweep's plans, the long pool may stay empty (then it is closed and
+does not count against K: with K = 1 a single short pool holding every
+request is allowed).
 
 The Erlang table a_max depends on each pool's ``R_j = E[S^2]/E[S]``; it is
 passed in and refreshed by the driver (optfleet/exact.py) from the evaluator.  (Pyomo reserves the

@@ -63,6 +63,7 @@ _HIGHS_STATUS = {
 }
 OBJECTIVE_TARGET = _HIGHS_STATUS[highspy.HighsModelStatus.kObjectiveTarget]
 TARGET_TOLERANCE = 1e-9  # relative: how close to known_bound an incumbent stops HiGHS
+START_ZERO = 1e-6  # a MIP start fits a case when its fixed variables are this close to 0
 
 _LEGACY_STATUS = {
     LegacyCondition.optimal: OPTIMAL,
@@ -196,7 +197,7 @@ def solve_cases(
             if remaining is not None:
                 h.setOptionValue("time_limit", remaining)
             h.setOptionValue("objective_bound", float(incumbent))
-            if start_values is not None and np.all(start_values[fixed] == 0.0):
+            if start_values is not None and np.all(np.abs(start_values[fixed]) <= START_ZERO):
                 h.setSolution(_solution(columns, start_values))
                 start_values = None
             cutoff = incumbent
@@ -205,18 +206,25 @@ def solve_cases(
             found = info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible)
             if found and info.objective_function_value < incumbent:
                 incumbent, best = float(info.objective_function_value), np.array(h.getSolution().col_value)
+            # A case's bound: HiGHS's dual bound (an optimal MIP stops within mip_rel_gap of its optimum;
+            # an LP's optimum is exact), never above the cutoff it was given.
+            proven = float(info.mip_dual_bound) if integer.any() else float(info.objective_function_value)
             if case_status == highspy.HighsModelStatus.kOptimal:
-                bounds.append(min(float(info.objective_function_value), cutoff) if found else cutoff)
-            elif case_status == highspy.HighsModelStatus.kInfeasible:
-                bounds.append(cutoff)  # nothing below the cutoff (everything, when there was none)
+                bounds.append(min(proven, cutoff) if found else cutoff)
+            elif case_status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kObjectiveBound):
+                bounds.append(cutoff)  # nothing below the cutoff (nothing at all, when there was none)
             elif case_status == highspy.HighsModelStatus.kObjectiveTarget:
-                bounds, status = [known_bound], OPTIMAL  # the incumbent reaches the known bound: done
-                break
+                bounds.append(known_bound)  # stopped at the known bound (below)
             elif case_status == highspy.HighsModelStatus.kTimeLimit:
                 status = TIME_LIMIT
-                bounds.append(min(float(info.mip_dual_bound), cutoff))
-            else:
-                raise RuntimeError(f"HiGHS ended a case of model {model.name!r} with status {h.modelStatusToString(case_status)}")
+                bounds.append(min(proven, cutoff) if integer.any() else -np.inf)
+            else:  # unbounded, infeasible-or-unbounded, interrupted: reported as such, no bound
+                status = _HIGHS_STATUS.get(case_status, ERROR)
+                bounds.append(-np.inf)
+                break
+            if known_bound is not None and incumbent <= known_bound + TARGET_TOLERANCE * max(1.0, abs(known_bound)):
+                bounds, status = [known_bound], OPTIMAL  # the incumbent reaches the known bound: done
+                break
         seconds = time.perf_counter() - start
     if best is not None:
         _load(columns, best)

@@ -149,6 +149,18 @@ def test_cases_cover_a_model_and_agree_with_the_whole_solve():
     assert infeasible.status == "infeasible" and infeasible.objective is None
 
 
+def test_cases_that_cannot_beat_the_cutoff_bound_the_optimum_and_a_known_bound_stops_early():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(4), bounds=(0, 1))  # an LP: HiGHS ends a cut-off case with "objective bound reached"
+    m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) >= 2)
+    m.cost = pyo.Objective(expr=1 * m.x[0] + 2 * m.x[1] + 3 * m.x[2] + 4 * m.x[3])
+    report = solve_cases(m, [[], [m.x[0], m.x[1]]])  # the second case (cost 7) cannot beat 3
+    assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
+    again = solve_cases(m, [[m.x[2]], [m.x[0]]], known_bound=3.0)  # the first case reaches the bound: done
+    assert again.proven_optimal and again.objective == pytest.approx(3.0) and again.bound == pytest.approx(3.0)
+    assert again.log.count("Running HiGHS") == 1  # the second case never ran
+
+
 def test_cases_refuse_a_maximised_objective():
     with pytest.raises(ValueError, match="minimises"):
         solve_cases(tiny(), [[]])
