@@ -141,7 +141,7 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
         bound = known_bound if bound is None else (max if minimising else min)(bound, known_bound)
     if status == OBJECTIVE_TARGET:
         status = OPTIMAL  # the incumbent reaches known_bound (to TARGET_TOLERANCE): optimal by that bound
-    gap = 0.0 if status == OPTIMAL else relative_gap(objective, bound)
+    gap = _gap(status, objective, bound)
     return SolveReport(status, objective, bound, gap, seconds, "highs", log.text)
 
 
@@ -236,9 +236,17 @@ def solve_cases(
         bound = None if bound < 0 else bound
     if status == OPTIMAL and objective_value is None:
         status, bound = INFEASIBLE, None
-    gap = 0.0 if status == OPTIMAL else relative_gap(objective_value, bound)
+    gap = _gap(status, objective_value, bound)
     text = f"optfleet: {len(cases)} cases, each with its own HiGHS run below\n" + log.text
     return SolveReport(status, objective_value, bound, gap, seconds, "highs", text)
+
+
+def _gap(status: str, objective: float | None, bound: float | None) -> float | None:
+    """The relative gap between incumbent and bound; an optimal run stopped within ``mip_gap`` shows it
+    (0 only without a bound to compare, e.g. another solver's optimal LP)."""
+    if objective is not None and bound is not None:
+        return relative_gap(objective, bound)
+    return 0.0 if status == OPTIMAL else None
 
 
 def _compile(model: pyo.ConcreteModel, warm_start: bool):
@@ -342,5 +350,5 @@ def _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream
     raw_bound = results.problem.lower_bound if minimising else results.problem.upper_bound
     if raw_bound is not None and abs(float(raw_bound)) != float("inf"):
         bound = float(raw_bound)
-    gap = 0.0 if status == OPTIMAL else relative_gap(objective, bound)
+    gap = _gap(status, objective, bound)
     return SolveReport(status, objective, bound, gap, seconds, solver, "")

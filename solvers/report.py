@@ -19,7 +19,8 @@ class SolveReport:
 
     ``objective`` is the incumbent (None without a feasible solution),
     ``bound`` the best proven bound, ``gap`` the relative gap
-    ``|objective - bound| / max(|objective|, 1e-10)`` (0 when proven optimal).
+    ``|objective - bound| / max(|objective|, 1e-10)`` (an optimal run stops within the
+    requested MIP gap, so its gap is at most that; 0 when there is no bound to compare).
     """
 
     status: str
