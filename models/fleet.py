@@ -6,6 +6,8 @@ pool j, small GPU counts q < N_j of pool j (the Erlang-C table).
 Variables
     x[k,j] in [0,1]     share of class k served by pool j uncompressed (only if the class fits C_j)
     z[k,j] in [0,p_c]   share of class k compressed to C_j and served by j (band classes, L_out < C_j)
+                        (neither exists for a pool with no floor level under the SLO: it cannot open;
+                        a class no other pool holds then gets the empty row 0 = 1, reported infeasible)
     n[j] integer >= 0   GPUs (instances) of pool j;   open[j] binary: pool j is used
     level[j,m] binary   pool j's P99 TTFT floor level: its floor is at most (m+1) t_j
     count[j,q] binary   pool j has exactly q GPUs, 1 <= q < N_j;   big[j] binary: n[j] >= N_j
@@ -70,8 +72,9 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m = pyo.ConcreteModel(name=f"fleet:{problem.name}")
     m.data = data
     m.routing = routing
-    fit_pairs = [(k, j) for k in classes for j in pools if data.fits[k, j]]
-    comp_pairs = [(k, j) for k in classes for j in pools if data.can_compress[k, j]]
+    usable = [data.pools[j].levels > 0 for j in pools]  # an option with no floor level under the SLO cannot open: no shares
+    fit_pairs = [(k, j) for k in classes for j in pools if data.fits[k, j] and usable[j]]
+    comp_pairs = [(k, j) for k in classes for j in pools if data.can_compress[k, j] and usable[j]]
     m.x = pyo.Var(fit_pairs, bounds=(0, 1))
     m.z = pyo.Var(comp_pairs, bounds=(0, pc))
     max_load = np.array([max(data.load[:, j][data.fits[:, j]].sum(), 0.0) + data.compressed_load[:, j].sum() for j in pools])
@@ -138,6 +141,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
         return m.load_erlangs[j] <= table_load + per_gpu_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
 
     m.wait = pyo.Constraint(wait_index, rule=wait_rule)
+
     m.max_pools = pyo.Constraint(expr=sum(m.open[j] for j in pools) <= max_pools)
     m.cost = pyo.Expression(expr=sum(data.pools[j].cost_per_gpu_hour * m.n[j] for j in pools))
     m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
@@ -232,9 +236,12 @@ def _option_key(data: FleetMilpData, pool: PoolPlan) -> tuple[str, int]:
 
 
 def can_warm_start(m: pyo.ConcreteModel, plan: Plan) -> bool:
-    """Whether :func:`warm_start` can load ``plan``: threshold routing, at most K pools, every pool an option."""
+    """Whether :func:`warm_start` can load ``plan``: threshold routing, at most K pools, every pool with GPUs an
+    option the model keeps (one with a floor level under the SLO)."""
     index = _option_index(m.data)
-    return plan.rules is None and len(plan.pools) <= pyo.value(m.max_pools.upper) and all(_option_key(m.data, p) in index for p in plan.pools)
+    return plan.rules is None and len(plan.pools) <= pyo.value(m.max_pools.upper) and all(
+        _option_key(m.data, p) in index and (p.gpus == 0 or m.data.pools[index[_option_key(m.data, p)]].levels > 0) for p in plan.pools
+    )
 
 
 def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:

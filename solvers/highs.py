@@ -10,7 +10,9 @@ persistent APPSI interface on the fleet MILP (0.13 s against 0.67 s on
 LMSYS threshold routing, 4,827 rows), which mattered at 1-2 s per solve.
 
 * A time-limited or infeasible run returns a report instead of raising;
-  the incumbent is loaded only if HiGHS has a primal feasible one.
+  the incumbent is loaded only if HiGHS has a primal feasible one.  A model
+  with a row that no values meet (found by the compiler, e.g. an empty sum
+  equal to 1) is reported infeasible without calling HiGHS.
 * A MIP start sends every variable; variables without a value would go as 0,
   so :func:`solve` refuses a warm start with unset variables.
 * The log is always captured (a temporary log file) and returned.
@@ -38,6 +40,7 @@ from typing import Any
 import highspy
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.errors import InfeasibleConstraintException
 from pyomo.opt import TerminationCondition as LegacyCondition
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
@@ -114,7 +117,10 @@ def solve(
 
 def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound) -> SolveReport:
     start = time.perf_counter()
-    form, integer = _compile(model, warm_start)
+    try:
+        form, integer = _compile(model, warm_start)
+    except InfeasibleConstraintException as exc:
+        return _trivially_infeasible(exc, start)
     columns = form.columns
     minimising = form.objectives[0].sense == pyo.minimize
     with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
@@ -171,7 +177,10 @@ def solve_cases(
     if objective.sense != pyo.minimize:
         raise ValueError("solve_cases minimises; the model's objective maximises")
     start = time.perf_counter()
-    form, integer = _compile(model, warm_start)
+    try:
+        form, integer = _compile(model, warm_start)
+    except InfeasibleConstraintException as exc:
+        return _trivially_infeasible(exc, start)
     columns = form.columns
     index = {id(var): i for i, var in enumerate(columns)}
     args = _pass_model_args(form, integer)
@@ -259,6 +268,11 @@ def _compile(model: pyo.ConcreteModel, warm_start: bool):
     if len(form.objectives) != 1:
         raise ValueError(f"the HiGHS driver needs exactly one active objective; the model has {len(form.objectives)}")
     return form, np.array([v.is_integer() for v in form.columns], dtype=np.int32)
+
+
+def _trivially_infeasible(exc: InfeasibleConstraintException, start: float) -> SolveReport:
+    """The report of a model with a row no values can meet (e.g. an empty sum = 1), found while compiling."""
+    return SolveReport(INFEASIBLE, None, None, None, time.perf_counter() - start, "highs", f"not sent to HiGHS: {exc}")
 
 
 class _Log:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pyomo.environ as pyo
+from pyomo.core.expr.numeric_expr import LinearExpression
 import pytest
 
 from optfleet.errors import InputError
@@ -82,6 +83,15 @@ def test_infeasible_model_is_reported_not_raised():
     report = solve(m)
     assert report.status in ("infeasible", "infeasible_or_unbounded")
     assert report.objective is None and not report.has_solution
+
+
+def test_a_row_no_values_meet_is_reported_infeasible_by_both_drivers():
+    m = tiny()
+    m.empty = pyo.Constraint(expr=LinearExpression([]) == 1)  # as the fleet model writes a class no pool can hold
+    m.value.sense = pyo.minimize
+    for report in (solve(m), solve_cases(m, [[m.x[0]], [m.x[1]]])):
+        assert report.status == "infeasible" and not report.has_solution and report.bound is None
+        assert "empty" in report.log
 
 
 def test_unknown_solver_is_bad_input():
