@@ -191,6 +191,9 @@ def _add_threshold_routing(m: pyo.ConcreteModel, data: FleetMilpData, fit_pairs,
     m.smallest_open = pyo.Constraint(
         [key for key in sorted(seg_fits) if smaller[key]], rule=lambda m, s, j: m.assign[s, j] + _total([m.open[jj] for jj in smaller[s, j]]) <= 1
     )
+    # ... so an open short pool is that pool for every segment it holds and the open binaries decide the
+    # assignment (one-off measurement: Azure K = 2 from 3.3 s to 0.7 s with the build; LMSYS unchanged).
+    m.short_home = pyo.Constraint([(s, j) for s, j in sorted(seg_fits) if j != long], rule=lambda m, s, j: m.assign[s, j] == m.open[j])
     segment_top = {int(seg): float(top) for seg, top in zip(data.class_segment, data.class_total_to, strict=True)}
     off_grid = [
         (s, j) for s, j in prefix
