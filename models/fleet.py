@@ -141,7 +141,6 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
         return m.load_erlangs[j] <= table_load + per_gpu_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
 
     m.wait = pyo.Constraint(wait_index, rule=wait_rule)
-
     m.max_pools = pyo.Constraint(expr=sum(m.open[j] for j in pools) <= max_pools)
     m.cost = pyo.Expression(expr=sum(data.pools[j].cost_per_gpu_hour * m.n[j] for j in pools))
     m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)

@@ -20,7 +20,9 @@ from optfleet.solvers import solve
 from optfleet.solvers.highs import solve_cases
 from optfleet.fleet import Plan, PoolPlan, evaluate
 from optfleet.fleet.plan import RouteRule
+from optfleet.fleet.problem import prepare
 from optfleet.heuristics import size_plan, sweep
+from optfleet.instance import load_instance
 
 from support import FLEET_INSTANCES, fleet_problem
 
@@ -122,6 +124,16 @@ def test_the_sweep_plan_reaches_highs_as_a_mip_start():
 def test_infeasible_instance_names_the_binding_constraint_family():
     with pytest.raises(InfeasibleError, match=r"TTFT floor constraints \(4\).*pool long \(window 65536 tokens\) needs P99 prefill 938.4 ms"):
         solve_milp(fleet_problem("agent_heavy"))
+
+
+def test_no_pool_option_that_can_open_is_explained_not_raised(tmp_path):
+    # At a 0.5 ms SLO no pool's one-iteration floor fits: the model has no shares, its route rows read 0 = 1.
+    tight = (FLEET_INSTANCES / "toy.yaml").read_text().replace("ttft_p99_ms: 10000", "ttft_p99_ms: 0.5")
+    (tmp_path / "toy.yaml").write_text(tight)
+    problem = prepare(load_instance(tmp_path / "toy.yaml"))
+    assert all(option.levels == 0 for option in prepare_milp_data(problem).pools)
+    with pytest.raises(InfeasibleError, match=r"TTFT floor constraints \(4\).*pool long \(window 4000 tokens\)"):
+        solve_milp(problem, routing="threshold")
 
 
 def test_fleetsim_preset_is_refused_with_a_clear_message():
