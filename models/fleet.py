@@ -229,6 +229,25 @@ def extract(m: pyo.ConcreteModel) -> Plan:
     return Plan(pools=pools, method=f"milp-{m.routing}", rules=tuple(rules), served_share=min(max(served, 0.0), 1.0))
 
 
+def closed_pool_variables(m: pyo.ConcreteModel, j: int) -> list[pyo.Var]:
+    """The variables of pool option j that are 0 in every solution with ``open[j] = 0``.
+
+    ``open``, ``n``, ``count``, ``big``, ``nbig`` (rows 5, 6 and ``n_open``), the shares ``x``, ``z`` and so
+    ``load_erlangs``, ``pool_mass`` (rows 1, 2); under threshold routing ``compress`` (``compress_open``) and,
+    when ``p_c < 1``, ``assign``: every class then needs an uncompressed share, ``x[k, j] <= assign[s, j]``
+    and ``x[k, j] <= open[j]``, so a segment's pool is open.  The floor levels are not among them (a closed
+    pool meets every level).
+    """
+    variables = [m.open[j], m.n[j], m.big[j], m.nbig[j], m.load_erlangs[j], m.pool_mass[j]]
+    variables += [m.count[j, q] for q in range(1, m.data.pools[j].table_gpus)]
+    variables += [var for (_, jj), var in m.x.items() if jj == j] + [var for (_, jj), var in m.z.items() if jj == j]
+    if hasattr(m, "compress"):
+        variables += [var for (_, jj), var in m.compress.items() if jj == j]
+        if m.data.problem.compressible_fraction < 1:
+            variables += [var for (_, jj), var in m.assign.items() if jj == j]
+    return variables
+
+
 def _option_index(data: FleetMilpData) -> dict[tuple[str, int], int]:
     return {(o.gpu, o.window_tokens): j for j, o in enumerate(data.pools)}
 

@@ -50,9 +50,12 @@ from optfleet.solvers.highs import solve_cases
 from optfleet.solvers.report import relative_gap
 
 FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
-# Open-pool pairs beyond which two-pool split routing is solved whole.  Measured on the paper
-# workloads: 11 and 45 pairs took 1.0 s and 1.3 s case by case against 2.7 s and 2.1 s whole.
-ENUMERATION_LIMIT = 48
+# Open-pool pairs beyond which a two-pool model is solved whole, per routing mode.  One-off
+# measurements on the paper workloads (LMSYS 11 pairs, Azure 45), build + solve, case by case
+# against whole: split 0.8 s and 1.1 s against 2.1 s and 2.1 s; threshold 1.5 s against 5.1 s
+# on LMSYS, but 2.3 s against 1.2 s on Azure, where a threshold case takes 0.01-0.14 s and
+# HiGHS's whole-model presolve less time than 45 of them.
+ENUMERATION_LIMIT = {"split": 48, "threshold": 24}
 
 
 @dataclass(frozen=True)
@@ -163,20 +166,23 @@ def solve_milp(
 
 
 def open_set_cases(model: pyo.ConcreteModel) -> list[list] | None:
-    """With two-pool split routing, one case per pair of pool options that can hold every class: the
-    pools outside the pair are closed (their ``open`` variables, fixed at 0).  Every plan opens at
+    """With two-pool split or threshold routing, one case per pair of pool options that can hold every
+    class: the pools outside the pair are closed (their variables that a closed pool has at 0,
+    ``closed_pool_variables``, fixed at 0 and left out of what HiGHS gets).  Every plan opens at
     most two pools, both inside some such pair, so solving every case is solving the model.
 
-    None (solve the model whole) for other routing modes or pool limits, a maximised objective (a
-    budget), a deactivated ``max_pools`` row, or more than ``ENUMERATION_LIMIT`` pairs.  Fixing the
-    open pools leaves split routing almost an LP, which HiGHS solves in tens of milliseconds.  It
-    did not pay elsewhere (measured): threshold routing keeps its segment binaries (Azure K = 2
-    5.6 s against 1.2 s whole), and with K = 3 the sets multiply (paper workloads 6.4 s and 8.7 s
-    against 5.4 s and 1.4 s; single-type catalog fleets up to 2.2x slower).
+    None (solve the model whole) for the sweep's policy space or other pool limits, a maximised
+    objective (a budget), a deactivated ``max_pools`` row, or more pairs than ``ENUMERATION_LIMIT``.
+    A case is a model of two pools, which HiGHS solves in tens of milliseconds; the whole model
+    spends seconds in presolve (LMSYS threshold routing: about 4 s probing its segment binaries).
+    With K = 3 the sets multiply and it did not pay (measured: paper workloads 6.4 s and 8.7 s
+    against 5.4 s and 1.4 s whole; single-type catalog fleets up to 2.2x slower).
     """
     objective = next(model.component_data_objects(pyo.Objective, active=True))
-    if model.routing != "split" or objective.sense != pyo.minimize or not model.max_pools.active:
+    if model.routing == "sweep" or objective.sense != pyo.minimize or not model.max_pools.active:
         return None
+    if not all(row.active for row in _closing_rows(model)):
+        return None  # a customisation lifted a row that closes a pool's variables
     data = model.data
     size = int(pyo.value(model.max_pools.upper))
     if size != 2:
@@ -188,9 +194,18 @@ def open_set_cases(model: pyo.ConcreteModel) -> list[list] | None:
     for chosen in itertools.combinations(usable, min(size, len(usable))):
         if holds[:, list(chosen)].any(axis=1).all():
             open_sets.append(set(chosen))
-            if len(open_sets) > ENUMERATION_LIMIT:
+            if len(open_sets) > ENUMERATION_LIMIT[model.routing]:
                 return None
-    return [[model.open[j] for j in range(len(data.pools)) if j not in chosen] for chosen in open_sets]
+    closed = {j: fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))}
+    return [[var for j in range(len(data.pools)) if j not in chosen for var in closed[j]] for chosen in open_sets]
+
+
+def _closing_rows(model: pyo.ConcreteModel) -> list:
+    """The rows by which ``open[j] = 0`` puts ``closed_pool_variables(model, j)`` at 0."""
+    rows = [model.x_open, model.z_open, model.n_open, model.one_count, model.nbig_high, model.load_definition, model.pool_mass_definition]
+    if hasattr(model, "compress"):
+        rows += [model.compress_open, model.x_assign, model.one_pool, model.route, model.compress_share]
+    return rows
 
 
 def _restricted_bound(ratio_ms: np.ndarray, solved: list[tuple[np.ndarray, float]], minimising: bool = True) -> float | None:

@@ -20,8 +20,9 @@ LMSYS threshold routing, 4,827 rows), which mattered at 1-2 s per solve.
   constraint or objective are not sent and keep their values.
 
 :func:`solve_cases` solves a model as the union of cases (variables fixed at
-0 per case) on one compiled model, each case cut off at the best incumbent so
-far; the fleet MILP uses it to enumerate open pool sets under split routing.
+0 per case, and taken out of what HiGHS gets) on one compiled model, each case
+cut off at the best incumbent so far; the fleet MILP uses it to enumerate open
+pool sets with two pools.
 
 Other solvers (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ...) are used through
 ``SolverFactory`` when installed, with the option names mapped in
@@ -40,6 +41,7 @@ from typing import Any
 import highspy
 import numpy as np
 import pyomo.environ as pyo
+from scipy.sparse import csc_matrix
 from pyomo.common.errors import InfeasibleConstraintException
 from pyomo.opt import TerminationCondition as LegacyCondition
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
@@ -165,9 +167,9 @@ def solve_cases(
     """Minimise ``model`` case by case: case c is the model with the variables ``cases[c]`` fixed at 0.
 
     Exact when every feasible solution lies in some case (the caller's promise, e.g. every set of
-    at most K open pools lies in some case's set of pools left open).  The model is compiled once
-    and HiGHS keeps it; each case changes column bounds, and gets the best incumbent so far as a
-    cutoff (``objective_bound``), so a case with nothing better stops early.  The bound is the least
+    at most K open pools lies in some case's set of pools left open).  The model is compiled once;
+    HiGHS gets each case without its fixed columns (:func:`_without_columns`), and the best incumbent
+    so far as a cutoff (``objective_bound``), so a case with nothing better stops early.  The bound is the least
     of the cases' bounds: a case's optimum, the cutoff it could not beat, or its dual bound when
     the time limit stops it (an unsolved case leaves no bound).  The best incumbent is loaded into
     the model.  ``warm_start`` sends the model's values as the MIP start of the first case they fit;
@@ -184,40 +186,41 @@ def solve_cases(
     columns = form.columns
     index = {id(var): i for i, var in enumerate(columns)}
     args = _pass_model_args(form, integer)
-    lower, upper = args[7], args[8]
     start_values = np.array([float(v.value) for v in columns]) if warm_start else None
     incumbent, best, bounds, status = np.inf, None, [], OPTIMAL
     with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
-        if h.passModel(*args) == highspy.HighsStatus.kError:
-            raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
-        _set_target(h, known_bound, True)
-        everything = np.arange(len(columns), dtype=np.int32)
         for case in cases:
             remaining = None if time_limit is None else time_limit - (time.perf_counter() - start)
             if remaining is not None and remaining <= 0:
                 status = TIME_LIMIT
                 bounds.append(-np.inf)  # an unsolved case: no bound
                 continue
-            fixed = np.array([index[id(v)] for v in case if id(v) in index], dtype=np.int64)
-            case_lower, case_upper = lower.copy(), upper.copy()
-            case_upper[fixed] = 0.0
-            case_lower[fixed] = np.minimum(case_lower[fixed], 0.0)
-            h.changeColsBounds(len(columns), everything, case_lower, case_upper)
+            fixed = np.unique(np.array([index[id(v)] for v in case if id(v) in index], dtype=np.int64))
+            reduced = _without_columns(args, fixed)
+            if reduced is None:  # a row the fixed columns alone break: nothing in this case
+                bounds.append(incumbent)
+                continue
+            case_args, kept = reduced
+            if h.passModel(*case_args) == highspy.HighsStatus.kError:
+                raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
+            _set_target(h, known_bound, True)
             if remaining is not None:
                 h.setOptionValue("time_limit", remaining)
             h.setOptionValue("objective_bound", float(incumbent))
             if start_values is not None and np.all(np.abs(start_values[fixed]) <= START_ZERO):
-                h.setSolution(_solution(columns, start_values))
+                h.setSolution(_solution(columns, start_values[kept]))
                 start_values = None
             cutoff = incumbent
             h.run()
             case_status, info = h.getModelStatus(), h.getInfo()
             found = info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible)
             if found and info.objective_function_value < incumbent:
-                incumbent, best = float(info.objective_function_value), np.array(h.getSolution().col_value)
+                incumbent, best = float(info.objective_function_value), np.zeros(len(columns))
+                best[kept] = h.getSolution().col_value
             # A case's bound: HiGHS's dual bound (an optimal MIP stops within mip_rel_gap of its optimum;
             # an LP's optimum is exact), never above the cutoff it was given.
-            proven = float(info.mip_dual_bound) if integer.any() else float(info.objective_function_value)
+            mip = bool(case_args[-1].any())
+            proven = float(info.mip_dual_bound) if mip else float(info.objective_function_value)
             if case_status == highspy.HighsModelStatus.kOptimal:
                 bounds.append(min(proven, cutoff) if found else cutoff)
             elif case_status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kObjectiveBound):
@@ -226,7 +229,7 @@ def solve_cases(
                 bounds.append(known_bound)  # stopped at the known bound (below)
             elif case_status == highspy.HighsModelStatus.kTimeLimit:
                 status = TIME_LIMIT
-                bounds.append(min(proven, cutoff) if integer.any() else -np.inf)
+                bounds.append(min(proven, cutoff) if mip else -np.inf)
             else:  # unbounded, infeasible-or-unbounded, interrupted: reported as such, no bound
                 status = _HIGHS_STATUS.get(case_status, ERROR)
                 bounds.append(-np.inf)
@@ -248,6 +251,29 @@ def solve_cases(
     gap = _gap(status, objective_value, bound)
     text = f"optfleet: {len(cases)} cases, each with its own HiGHS run below\n" + log.text
     return SolveReport(status, objective_value, bound, gap, seconds, "highs", text)
+
+
+def _without_columns(args: tuple, fixed: np.ndarray, tolerance: float = 1e-9) -> tuple[tuple, np.ndarray] | None:
+    """``passModel`` arguments of the model with the columns ``fixed`` at 0 taken out, and the kept columns.
+
+    Rows left with no entry are dropped; None if one of them, or a fixed column's own bounds, exclude 0 (the
+    case has no solution).  HiGHS then gets only what the case can use, not columns for its presolve to
+    remove (on the fleet MILP its probing over the closed pools' binaries cost seconds per case).
+    """
+    (n_cols, n_rows, _, _, sense, offset, cost, col_lower, col_upper, row_lower, row_upper, starts, indices, values, integer) = args
+    if np.any(col_lower[fixed] > tolerance) or np.any(col_upper[fixed] < -tolerance):
+        return None
+    kept = np.setdiff1d(np.arange(n_cols), fixed)
+    matrix = csc_matrix((values, indices, np.append(starts, len(values))), shape=(n_rows, n_cols))[:, kept]
+    used = np.diff(matrix.tocsr().indptr) > 0
+    if np.any(row_lower[~used] > tolerance) or np.any(row_upper[~used] < -tolerance):
+        return None
+    matrix = matrix[used, :].tocsc()
+    return (
+        len(kept), int(used.sum()), int(matrix.nnz), 1, sense, offset, cost[kept], col_lower[kept], col_upper[kept],
+        row_lower[used], row_upper[used], matrix.indptr[:-1].astype(np.int32), matrix.indices.astype(np.int32),
+        matrix.data.astype(np.float64), integer[kept],
+    ), kept
 
 
 def _gap(status: str, objective: float | None, bound: float | None) -> float | None:

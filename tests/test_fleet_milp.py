@@ -150,12 +150,12 @@ def test_cli_milp_reports_status_bound_and_gap(capsys):
     assert data["result"]["meets_slo"] and "rules" in data["result"]["plan"]
 
 
-@pytest.mark.parametrize("gap", [1e-9, 0.02])
-def test_split_routing_solved_case_by_case_over_open_pool_pairs_matches_the_whole_model(gap):
+@pytest.mark.parametrize("routing, gap", [("split", 1e-9), ("split", 0.02), ("threshold", 1e-9)])
+def test_two_pool_models_solved_case_by_case_over_open_pool_pairs_match_the_whole_model(routing, gap):
     problem = fleet_problem("toy_hetero")  # several pairs of (GPU type, window) options hold every class
     data = prepare_milp_data(problem)
-    whole = fleet_model.build(data, data.service_ratio_ms, routing="split")
-    by_case = fleet_model.build(data, data.service_ratio_ms, routing="split")
+    whole = fleet_model.build(data, data.service_ratio_ms, routing=routing)
+    by_case = fleet_model.build(data, data.service_ratio_ms, routing=routing)
     cases = open_set_cases(by_case)
     assert cases is not None and len(cases) > 1 and all(cases)
     expected, report = solve(whole, mip_gap=1e-9), solve_cases(by_case, cases, mip_gap=gap)
@@ -166,12 +166,16 @@ def test_split_routing_solved_case_by_case_over_open_pool_pairs_matches_the_whol
     assert evaluate(problem, fleet_model.extract(by_case)).meets_slo
 
 
-def test_open_set_enumeration_is_for_split_routing_with_a_pool_limit_only():
+def test_open_set_enumeration_needs_a_pool_limit_and_the_rows_that_close_a_pool():
     problem = fleet_problem("toy")
     data = prepare_milp_data(problem)
-    assert open_set_cases(fleet_model.build(data, data.service_ratio_ms, routing="threshold")) is None
+    assert open_set_cases(fleet_model.build(data, data.service_ratio_ms, routing="sweep")) is None
     model = fleet_model.build(data, data.service_ratio_ms, routing="split")
+    assert open_set_cases(model) is not None
     model.max_pools.deactivate()  # a customisation could lift K: then no finite family of open sets covers every plan
+    assert open_set_cases(model) is None
+    model = fleet_model.build(data, data.service_ratio_ms, routing="threshold")
+    model.x_assign.deactivate()  # then a closed pool's segment binaries need not be 0
     assert open_set_cases(model) is None
 
 

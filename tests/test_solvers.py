@@ -159,6 +159,21 @@ def test_cases_cover_a_model_and_agree_with_the_whole_solve():
     assert infeasible.status == "infeasible" and infeasible.objective is None
 
 
+def test_cases_reach_highs_without_their_fixed_columns_and_a_row_they_break_empties_the_case():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), domain=pyo.Binary)
+    m.y = pyo.Var(bounds=(1, 2))
+    m.need = pyo.Constraint(expr=m.x[0] >= 1)  # no solution with x0 = 0
+    m.pair = pyo.Constraint(expr=m.x[1] + m.x[2] >= 1)
+    m.cost = pyo.Objective(expr=m.x[0] + 2 * m.x[1] + 3 * m.x[2] + m.y)
+    report = solve_cases(m, [[m.x[0]], [m.y], [m.x[1]]])  # y = 0 is outside its bounds: the second case is empty too
+    assert report.proven_optimal and report.objective == pytest.approx(5.0)
+    assert [round(pyo.value(m.x[i])) for i in range(3)] == [1, 0, 1] and pyo.value(m.y) == pytest.approx(1.0)
+    assert report.log.count("Running HiGHS") == 1 and "3 cols" in report.log  # x1 left out; the row `need` kept
+    nothing = solve_cases(m, [[m.x[0]]])
+    assert nothing.status == "infeasible" and nothing.objective is None
+
+
 def test_cases_that_cannot_beat_the_cutoff_bound_the_optimum_and_a_known_bound_stops_early():
     m = pyo.ConcreteModel()
     m.x = pyo.Var(range(4), bounds=(0, 1))  # an LP: HiGHS ends a cut-off case with "objective bound reached"
