@@ -35,3 +35,8 @@ class InputError(OptfleetError, ValueError):
 
 class InfeasibleError(OptfleetError):
     """A valid problem with no feasible plan; the message says which term binds."""
+
+
+class NoPlanInTimeError(InfeasibleError):
+    """The solver's time limit passed before it found any plan: not proven infeasible.  The message
+    gives the limit and the lower bound proven by then."""

@@ -21,24 +21,29 @@ Otherwise the best such bound goes to the re-solve as a known bound, and
 HiGHS stops as soon as it finds a plan at that bound (on LMSYS K = 3 split
 routing this cut a re-solve from about 10 s to 0.2 s).
 
-Two-pool split routing with few covering pairs of pool options
-(``open_set_cases``) is solved case by case, one pair at a time with the other
-pools closed (``optfleet.solvers.highs.solve_cases``); the result is the same
+With at most ``OPEN_SET_LIMIT`` sets of K pool options that can hold every
+class, split and threshold routing are solved case by case, one set at a
+time with the other pools closed (``open_set_cases``), best first by each
+set's cheap bound (``optfleet.fleet.open_set_bounds``) and then its LP
+relaxation (``optfleet.solvers.highs.solve_cases``); the result is the same
 optimum and bound.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyomo.environ as pyo
 
-from optfleet.errors import InfeasibleError
+from optfleet.errors import InfeasibleError, NoPlanInTimeError
 from optfleet.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.fleet.milp_data import erlang_tables, prepare_milp_data
+from optfleet.fleet.open_set_bounds import open_set_bounds
 from optfleet.fleet.plan import Plan, PoolPlan
 from optfleet.fleet.plan_sizing import infeasible_pool_message
 from optfleet.fleet.problem import FleetProblem
@@ -47,15 +52,11 @@ from optfleet.models import fleet as fleet_model
 from optfleet.models.fleet_constraints import add_user_constraints
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import solve_cases
-from optfleet.solvers.report import relative_gap
+from optfleet.solvers.report import TIME_LIMIT, relative_gap
 
 FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
-# Open-pool pairs beyond which a two-pool model is solved whole, per routing mode.  One-off
-# measurements on the paper workloads (LMSYS 11 pairs, Azure 45), build + solve, case by case
-# against whole: split 0.8 s and 1.1 s against 2.1 s and 2.1 s; threshold 1.5 s against 5.1 s
-# on LMSYS, but 2.3 s against 1.2 s on Azure, where a threshold case takes 0.01-0.14 s and
-# HiGHS's whole-model presolve less time than 45 of them.
-ENUMERATION_LIMIT = {"split": 48, "threshold": 24}
+# Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
+OPEN_SET_LIMIT = 20_000
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,8 @@ def solve_milp(
     known_bound: float | None = None  # the best bound of a solved model the next one restricts
     for iteration in range(1, max_iterations + 1):
         model = model_at(ratio)
-        cases = open_set_cases(model)
-        run = solve if cases is None else (lambda model, **options: solve_cases(model, cases, **options))
+        by_case = open_set_cases(model, cost_objective=customize is None)
+        run = solve if by_case is None else partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds)
         if start is not None and fleet_model.can_warm_start(model, start):
             fleet_model.warm_start(model, start)
             report = run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
@@ -123,6 +124,12 @@ def solve_milp(
         if not report.has_solution:
             if best is not None:
                 break
+            if report.status == TIME_LIMIT:
+                bound = "no lower bound yet" if report.bound is None else f"a lower bound of {report.bound:,.2f}"
+                raise NoPlanInTimeError(
+                    f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
+                    "infeasibility: raise solve.time_limit_s"
+                )
             raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s).has_solution))
         if report.bound is not None:
             solved.append((ratio.copy(), report.bound))
@@ -165,18 +172,30 @@ def solve_milp(
     return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
 
 
-def open_set_cases(model: pyo.ConcreteModel) -> list[list] | None:
-    """With two-pool split or threshold routing, one case per pair of pool options that can hold every
-    class: the pools outside the pair are closed (their variables that a closed pool has at 0,
-    ``closed_pool_variables``, fixed at 0 and left out of what HiGHS gets).  Every plan opens at
-    most two pools, both inside some such pair, so solving every case is solving the model.
+@dataclass(frozen=True)
+class OpenSetCases:
+    """The fleet MILP as cases (``optfleet.solvers.highs.solve_cases``): ``groups[j]`` are the variables pool
+    option j has at 0 when closed, case c closes the options ``cases[c]``, and ``bounds[c]`` (or None) is a
+    lower bound on case c's cost."""
 
-    None (solve the model whole) for the sweep's policy space or other pool limits, a maximised
-    objective (a budget), a deactivated ``max_pools`` row, or more pairs than ``ENUMERATION_LIMIT``.
-    A case is a model of two pools, which HiGHS solves in tens of milliseconds; the whole model
-    spends seconds in presolve (LMSYS threshold routing: about 4 s probing its segment binaries).
-    With K = 3 the sets multiply and it did not pay (measured: paper workloads 6.4 s and 8.7 s
-    against 5.4 s and 1.4 s whole; single-type catalog fleets up to 2.2x slower).
+    groups: list[list]
+    cases: list[list[int]]
+    bounds: np.ndarray | None
+
+
+def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> OpenSetCases | None:
+    """One case per set of K usable pool options that can hold every class: the other options are closed
+    (their ``closed_pool_variables``, fixed at 0 and left out of what HiGHS gets).  Every plan opens at
+    most K pools, all inside some such set, so solving every case is solving the model.  With
+    ``cost_objective`` (the model's objective is its cost, as built) each case gets the cheap bound of
+    ``open_set_bounds``, which lets the best-first search prune most sets unsolved.
+
+    None (solve the model whole) for the sweep's policy space, a maximised objective (a budget), a
+    deactivated ``max_pools`` row or closing row, or more than ``OPEN_SET_LIMIT`` sets of K options.
+    A case is a model of at most K pools: HiGHS solves its LP relaxation in milliseconds, and most
+    cases end there, pruned by that bound.  The whole model spends seconds in presolve (LMSYS
+    threshold routing: about 4 s probing the segment binaries of 18 windows) and, with several GPU
+    types, in branching on which pools open (scale benchmark: LP bound 480.8 against 562.4).
     """
     objective = next(model.component_data_objects(pyo.Objective, active=True))
     if model.routing == "sweep" or objective.sense != pyo.minimize or not model.max_pools.active:
@@ -184,20 +203,17 @@ def open_set_cases(model: pyo.ConcreteModel) -> list[list] | None:
     if not all(row.active for row in _closing_rows(model)):
         return None  # a customisation lifted a row that closes a pool's variables
     data = model.data
-    size = int(pyo.value(model.max_pools.upper))
-    if size != 2:
-        return None
     usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
+    size = min(int(pyo.value(model.max_pools.upper)), len(usable))
+    if size < 1 or math.comb(len(usable), size) > OPEN_SET_LIMIT:
+        return None
     holds = data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
     holds = holds[data.mass > 0]
-    open_sets = []
-    for chosen in itertools.combinations(usable, min(size, len(usable))):
-        if holds[:, list(chosen)].any(axis=1).all():
-            open_sets.append(set(chosen))
-            if len(open_sets) > ENUMERATION_LIMIT[model.routing]:
-                return None
-    closed = {j: fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))}
-    return [[var for j in range(len(data.pools)) if j not in chosen for var in closed[j]] for chosen in open_sets]
+    combos = np.array(list(itertools.combinations(usable, size)), dtype=np.int64).reshape(-1, size)
+    open_sets = combos[holds[:, combos].any(axis=2).all(axis=0)]
+    groups = [fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))]
+    cases = [sorted(set(range(len(data.pools))) - set(chosen.tolist())) for chosen in open_sets]
+    return OpenSetCases(groups, cases, open_set_bounds(data, open_sets) if cost_objective else None)
 
 
 def _closing_rows(model: pyo.ConcreteModel) -> list:

@@ -31,6 +31,7 @@ Other solvers (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ...) are used through
 
 from __future__ import annotations
 
+import heapq
 import os
 import tempfile
 import time
@@ -68,6 +69,7 @@ _HIGHS_STATUS = {
 }
 OBJECTIVE_TARGET = _HIGHS_STATUS[highspy.HighsModelStatus.kObjectiveTarget]
 TARGET_TOLERANCE = 1e-9  # relative: how close to known_bound an incumbent stops HiGHS
+ROUND_OFF_GAP = 1e-12  # relative gaps below this are floating-point round-off, reported as 0
 START_ZERO = 1e-6  # a MIP start fits a case when its fixed variables are this close to 0
 
 _LEGACY_STATUS = {
@@ -155,8 +157,10 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
 
 def solve_cases(
     model: pyo.ConcreteModel,
-    cases: Sequence[Sequence[Any]],
+    groups: Sequence[Sequence[Any]],
+    cases: Sequence[Sequence[int]],
     *,
+    case_bounds: Sequence[float] | None = None,
     time_limit: float | None = None,
     mip_gap: float | None = None,
     threads: int | None = None,
@@ -164,16 +168,22 @@ def solve_cases(
     stream_log: bool = False,
     known_bound: float | None = None,
 ) -> SolveReport:
-    """Minimise ``model`` case by case: case c is the model with the variables ``cases[c]`` fixed at 0.
+    """Minimise ``model`` case by case: case c is the model with the variables of the groups ``cases[c]``
+    (indices into ``groups``, lists of variables) fixed at 0.
 
     Exact when every feasible solution lies in some case (the caller's promise, e.g. every set of
     at most K open pools lies in some case's set of pools left open).  The model is compiled once;
-    HiGHS gets each case without its fixed columns (:func:`_without_columns`), and the best incumbent
-    so far as a cutoff (``objective_bound``), so a case with nothing better stops early.  The bound is the least
-    of the cases' bounds: a case's optimum, the cutoff it could not beat, or its dual bound when
-    the time limit stops it (an unsolved case leaves no bound).  The best incumbent is loaded into
-    the model.  ``warm_start`` sends the model's values as the MIP start of the first case they fit;
-    ``known_bound`` as in :func:`solve`.
+    HiGHS gets each case without its fixed columns (:func:`_without_columns`).
+
+    Best first: every case has a lower bound on its optimum, at first ``case_bounds[c]`` (one the
+    caller proved) or -inf, and the case with the least bound is worked on next: a bound from its LP
+    relaxation first, then its MILP, cut off at the best incumbent so far (``objective_bound``).  It
+    stops when no case's bound is below the incumbent (within ``mip_gap``): the cases left are pruned
+    by their bounds, unsolved.  The report's bound is the least of the pruned cases' bounds and the
+    solved cases' (a case's optimum, the cutoff it could not beat, or its dual bound when the time
+    limit stops it); a case never bounded leaves no bound.  The best incumbent is loaded into the
+    model.  ``warm_start`` sends the model's values as the MIP start of the first case they fit,
+    which is solved first; ``known_bound`` as in :func:`solve`.
     """
     objective = next(model.component_data_objects(pyo.Objective, active=True))
     if objective.sense != pyo.minimize:
@@ -186,30 +196,49 @@ def solve_cases(
     columns = form.columns
     index = {id(var): i for i, var in enumerate(columns)}
     args = _pass_model_args(form, integer)
+    group_columns = [np.array([index[id(v)] for v in group if id(v) in index], dtype=np.int64) for group in groups]
+
+    def fixed_of(case: Sequence[int]) -> np.ndarray:
+        return np.unique(np.concatenate([group_columns[g] for g in case] or [np.zeros(0, dtype=np.int64)]))
+
     start_values = np.array([float(v.value) for v in columns]) if warm_start else None
-    incumbent, best, bounds, status = np.inf, None, [], OPTIMAL
+    fitting = [] if start_values is None else [g for g, cols in enumerate(group_columns) if np.all(np.abs(start_values[cols]) <= START_ZERO)]
+    first = None if start_values is None else next((c for c, case in enumerate(cases) if set(case) <= set(fitting)), None)
+    # (priority, stage, case, bound): stage 0 wants its LP relaxation, stage 1 its MILP; the priority is
+    # the bound, but -inf for the case the MIP start fits
+    given = [-np.inf if case_bounds is None else float(case_bounds[c]) for c in range(len(cases))]
+    queue = [(-np.inf, 1, c, given[c]) if c == first else (given[c], 0, c, given[c]) for c in range(len(cases))]
+    heapq.heapify(queue)
+    incumbent, best, settled, status, runs = np.inf, None, [], OPTIMAL, {"LP": 0, "MILP": 0}
     with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
-        for case in cases:
+        tolerance = float(h.getOptionValue("mip_rel_gap")[1])
+        while queue and (incumbent == np.inf or relative_gap(incumbent, queue[0][0]) > tolerance and queue[0][0] < incumbent):
+            priority, stage, c, bound = heapq.heappop(queue)
             remaining = None if time_limit is None else time_limit - (time.perf_counter() - start)
             if remaining is not None and remaining <= 0:
+                heapq.heappush(queue, (priority, stage, c, bound))
                 status = TIME_LIMIT
-                bounds.append(-np.inf)  # an unsolved case: no bound
-                continue
-            fixed = np.unique(np.array([index[id(v)] for v in case if id(v) in index], dtype=np.int64))
-            reduced = _without_columns(args, fixed)
+                break
+            reduced = _without_columns(args, fixed_of(cases[c]))
             if reduced is None:  # a row the fixed columns alone break: nothing in this case
-                bounds.append(incumbent)
                 continue
             case_args, kept = reduced
+            mip = bool(case_args[-1].any())
+            if remaining is not None:
+                h.setOptionValue("time_limit", remaining)
+            if stage == 0 and mip:
+                runs["LP"] += 1
+                relaxed = _relaxation_bound(h, case_args, incumbent)
+                if relaxed < np.inf:
+                    heapq.heappush(queue, (max(bound, relaxed), 1, c, max(bound, relaxed)))
+                continue
+            runs["MILP"] += 1
             if h.passModel(*case_args) == highspy.HighsStatus.kError:
                 raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
             _set_target(h, known_bound, True)
-            if remaining is not None:
-                h.setOptionValue("time_limit", remaining)
             h.setOptionValue("objective_bound", float(incumbent))
-            if start_values is not None and np.all(np.abs(start_values[fixed]) <= START_ZERO):
+            if c == first:
                 h.setSolution(_solution(columns, start_values[kept]))
-                start_values = None
             cutoff = incumbent
             h.run()
             case_status, info = h.getModelStatus(), h.getInfo()
@@ -219,28 +248,28 @@ def solve_cases(
                 best[kept] = h.getSolution().col_value
             # A case's bound: HiGHS's dual bound (an optimal MIP stops within mip_rel_gap of its optimum;
             # an LP's optimum is exact), never above the cutoff it was given.
-            mip = bool(case_args[-1].any())
             proven = float(info.mip_dual_bound) if mip else float(info.objective_function_value)
             if case_status == highspy.HighsModelStatus.kOptimal:
-                bounds.append(min(proven, cutoff) if found else cutoff)
+                settled.append(max(bound, min(proven, cutoff) if found else cutoff))
             elif case_status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kObjectiveBound):
-                bounds.append(cutoff)  # nothing below the cutoff (nothing at all, when there was none)
+                settled.append(cutoff)  # nothing below the cutoff (nothing at all, when there was none)
             elif case_status == highspy.HighsModelStatus.kObjectiveTarget:
-                bounds.append(known_bound)  # stopped at the known bound (below)
+                settled.append(known_bound)  # stopped at the known bound (below)
             elif case_status == highspy.HighsModelStatus.kTimeLimit:
                 status = TIME_LIMIT
-                bounds.append(min(proven, cutoff) if mip else -np.inf)
+                settled.append(max(bound, min(proven, cutoff)) if mip else bound)
             else:  # unbounded, infeasible-or-unbounded, interrupted: reported as such, no bound
                 status = _HIGHS_STATUS.get(case_status, ERROR)
-                bounds.append(-np.inf)
+                settled.append(-np.inf)
                 break
             if known_bound is not None and incumbent <= known_bound + TARGET_TOLERANCE * max(1.0, abs(known_bound)):
-                bounds, status = [known_bound], OPTIMAL  # the incumbent reaches the known bound: done
+                queue, settled, status = [], [known_bound], OPTIMAL  # the incumbent reaches the known bound: done
                 break
         seconds = time.perf_counter() - start
     if best is not None:
         _load(columns, best)
     objective_value = None if best is None else incumbent
+    bounds = settled + [bound for _, _, _, bound in queue]
     bound = min(bounds) if bounds else None
     if known_bound is not None:
         bound = known_bound if bound is None else max(bound, known_bound)
@@ -249,8 +278,31 @@ def solve_cases(
     if status == OPTIMAL and objective_value is None:
         status, bound = INFEASIBLE, None
     gap = _gap(status, objective_value, bound)
-    text = f"optfleet: {len(cases)} cases, each with its own HiGHS run below\n" + log.text
+    left = "pruned by their bounds" if status == OPTIMAL else "unsolved"
+    text = f"optfleet: {len(cases)} cases: {runs['LP']} LP relaxations, {runs['MILP']} solved, {len(queue)} left {left}; each HiGHS run below\n"
+    text += log.text
     return SolveReport(status, objective_value, bound, gap, seconds, "highs", text)
+
+
+def _relaxation_bound(h: highspy.Highs, case_args: tuple, cutoff: float) -> float:
+    """A lower bound on a case's optimum from its LP relaxation: the LP's optimum, +inf when the LP is
+    infeasible or its dual simplex passes ``cutoff`` (``objective_bound``), -inf when HiGHS stops
+    otherwise.  Presolve is off: on the fleet cases' LPs (a few hundred columns) it doubled the time."""
+    h.passModel(*case_args[:-1], np.zeros_like(case_args[-1]))
+    h.setOptionValue("objective_bound", float(cutoff))
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("output_flag", False)
+    try:
+        h.run()
+    finally:
+        h.setOptionValue("presolve", "choose")
+        h.setOptionValue("output_flag", True)
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        return float(h.getInfo().objective_function_value)
+    if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kObjectiveBound):
+        return np.inf
+    return -np.inf
 
 
 def _without_columns(args: tuple, fixed: np.ndarray, tolerance: float = 1e-9) -> tuple[tuple, np.ndarray] | None:
@@ -278,9 +330,11 @@ def _without_columns(args: tuple, fixed: np.ndarray, tolerance: float = 1e-9) ->
 
 def _gap(status: str, objective: float | None, bound: float | None) -> float | None:
     """The relative gap between incumbent and bound; an optimal run stopped within ``mip_gap`` shows it
-    (0 only without a bound to compare, e.g. another solver's optimal LP)."""
+    (0 without a bound to compare, e.g. another solver's optimal LP, and below ``ROUND_OFF_GAP``: a case's
+    dual bound and the incumbent can differ in the last digits)."""
     if objective is not None and bound is not None:
-        return relative_gap(objective, bound)
+        gap = relative_gap(objective, bound)
+        return 0.0 if gap < ROUND_OFF_GAP else gap
     return 0.0 if status == OPTIMAL else None
 
 

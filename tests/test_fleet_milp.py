@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optfleet.cli import main
-from optfleet.errors import InfeasibleError, InputError
+from optfleet.errors import InfeasibleError, InputError, NoPlanInTimeError
 from optfleet.exact import _meets_tables, _restricted_bound, open_set_cases, solve_milp
 from optfleet.fleet.milp_data import erlang_tables, prepare_milp_data
 from optfleet.models import fleet as fleet_model
@@ -150,20 +150,40 @@ def test_cli_milp_reports_status_bound_and_gap(capsys):
     assert data["result"]["meets_slo"] and "rules" in data["result"]["plan"]
 
 
-@pytest.mark.parametrize("routing, gap", [("split", 1e-9), ("split", 0.02), ("threshold", 1e-9)])
-def test_two_pool_models_solved_case_by_case_over_open_pool_pairs_match_the_whole_model(routing, gap):
-    problem = fleet_problem("toy_hetero")  # several pairs of (GPU type, window) options hold every class
+@pytest.mark.parametrize("routing, max_pools, gap", [("split", 2, 1e-9), ("split", 2, 0.02), ("threshold", 2, 1e-9), ("split", 3, 1e-9), ("threshold", 3, 1e-9)])
+def test_models_solved_case_by_case_over_open_pool_sets_match_the_whole_model(routing, max_pools, gap):
+    problem = fleet_problem("toy_hetero")  # several sets of (GPU type, window) options hold every class
     data = prepare_milp_data(problem)
-    whole = fleet_model.build(data, data.service_ratio_ms, routing=routing)
-    by_case = fleet_model.build(data, data.service_ratio_ms, routing=routing)
-    cases = open_set_cases(by_case)
-    assert cases is not None and len(cases) > 1 and all(cases)
-    expected, report = solve(whole, mip_gap=1e-9), solve_cases(by_case, cases, mip_gap=gap)
+    whole = fleet_model.build(data, data.service_ratio_ms, routing=routing, max_pools=max_pools)
+    by_case = fleet_model.build(data, data.service_ratio_ms, routing=routing, max_pools=max_pools)
+    split = open_set_cases(by_case)
+    assert split is not None and len(split.cases) > 1 and all(split.cases) and len(split.bounds) == len(split.cases)
+    expected = solve(whole, mip_gap=1e-9)
+    report = solve_cases(by_case, split.groups, split.cases, case_bounds=split.bounds, mip_gap=gap)
     assert report.proven_optimal
     assert report.objective == pytest.approx(expected.objective, rel=gap)
     # The bound is proven: never above the true optimum, even when each case stops within a 2 % gap.
     assert report.bound <= expected.objective + 1e-9 and report.bound >= report.objective * (1 - gap) - 1e-9
     assert evaluate(problem, fleet_model.extract(by_case)).meets_slo
+
+
+@pytest.mark.parametrize("name, routing, max_pools", [("toy_hetero", "split", 2), ("toy_hetero", "threshold", 3), ("toy", "split", 2)])
+def test_each_open_set_bound_is_at_most_the_optimum_with_only_that_set_open(name, routing, max_pools):
+    problem = fleet_problem(name)
+    data = prepare_milp_data(problem)
+    model = fleet_model.build(data, data.service_ratio_ms, routing=routing, max_pools=max_pools)
+    split = open_set_cases(model)
+    solved = 0
+    for closed, bound in zip(split.cases, split.bounds, strict=True):
+        case = fleet_model.build(data, data.service_ratio_ms, routing=routing, max_pools=max_pools)
+        for j in closed:
+            case.open[j].fix(0)
+        report = solve(case, mip_gap=1e-9)
+        if report.has_solution:
+            solved += 1
+            assert bound <= report.objective + 1e-6
+            assert bound > 0.3 * report.objective  # and not vacuous: GPUs priced at the cap carry most of the cost
+    assert solved >= 1
 
 
 def test_open_set_enumeration_needs_a_pool_limit_and_the_rows_that_close_a_pool():
@@ -179,9 +199,24 @@ def test_open_set_enumeration_needs_a_pool_limit_and_the_rows_that_close_a_pool(
     assert open_set_cases(model) is None
 
 
+def test_too_many_open_sets_leave_the_model_whole(monkeypatch):
+    data = prepare_milp_data(fleet_problem("toy_hetero"))
+    model = fleet_model.build(data, data.service_ratio_ms, routing="split", max_pools=2)
+    assert len(open_set_cases(model).cases) > 1
+    monkeypatch.setattr("optfleet.exact.OPEN_SET_LIMIT", 1)
+    assert open_set_cases(model) is None
+
+
+@pytest.mark.parametrize("routing", ["split", "sweep"])  # case by case, and whole
+def test_no_plan_within_the_time_limit_is_said_so_not_explained_as_infeasibility(routing):
+    with pytest.raises(NoPlanInTimeError, match="no plan found within the time limit of 1e-09 s .*not proof of infeasibility"):
+        solve_milp(fleet_problem("toy"), routing=routing, time_limit_s=1e-9, warm_start=False)
+
+
 def test_cases_out_of_time_report_no_bound_and_no_solution():
     problem = fleet_problem("toy")
     data = prepare_milp_data(problem)
     model = fleet_model.build(data, data.service_ratio_ms, routing="split")
-    report = solve_cases(model, open_set_cases(model), time_limit=1e-9)
+    split = open_set_cases(model)
+    report = solve_cases(model, split.groups, split.cases, time_limit=1e-9)
     assert report.status == "time_limit" and report.objective is None and report.bound is None

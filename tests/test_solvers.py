@@ -89,7 +89,7 @@ def test_a_row_no_values_meet_is_reported_infeasible_by_both_drivers():
     m = tiny()
     m.empty = pyo.Constraint(expr=LinearExpression([]) == 1)  # as the fleet model writes a class no pool can hold
     m.value.sense = pyo.minimize
-    for report in (solve(m), solve_cases(m, [[m.x[0]], [m.x[1]]])):
+    for report in (solve(m), solve_cases(m, [[m.x[0]], [m.x[1]]], [[0], [1]])):
         assert report.status == "infeasible" and not report.has_solution and report.bound is None
         assert "empty" in report.log
 
@@ -152,11 +152,24 @@ def test_cases_cover_a_model_and_agree_with_the_whole_solve():
     m.x = pyo.Var(range(4), domain=pyo.Binary)
     m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) == 2)
     m.cost = pyo.Objective(expr=4 * m.x[0] + 1 * m.x[1] + 3 * m.x[2] + 2 * m.x[3])
-    report = solve_cases(m, [[m.x[0]], [m.x[1]], [m.x[2], m.x[3]]])
+    report = solve_cases(m, [[m.x[i]] for i in range(4)], [[0], [1], [2, 3]])
     assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
     assert [round(pyo.value(m.x[i])) for i in range(4)] == [0, 1, 0, 1]
-    infeasible = solve_cases(m, [[m.x[0], m.x[1], m.x[2]]])  # one binary left: cannot reach two
+    infeasible = solve_cases(m, [[m.x[i]] for i in range(4)], [[0, 1, 2]])  # one binary left: cannot reach two
     assert infeasible.status == "infeasible" and infeasible.objective is None
+
+
+def test_cases_go_best_first_and_a_case_bounded_at_or_above_the_incumbent_is_never_solved():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(4), domain=pyo.Binary)
+    m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) == 2)
+    m.cost = pyo.Objective(expr=4 * m.x[0] + 1 * m.x[1] + 3 * m.x[2] + 2 * m.x[3])
+    # Case optima 3, 5, 5.  The third case's given bound (100) and the second's LP bound (5) exceed the
+    # first case's optimum, so only the first is solved.
+    report = solve_cases(m, [[m.x[i]] for i in range(4)], [[0], [1], [2, 3]], case_bounds=[0.0, 0.0, 100.0])
+    assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
+    assert "3 cases: 2 LP relaxations, 1 solved, 2 left pruned" in report.log
+    assert report.log.count("Running HiGHS") == 1
 
 
 def test_cases_reach_highs_without_their_fixed_columns_and_a_row_they_break_empties_the_case():
@@ -166,11 +179,11 @@ def test_cases_reach_highs_without_their_fixed_columns_and_a_row_they_break_empt
     m.need = pyo.Constraint(expr=m.x[0] >= 1)  # no solution with x0 = 0
     m.pair = pyo.Constraint(expr=m.x[1] + m.x[2] >= 1)
     m.cost = pyo.Objective(expr=m.x[0] + 2 * m.x[1] + 3 * m.x[2] + m.y)
-    report = solve_cases(m, [[m.x[0]], [m.y], [m.x[1]]])  # y = 0 is outside its bounds: the second case is empty too
+    report = solve_cases(m, [[m.x[0]], [m.y], [m.x[1]]], [[0], [1], [2]])  # y = 0 is outside its bounds: the second case is empty too
     assert report.proven_optimal and report.objective == pytest.approx(5.0)
     assert [round(pyo.value(m.x[i])) for i in range(3)] == [1, 0, 1] and pyo.value(m.y) == pytest.approx(1.0)
     assert report.log.count("Running HiGHS") == 1 and "3 cols" in report.log  # x1 left out; the row `need` kept
-    nothing = solve_cases(m, [[m.x[0]]])
+    nothing = solve_cases(m, [[m.x[0]]], [[0]])
     assert nothing.status == "infeasible" and nothing.objective is None
 
 
@@ -179,13 +192,13 @@ def test_cases_that_cannot_beat_the_cutoff_bound_the_optimum_and_a_known_bound_s
     m.x = pyo.Var(range(4), bounds=(0, 1))  # an LP: HiGHS ends a cut-off case with "objective bound reached"
     m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) >= 2)
     m.cost = pyo.Objective(expr=1 * m.x[0] + 2 * m.x[1] + 3 * m.x[2] + 4 * m.x[3])
-    report = solve_cases(m, [[], [m.x[0], m.x[1]]])  # the second case (cost 7) cannot beat 3
+    report = solve_cases(m, [[m.x[0], m.x[1]]], [[], [0]])  # the second case (cost 7) cannot beat 3
     assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
-    again = solve_cases(m, [[m.x[2]], [m.x[0]]], known_bound=3.0)  # the first case reaches the bound: done
+    again = solve_cases(m, [[m.x[2]], [m.x[0]]], [[0], [1]], known_bound=3.0)  # the first case reaches the bound: done
     assert again.proven_optimal and again.objective == pytest.approx(3.0) and again.bound == pytest.approx(3.0)
     assert again.log.count("Running HiGHS") == 1  # the second case never ran
 
 
 def test_cases_refuse_a_maximised_objective():
     with pytest.raises(ValueError, match="minimises"):
-        solve_cases(tiny(), [[]])
+        solve_cases(tiny(), [], [[]])
