@@ -20,9 +20,10 @@ LMSYS threshold routing, 4,827 rows), which mattered at 1-2 s per solve.
   constraint or objective are not sent and keep their values.
 
 :func:`solve_cases` solves a model as the union of cases (variables fixed at
-0 per case, and taken out of what HiGHS gets) on one compiled model, each case
-cut off at the best incumbent so far; the fleet MILP uses it to enumerate open
-pool sets with two pools.
+0 per case, and taken out of what HiGHS gets) on one compiled model, best
+first by each case's lower bound (given, then its LP relaxation), each MILP
+cut off at the best incumbent so far; the fleet MILP uses it to enumerate
+sets of open pools.
 
 Other solvers (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ...) are used through
 ``SolverFactory`` when installed, with the option names mapped in
@@ -42,10 +43,10 @@ from typing import Any
 import highspy
 import numpy as np
 import pyomo.environ as pyo
-from scipy.sparse import csc_matrix
 from pyomo.common.errors import InfeasibleConstraintException
 from pyomo.opt import TerminationCondition as LegacyCondition
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
+from scipy.sparse import csc_matrix
 
 from optfleet.errors import InputError
 from optfleet.solvers.report import (
