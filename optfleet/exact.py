@@ -200,7 +200,7 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
     objective = next(model.component_data_objects(pyo.Objective, active=True))
     if model.routing == "sweep" or objective.sense != pyo.minimize or not model.max_pools.active:
         return None
-    if not all(row.active for row in _closing_rows(model)):
+    if not all(row.active for component in _closing_rows(model) for row in component.values()):
         return None  # a customisation lifted a row that closes a pool's variables
     data = model.data
     usable = [j for j, option in enumerate(data.pools) if option.levels > 0]

@@ -251,7 +251,8 @@ def solve_cases(
             # an LP's optimum is exact), never above the cutoff it was given.
             proven = float(info.mip_dual_bound) if mip else float(info.objective_function_value)
             if case_status == highspy.HighsModelStatus.kOptimal:
-                settled.append(max(bound, min(proven, cutoff) if found else cutoff))
+                # an earlier bound (the LP's) may sit a tolerance above the case's own incumbent: cap it there
+                settled.append(min(max(bound, proven), info.objective_function_value) if found else max(bound, cutoff))
             elif case_status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kObjectiveBound):
                 settled.append(cutoff)  # nothing below the cutoff (nothing at all, when there was none)
             elif case_status == highspy.HighsModelStatus.kObjectiveTarget:

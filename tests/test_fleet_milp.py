@@ -197,6 +197,9 @@ def test_open_set_enumeration_needs_a_pool_limit_and_the_rows_that_close_a_pool(
     model = fleet_model.build(data, data.service_ratio_ms, routing="threshold")
     model.x_assign.deactivate()  # then a closed pool's segment binaries need not be 0
     assert open_set_cases(model) is None
+    model = fleet_model.build(data, data.service_ratio_ms, routing="split")
+    model.x_open[next(iter(model.x_open))].deactivate()  # one row is enough
+    assert open_set_cases(model) is None
 
 
 def test_too_many_open_sets_leave_the_model_whole(monkeypatch):
