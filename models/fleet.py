@@ -248,6 +248,15 @@ def closed_pool_variables(m: pyo.ConcreteModel, j: int) -> list[pyo.Var]:
     return variables
 
 
+def closing_rows(m: pyo.ConcreteModel) -> list[pyo.Constraint]:
+    """The rows by which ``open[j] = 0`` puts :func:`closed_pool_variables` at 0 (a customisation that
+    deactivates any of them voids that list)."""
+    rows = [m.x_open, m.z_open, m.n_open, m.one_count, m.nbig_high, m.load_definition, m.pool_mass_definition]
+    if hasattr(m, "compress"):
+        rows += [m.compress_open, m.x_assign, m.one_pool, m.route, m.compress_share]
+    return rows
+
+
 def _option_index(data: FleetMilpData) -> dict[tuple[str, int], int]:
     return {(o.gpu, o.window_tokens): j for j, o in enumerate(data.pools)}
 

@@ -200,7 +200,7 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
     objective = next(model.component_data_objects(pyo.Objective, active=True))
     if model.routing == "sweep" or objective.sense != pyo.minimize or not model.max_pools.active:
         return None
-    if not all(row.active for component in _closing_rows(model) for row in component.values()):
+    if not all(row.active for component in fleet_model.closing_rows(model) for row in component.values()):
         return None  # a customisation lifted a row that closes a pool's variables
     data = model.data
     usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
@@ -214,14 +214,6 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
     groups = [fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))]
     cases = [sorted(set(range(len(data.pools))) - set(chosen.tolist())) for chosen in open_sets]
     return OpenSetCases(groups, cases, open_set_bounds(data, open_sets) if cost_objective else None)
-
-
-def _closing_rows(model: pyo.ConcreteModel) -> list:
-    """The rows by which ``open[j] = 0`` puts ``closed_pool_variables(model, j)`` at 0."""
-    rows = [model.x_open, model.z_open, model.n_open, model.one_count, model.nbig_high, model.load_definition, model.pool_mass_definition]
-    if hasattr(model, "compress"):
-        rows += [model.compress_open, model.x_assign, model.one_pool, model.route, model.compress_share]
-    return rows
 
 
 def _restricted_bound(ratio_ms: np.ndarray, solved: list[tuple[np.ndarray, float]], minimising: bool = True) -> float | None:
