@@ -15,7 +15,15 @@ LMSYS threshold routing, 4,827 rows), which mattered at 1-2 s per solve.
   equal to 1) is reported infeasible without calling HiGHS.
 * A MIP start sends every variable; variables without a value would go as 0,
   so :func:`solve` refuses a warm start with unset variables.
-* The log is always captured (a temporary log file) and returned.
+* The log is always captured (a temporary log file) and returned, and
+  nothing any solver prints reaches stdout: every HiGHS session
+  (:func:`highs_session`, the one way optfleet creates a ``Highs``) and every
+  other solver's run happen inside :func:`optfleet.solvers.console.solver_console`,
+  which points file descriptor 1 away from stdout; what was printed there
+  goes into the report's log.
+* ``SolveReport.counts`` holds optfleet's own counts (solver runs, MIP starts
+  and whether they meet the model, cases): tests and programs read those, not
+  the solver's wording.
 * Fixed variables are constants to the compiler; variables in no active
   constraint or objective are not sent and keep their values.
 
@@ -36,8 +44,9 @@ import heapq
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import highspy
@@ -49,6 +58,7 @@ from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 from scipy.sparse import csc_matrix
 
 from optfleet.errors import InputError
+from optfleet.solvers.console import solver_console
 from optfleet.solvers.report import (
     ERROR,
     INFEASIBLE,
@@ -60,7 +70,7 @@ from optfleet.solvers.report import (
     relative_gap,
 )
 
-_HIGHS_STATUS = {
+HIGHS_STATUS = {
     highspy.HighsModelStatus.kOptimal: OPTIMAL,
     highspy.HighsModelStatus.kTimeLimit: TIME_LIMIT,
     highspy.HighsModelStatus.kInfeasible: INFEASIBLE,
@@ -68,7 +78,7 @@ _HIGHS_STATUS = {
     highspy.HighsModelStatus.kUnboundedOrInfeasible: INFEASIBLE_OR_UNBOUNDED,
     highspy.HighsModelStatus.kObjectiveTarget: "objective_target",  # resolved against known_bound below
 }
-OBJECTIVE_TARGET = _HIGHS_STATUS[highspy.HighsModelStatus.kObjectiveTarget]
+OBJECTIVE_TARGET = HIGHS_STATUS[highspy.HighsModelStatus.kObjectiveTarget]
 TARGET_TOLERANCE = 1e-9  # relative: how close to known_bound an incumbent stops HiGHS
 ROUND_OFF_GAP = 1e-12  # relative gaps below this are floating-point round-off, reported as 0
 START_ZERO = 1e-6  # a MIP start fits a case when its fixed variables are this close to 0
@@ -128,15 +138,20 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
         return _trivially_infeasible(exc, start)
     columns = form.columns
     minimising = form.objectives[0].sense == pyo.minimize
-    with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
-        if h.passModel(*_pass_model_args(form, integer)) == highspy.HighsStatus.kError:
+    args = _pass_model_args(form, integer)
+    counts = {"solver_runs": 1, "mip_starts": 0, "feasible_mip_starts": 0}
+    with highs_session(time_limit=time_limit, mip_gap=mip_gap, threads=threads, stream_log=stream_log) as (h, log):
+        if h.passModel(*args) == highspy.HighsStatus.kError:
             raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
         _set_target(h, known_bound, minimising)
         if warm_start and integer.any():
-            h.setSolution(_solution(columns))
+            start_solution = _solution(columns)
+            h.setSolution(start_solution)
+            counts["mip_starts"] = 1
+            counts["feasible_mip_starts"] = int(start_is_feasible(args, np.asarray(start_solution.col_value)))
         h.run()
         seconds = time.perf_counter() - start
-    status = _HIGHS_STATUS.get(h.getModelStatus(), ERROR)
+    status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
     info = h.getInfo()
     objective = bound = None
     if info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible):
@@ -153,7 +168,7 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
     if status == OBJECTIVE_TARGET:
         status = OPTIMAL  # the incumbent reaches known_bound (to TARGET_TOLERANCE): optimal by that bound
     gap = _gap(status, objective, bound)
-    return SolveReport(status, objective, bound, gap, seconds, "highs", log.text)
+    return SolveReport(status, objective, bound, gap, seconds, "highs", log.text, counts)
 
 
 def solve_cases(
@@ -210,8 +225,9 @@ def solve_cases(
     given = [-np.inf if case_bounds is None else float(case_bounds[c]) for c in range(len(cases))]
     queue = [(-np.inf, 1, c, given[c]) if c == first else (given[c], 0, c, given[c]) for c in range(len(cases))]
     heapq.heapify(queue)
-    incumbent, best, settled, status, runs = np.inf, None, [], OPTIMAL, {"LP": 0, "MILP": 0}
-    with _highs_session(time_limit, mip_gap, threads, stream_log) as (h, log):
+    incumbent, best, settled, status = np.inf, None, [], OPTIMAL
+    counts = {"cases": len(cases), "lp_relaxations": 0, "case_solves": 0, "empty_cases": 0, "mip_starts": 0, "feasible_mip_starts": 0}
+    with highs_session(time_limit=time_limit, mip_gap=mip_gap, threads=threads, stream_log=stream_log) as (h, log):
         tolerance = float(h.getOptionValue("mip_rel_gap")[1])
         while queue and (incumbent == np.inf or relative_gap(incumbent, queue[0][0]) > tolerance and queue[0][0] < incumbent):
             priority, stage, c, bound = heapq.heappop(queue)
@@ -222,24 +238,27 @@ def solve_cases(
                 break
             reduced = _without_columns(args, fixed_of(cases[c]))
             if reduced is None:  # a row the fixed columns alone break: nothing in this case
+                counts["empty_cases"] += 1
                 continue
             case_args, kept = reduced
             mip = bool(case_args[-1].any())
             if remaining is not None:
                 h.setOptionValue("time_limit", remaining)
             if stage == 0 and mip:
-                runs["LP"] += 1
+                counts["lp_relaxations"] += 1
                 relaxed = _relaxation_bound(h, case_args, incumbent)
                 if relaxed < np.inf:
                     heapq.heappush(queue, (max(bound, relaxed), 1, c, max(bound, relaxed)))
                 continue
-            runs["MILP"] += 1
+            counts["case_solves"] += 1
             if h.passModel(*case_args) == highspy.HighsStatus.kError:
                 raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
             _set_target(h, known_bound, True)
             h.setOptionValue("objective_bound", float(incumbent))
             if c == first:
                 h.setSolution(_solution(columns, start_values[kept]))
+                counts["mip_starts"] += 1
+                counts["feasible_mip_starts"] += int(start_is_feasible(case_args, start_values[kept]))
             cutoff = incumbent
             h.run()
             case_status, info = h.getModelStatus(), h.getInfo()
@@ -261,7 +280,7 @@ def solve_cases(
                 status = TIME_LIMIT
                 settled.append(max(bound, min(proven, cutoff)) if mip else bound)
             else:  # unbounded, infeasible-or-unbounded, interrupted: reported as such, no bound
-                status = _HIGHS_STATUS.get(case_status, ERROR)
+                status = HIGHS_STATUS.get(case_status, ERROR)
                 settled.append(-np.inf)
                 break
             if known_bound is not None and incumbent <= known_bound + TARGET_TOLERANCE * max(1.0, abs(known_bound)):
@@ -281,9 +300,12 @@ def solve_cases(
         status, bound = INFEASIBLE, None
     gap = _gap(status, objective_value, bound)
     left = "pruned by their bounds" if status == OPTIMAL else "unsolved"
-    text = f"optfleet: {len(cases)} cases: {runs['LP']} LP relaxations, {runs['MILP']} solved, {len(queue)} left {left}; each HiGHS run below\n"
+    counts["cases_left"] = len(queue)
+    counts["solver_runs"] = counts["lp_relaxations"] + counts["case_solves"]
+    text = (f"optfleet: {len(cases)} cases: {counts['lp_relaxations']} LP relaxations, {counts['case_solves']} solved, "
+            f"{len(queue)} left {left}; each HiGHS run below\n")
     text += log.text
-    return SolveReport(status, objective_value, bound, gap, seconds, "highs", text)
+    return SolveReport(status, objective_value, bound, gap, seconds, "highs", text, counts)
 
 
 def _relaxation_bound(h: highspy.Highs, case_args: tuple, cutoff: float) -> float:
@@ -330,6 +352,27 @@ def _without_columns(args: tuple, fixed: np.ndarray, tolerance: float = 1e-9) ->
     ), kept
 
 
+def start_is_feasible(args: tuple, values: np.ndarray, tolerance: float = 1e-6) -> bool:
+    """Whether a MIP start meets every bound, integrality and row of the ``passModel`` arrays ``args`` (to
+    ``tolerance``, relative to each bound's magnitude, at least 1): optfleet's own check that a heuristic's
+    plan is a solution of the model it starts, independent of what the solver logs about it."""
+    (n_cols, n_rows, _, _, _, _, _, col_lower, col_upper, row_lower, row_upper, starts, indices, values_a, integer) = args
+    values = np.asarray(values, dtype=np.float64)
+
+    def within(x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> bool:
+        low_slack = tolerance * np.maximum(1.0, np.abs(np.where(np.isfinite(lower), lower, 0.0)))
+        high_slack = tolerance * np.maximum(1.0, np.abs(np.where(np.isfinite(upper), upper, 0.0)))
+        return bool(np.all(x >= lower - low_slack) and np.all(x <= upper + high_slack))
+
+    if not within(values, col_lower, col_upper):
+        return False
+    whole = integer.astype(bool)
+    if np.any(np.abs(values[whole] - np.round(values[whole])) > tolerance):
+        return False
+    matrix = csc_matrix((values_a, indices, np.append(starts, len(values_a))), shape=(n_rows, n_cols))
+    return within(matrix @ values, row_lower, row_upper)
+
+
 def _gap(status: str, objective: float | None, bound: float | None) -> float | None:
     """The relative gap between incumbent and bound; an optimal run stopped within ``mip_gap`` shows it
     (0 without a bound to compare, e.g. another solver's optimal LP, and below ``ROUND_OFF_GAP``: a case's
@@ -354,35 +397,55 @@ def _compile(model: pyo.ConcreteModel, warm_start: bool):
 
 def _trivially_infeasible(exc: InfeasibleConstraintException, start: float) -> SolveReport:
     """The report of a model with a row no values can meet (e.g. an empty sum = 1), found while compiling."""
-    return SolveReport(INFEASIBLE, None, None, None, time.perf_counter() - start, "highs", f"not sent to HiGHS: {exc}")
+    return SolveReport(INFEASIBLE, None, None, None, time.perf_counter() - start, "highs", f"not sent to HiGHS: {exc}", {"solver_runs": 0})
 
 
-class _Log:
-    text = ""
+@dataclass
+class SessionLog:
+    """What one HiGHS session printed: its console output (the banner, or the log when streamed) and its log."""
+
+    text: str = ""
 
 
 @contextmanager
-def _highs_session(time_limit, mip_gap, threads, stream_log):
-    """A configured ``Highs`` whose log goes to a temporary file; ``log.text`` holds it after the block."""
-    h = highspy.Highs()
-    h.setOptionValue("log_to_console", bool(stream_log))
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
-    if mip_gap is not None:
-        h.setOptionValue("mip_rel_gap", float(mip_gap))
-    if threads is not None:
-        h.setOptionValue("threads", int(threads))
-    handle, log_path = tempfile.mkstemp(prefix="optfleet-highs-", suffix=".log")
-    os.close(handle)
-    h.setOptionValue("log_file", log_path)
-    log = _Log()
-    try:
-        yield h, log
-        h.setOptionValue("log_file", "")  # closes the file before it is read
-        with open(log_path) as log_file:
-            log.text = log_file.read()
-    finally:
-        os.unlink(log_path)
+def highs_session(
+    *,
+    time_limit: float | None = None,
+    mip_gap: float | None = None,
+    threads: int | None = None,
+    stream_log: bool = False,
+    keep_log: bool = True,
+) -> Iterator[tuple[highspy.Highs, SessionLog]]:
+    """A configured ``Highs``, created and run with stdout kept for optfleet (:func:`solver_console`).
+
+    With ``keep_log`` HiGHS logs to a temporary file; after the block ``log.text`` holds what HiGHS printed
+    to the console (its banner) and that log.  ``stream_log`` also shows the log live, on stderr.  Without
+    ``keep_log`` HiGHS logs nothing (``output_flag`` off), as the caching LP's thousands of blocks want.
+    """
+    log = SessionLog()
+    with solver_console(to_stderr=stream_log) as console:
+        h = highspy.Highs()
+        h.setOptionValue("log_to_console", bool(stream_log))
+        if not keep_log:
+            h.setOptionValue("output_flag", False)
+        if time_limit is not None:
+            h.setOptionValue("time_limit", float(time_limit))
+        if mip_gap is not None:
+            h.setOptionValue("mip_rel_gap", float(mip_gap))
+        if threads is not None:
+            h.setOptionValue("threads", int(threads))
+        handle, log_path = tempfile.mkstemp(prefix="optfleet-highs-", suffix=".log")
+        os.close(handle)
+        if keep_log:
+            h.setOptionValue("log_file", log_path)
+        try:
+            yield h, log
+            h.setOptionValue("log_file", "")  # closes the file before it is read
+            with open(log_path) as log_file:
+                log.text = log_file.read()
+        finally:
+            os.unlink(log_path)
+    log.text = console.text + log.text
 
 
 def _set_target(h, known_bound: float | None, minimising: bool) -> None:
@@ -435,7 +498,8 @@ def _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream
             options[name] = value
     extra = {"warmstart": True} if warm_start else {}
     start = time.perf_counter()
-    results = factory.solve(model, options=options, tee=stream_log, load_solutions=False, **extra)
+    with solver_console(to_stderr=stream_log) as console:
+        results = factory.solve(model, options=options, tee=stream_log, load_solutions=False, **extra)
     seconds = time.perf_counter() - start
     status = _LEGACY_STATUS.get(results.solver.termination_condition, ERROR)
     objective = bound = None
@@ -447,4 +511,4 @@ def _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream
     if raw_bound is not None and abs(float(raw_bound)) != float("inf"):
         bound = float(raw_bound)
     gap = _gap(status, objective, bound)
-    return SolveReport(status, objective, bound, gap, seconds, solver, "")
+    return SolveReport(status, objective, bound, gap, seconds, solver, console.text, {"solver_runs": 1})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 OPTIMAL = "optimal"
@@ -21,6 +21,12 @@ class SolveReport:
     ``bound`` the best proven bound, ``gap`` the relative gap
     ``|objective - bound| / max(|objective|, 1e-10)`` (an optimal run stops within the
     requested MIP gap, so its gap is at most that; 0 when there is no bound to compare).
+    ``log`` is what the solver printed (its console output and its log, for people);
+    ``counts`` is what optfleet counted itself, for programs and tests that must not
+    depend on a solver's wording: ``solver_runs`` (runs of the solver), ``mip_starts``
+    and ``feasible_mip_starts`` (starts handed to it, and those optfleet checked meet
+    every row and bound), and for a case-by-case solve ``cases``, ``lp_relaxations``,
+    ``case_solves``, ``empty_cases`` and ``cases_left`` (unsolved when it ended).
     """
 
     status: str
@@ -30,6 +36,7 @@ class SolveReport:
     seconds: float
     solver: str
     log: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_solution(self) -> bool:

@@ -61,3 +61,14 @@ def test_benchmark_tables_are_quoted_from_the_results_files():
     for name in ("sweep.md", "simulate.md", "milp.md", "heterogeneous.md", "caching_replay.md", "caching_lp.md"):
         table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
         assert "\n".join(table) in README, f"README does not quote benchmarks/results/{name}"
+
+
+def test_supported_versions_table_quotes_the_declared_lower_bounds():
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in declared:
+        name, lower = (part.strip() for part in requirement.split(">=", 1))
+        row = re.search(rf"^\s*\| {re.escape(name)} \| ([0-9.]+) \|", README, flags=re.M)
+        assert row is not None, f"README's version table has no row for {name}"
+        assert row.group(1).startswith(lower.split(",")[0]), (name, row.group(1), lower)

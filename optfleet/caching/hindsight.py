@@ -46,18 +46,12 @@ from optfleet.caching.tiers import evaluate_two_tier
 from optfleet.caching.trace import ConversationTrace
 from optfleet.models import caching as lp
 from optfleet.solvers import SolveReport, solve
+from optfleet.solvers.highs import HIGHS_STATUS, highs_session
 from optfleet.solvers.report import ERROR, INFEASIBLE, OPTIMAL, TIME_LIMIT, relative_gap
 
 PATHS = ("auto", "pyomo", "highspy")
 # Relative agreement at which the LP optimum and the schedule's evaluated TEL are the same number.
 TEL_MATCH_RELATIVE = 1e-7
-
-_HIGHS_STATUS = {
-    highspy.HighsModelStatus.kOptimal: OPTIMAL,
-    highspy.HighsModelStatus.kTimeLimit: TIME_LIMIT,
-    highspy.HighsModelStatus.kInfeasible: INFEASIBLE,
-}
-
 
 @dataclass(frozen=True)
 class HindsightResult:
@@ -181,37 +175,36 @@ def _solve_highspy(data: lp.CacheLpData, time_limit_s: float | None, decompose: 
     blocks = lp.highs_blocks(data) if decompose else [lp.highs_whole(data)]
     build_s = time.perf_counter() - start
     start = time.perf_counter()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("solver", "simplex")
-    # HiGHS presolve costs more than it saves on these interval LPs (3x slower measured at 1e5 turns);
-    # the rows that can never bind are already dropped by prepare().
-    h.setOptionValue("presolve", "off")
     values = data.col_upper.astype(float)
     prices = np.zeros(data.n_rows)
     status, block_sum = OPTIMAL, 0.0
-    for block in blocks:
-        rows = slice(block.first_row, block.end_row)
-        if time_limit_s is not None:
-            remaining = time_limit_s - (time.perf_counter() - start)
-            if remaining <= 0:
-                status, values[block.columns] = TIME_LIMIT, 0.0
-                continue
-            h.setOptionValue("time_limit", remaining)
-        if h.passModel(*block.pass_model_args) == highspy.HighsStatus.kError:
-            raise RuntimeError("HiGHS refused the hindsight LP arrays")
-        h.run()
-        block_status = _HIGHS_STATUS.get(h.getModelStatus(), ERROR)
-        info, solution = h.getInfo(), h.getSolution()
-        feasible = solution.value_valid and info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible)
-        values[block.columns] = np.asarray(solution.col_value, dtype=float) if feasible else 0.0
-        if solution.dual_valid:
-            # HiGHS's duals of <= rows of a minimisation are <= 0; the price of capacity is their negative.
-            prices[rows] = -np.asarray(solution.row_dual, dtype=float)
-        if block_status == OPTIMAL:
-            block_sum += float(info.objective_function_value)
-        elif status == OPTIMAL or block_status == ERROR:
-            status = block_status
+    with highs_session(keep_log=False) as (h, _):
+        h.setOptionValue("solver", "simplex")
+        # HiGHS presolve costs more than it saves on these interval LPs (3x slower measured at 1e5 turns);
+        # the rows that can never bind are already dropped by prepare().
+        h.setOptionValue("presolve", "off")
+        for block in blocks:
+            rows = slice(block.first_row, block.end_row)
+            if time_limit_s is not None:
+                remaining = time_limit_s - (time.perf_counter() - start)
+                if remaining <= 0:
+                    status, values[block.columns] = TIME_LIMIT, 0.0
+                    continue
+                h.setOptionValue("time_limit", remaining)
+            if h.passModel(*block.pass_model_args) == highspy.HighsStatus.kError:
+                raise RuntimeError("HiGHS refused the hindsight LP arrays")
+            h.run()
+            block_status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
+            info, solution = h.getInfo(), h.getSolution()
+            feasible = solution.value_valid and info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible)
+            values[block.columns] = np.asarray(solution.col_value, dtype=float) if feasible else 0.0
+            if solution.dual_valid:
+                # HiGHS's duals of <= rows of a minimisation are <= 0; the price of capacity is their negative.
+                prices[rows] = -np.asarray(solution.row_dual, dtype=float)
+            if block_status == OPTIMAL:
+                block_sum += float(info.objective_function_value)
+            elif status == OPTIMAL or block_status == ERROR:
+                status = block_status
     solve_s = time.perf_counter() - start
     lp_optimum = None
     if status == OPTIMAL:
