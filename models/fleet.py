@@ -8,7 +8,7 @@ Variables
     z[k,j] in [0,p_c]   share of class k compressed to C_j and served by j (band classes, L_out < C_j)
                         (neither exists for a pool with no floor level under the SLO: it cannot open;
                         a class no other pool holds then gets the empty row 0 = 1, reported infeasible)
-    n[j] integer >= 0   GPUs (instances) of pool j;   open[j] binary: pool j is used
+    n[j] integer in [0, gpu_bound[j]]   GPUs (instances) of pool j;   open[j] binary: pool j is used
     level[j,m] binary   pool j's P99 TTFT floor level: its floor is at most (m+1) t_j
     count[j,q] binary   pool j has exactly q GPUs, 1 <= q < N_j;   big[j] binary: n[j] >= N_j
                         (an open pool has at least one GPU)
@@ -24,7 +24,9 @@ Constraints (equation numbers refer to this docstring)
                         every pool picks a level, open or not, so the top row holds outright)
     (5) one level, one count:  sum_m level[j,m] = 1,  sum_q count[j,q] + big[j] = open[j]
                         (a pool with no level under the SLO cannot open)
-    (6) n[j] = sum_q q count[j,q] + nbig, nbig in [N_j big[j], n_max big[j]]
+    (6) n[j] = sum_q q count[j,q] + nbig, nbig in [N_j big[j], gpu_bound[j] big[j]];  n_open: n[j] <= gpu_bound[j] open[j]
+                        (gpu_bound: enough for any routing's load, widened for the user constraints that
+                        need more: models/fleet_constraints.py gpu_bounds)
     (7) wait[j,m]       a_j <= sum_q a_max[j,q,m] count[j,q] + r_j nbig[j] + D_jm (1 - level[j,m])
                         (below N_j GPUs the Erlang-C limit of the chosen count; from N_j on the
                         cap r_j n = rho_max n_max n implies W99 = 0; D_jm = max_q (r_j q - a_max[j,q,m])
@@ -58,10 +60,31 @@ from optfleet.errors import InfeasibleError, InputError
 from optfleet.fleet.plan import Plan, PoolPlan, RouteRule
 
 ROUTING_MODES = ("split", "threshold", "sweep")
+SERVED_ZERO = 1e-9  # a served share at or below this (under a budget) is no traffic at all
 
 
-def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max_pools: int = 2) -> pyo.ConcreteModel:
-    """The MILP of ``data`` with Erlang tables at ``ratio_ms`` (one R_j per pool option)."""
+def service_gpu_bounds(data: FleetMilpData) -> np.ndarray:
+    """Instances of each pool option that carry any routing's load: ``ceil(a_max_j / (rho_max n_max_j)) + N_j + 1``.
+
+    ``a_max_j`` is the load of every class pool j can hold (compressed or not).  At that many instances the
+    cap (3) holds for every routing and, being at least the table size ``N_j``, so do the wait rows (7).  A
+    plan never needs more for its own traffic; user constraints may need more
+    (``optfleet.models.fleet_constraints.gpu_bounds``).
+    """
+    problem = data.problem
+    max_load = [max(data.load[:, j][data.fits[:, j]].sum(), 0.0) + data.compressed_load[:, j].sum() for j in range(len(data.pools))]
+    return np.array([int(np.ceil(max_load[j] / (problem.rho_max * o.slots_per_gpu))) + o.table_gpus + 1 for j, o in enumerate(data.pools)])
+
+
+def build(
+    data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max_pools: int = 2, gpu_bounds: np.ndarray | None = None,
+) -> pyo.ConcreteModel:
+    """The MILP of ``data`` with Erlang tables at ``ratio_ms`` (one R_j per pool option).
+
+    ``gpu_bounds[j]`` bounds ``n[j]`` (instances; default :func:`service_gpu_bounds`).  It is the mutable
+    Param ``m.gpu_bound``, also the big-M of ``n_open`` and ``nbig_high``: a Python constraint that needs
+    more instances in a pool raises it there (``m.gpu_bound[j] = 500``) before the solve.
+    """
     if routing not in ROUTING_MODES:
         raise ValueError(f"routing must be one of {ROUTING_MODES}")
     problem = data.problem
@@ -77,16 +100,16 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     comp_pairs = [(k, j) for k in classes for j in pools if data.can_compress[k, j] and usable[j]]
     m.x = pyo.Var(fit_pairs, bounds=(0, 1))
     m.z = pyo.Var(comp_pairs, bounds=(0, pc))
-    max_load = np.array([max(data.load[:, j][data.fits[:, j]].sum(), 0.0) + data.compressed_load[:, j].sum() for j in pools])
-    max_gpus = [int(np.ceil(max_load[j] / (problem.rho_max * o.slots_per_gpu))) + o.table_gpus + 1 for j, o in enumerate(data.pools)]
-    m.n = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda _, j: (0, max_gpus[j]))
+    bounds = service_gpu_bounds(data) if gpu_bounds is None else np.asarray(gpu_bounds)
+    m.gpu_bound = pyo.Param(pools, mutable=True, within=pyo.NonNegativeIntegers, initialize=lambda _, j: int(bounds[j]))
+    m.n = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda m, j: (0, m.gpu_bound[j]))
     m.open = pyo.Var(pools, domain=pyo.Binary)
     level_pairs = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
     count_pairs = [(j, q) for j in pools for q in range(1, data.pools[j].table_gpus)]
     m.level = pyo.Var(level_pairs, domain=pyo.Binary)
     m.count = pyo.Var(count_pairs, domain=pyo.Binary)
     m.big = pyo.Var(pools, domain=pyo.Binary)
-    m.nbig = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda _, j: (0, max_gpus[j]))
+    m.nbig = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda m, j: (0, m.gpu_bound[j]))
 
     x_of = {j: [k for k, jj in fit_pairs if jj == j] for j in pools}
     z_of = {j: [k for k, jj in comp_pairs if jj == j] for j in pools}
@@ -104,7 +127,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     )
     m.x_open = pyo.Constraint(fit_pairs, rule=lambda m, k, j: m.x[k, j] <= m.open[j])
     m.z_open = pyo.Constraint(comp_pairs, rule=lambda m, k, j: m.z[k, j] <= pc * m.open[j])
-    m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= max_gpus[j] * m.open[j])
+    m.n_open = pyo.Constraint(pools, rule=lambda m, j: m.n[j] <= m.gpu_bound[j] * m.open[j])
 
     def floor_rule(m, j, lv):
         excess = np.zeros((2, len(data.mass)))
@@ -129,7 +152,7 @@ def build(data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max
     m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(1, data.pools[j].table_gpus)) + m.big[j] == m.open[j])
     m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(1, data.pools[j].table_gpus)) + m.nbig[j])
     m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= data.pools[j].table_gpus * m.big[j])
-    m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= max_gpus[j] * m.big[j])
+    m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= m.gpu_bound[j] * m.big[j])
     tables = [table.tolist() for table in erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)]
     wait_index = [(j, lv) for j in pools for lv in range(data.pools[j].levels)]
 
@@ -206,17 +229,17 @@ def extract(m: pyo.ConcreteModel) -> Plan:
     data: FleetMilpData = m.data
     # A pool opened with 0 GPUs carries no load (utilisation cap): it is not part of the plan.
     opened = [j for j in range(len(data.pools)) if pyo.value(m.open[j]) > 0.5 and round(pyo.value(m.n[j])) > 0]
-    if not opened:
-        raise InfeasibleError("the MILP's incumbent opens no pool (it serves no traffic); with a budget cap, raise the cap or the time limit")
+    served = float(pyo.value(m.served)) if hasattr(m, "served") else 1.0
+    if not opened or served <= SERVED_ZERO:
+        raise InfeasibleError("the MILP's best plan serves no traffic: no plan within the budget cap and the other constraints "
+                              "serves every length class a positive share; raise the cap, relax the constraints or the time limit")
     gpu_of = (lambda j: data.pools[j].gpu) if data.problem.heterogeneous else (lambda j: None)
     pools = tuple(PoolPlan(data.pools[j].name, data.pools[j].window_tokens, int(round(pyo.value(m.n[j]))), gpu_of(j)) for j in opened)
     rules = []
     for k in range(len(data.mass)):
         shares = tuple((data.pools[j].name, float(pyo.value(m.x[k, j]))) for j in opened if (k, j) in m.x and pyo.value(m.x[k, j]) > 1e-9)
         compressed = tuple((data.pools[j].name, float(pyo.value(m.z[k, j]))) for j in opened if (k, j) in m.z and pyo.value(m.z[k, j]) > 1e-9)
-        total = sum(v for _, v in shares) + sum(v for _, v in compressed)
-        if total <= 1e-12:
-            shares, compressed, total = ((data.pools[opened[-1]].name, 1.0),), (), 1.0
+        total = sum(v for _, v in shares) + sum(v for _, v in compressed)  # = served (row 1), > SERVED_ZERO
         shares = tuple((n, v / total) for n, v in shares)
         compressed = tuple((n, v / total) for n, v in compressed)
         out_below = int(data.class_out_below[k])
@@ -225,7 +248,6 @@ def extract(m: pyo.ConcreteModel) -> Plan:
             shares=shares, compressed=compressed, out_from=int(data.class_out_from[k]),
             out_below=None if out_below == np.iinfo(np.int64).max else out_below,
         ))
-    served = float(pyo.value(m.served)) if hasattr(m, "served") else 1.0
     return Plan(pools=pools, method=f"milp-{m.routing}", rules=tuple(rules), served_share=min(max(served, 0.0), 1.0))
 
 
@@ -267,11 +289,14 @@ def _option_key(data: FleetMilpData, pool: PoolPlan) -> tuple[str, int]:
 
 def can_warm_start(m: pyo.ConcreteModel, plan: Plan) -> bool:
     """Whether :func:`warm_start` can load ``plan``: threshold routing, at most K pools, every pool with GPUs an
-    option the model keeps (one with a floor level under the SLO)."""
+    option the model keeps (one with a floor level under the SLO) and within its ``gpu_bound``."""
     index = _option_index(m.data)
-    return plan.rules is None and len(plan.pools) <= pyo.value(m.max_pools.upper) and all(
-        _option_key(m.data, p) in index and (p.gpus == 0 or m.data.pools[index[_option_key(m.data, p)]].levels > 0) for p in plan.pools
-    )
+
+    def loadable(pool: PoolPlan) -> bool:
+        j = index.get(_option_key(m.data, pool))
+        return j is not None and (pool.gpus == 0 or (m.data.pools[j].levels > 0 and pool.gpus <= pyo.value(m.gpu_bound[j])))
+
+    return plan.rules is None and len(plan.pools) <= pyo.value(m.max_pools.upper) and all(loadable(p) for p in plan.pools)
 
 
 def warm_start(m: pyo.ConcreteModel, plan: Plan) -> None:

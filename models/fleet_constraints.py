@@ -24,13 +24,19 @@ GPU counts below are GPUs, ``g_j = tp_j n[j]`` (an instance of TP degree t is t 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.errors import InputError
+from optfleet.fleet.milp_data import FleetMilpData
 from optfleet.hardware import get_gpu
+from optfleet.models.fleet import service_gpu_bounds
+
+LARGEST_BOUND = 2**53  # instances: the largest count a double (HiGHS's bounds) holds exactly
 
 
 def _pools_of_gpu(m: pyo.ConcreteModel, gpu: str, field: str) -> list[int]:
@@ -117,13 +123,18 @@ def add_node_multiple(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
     setattr(m, f"user_node_multiple_{i}", pyo.Constraint(sorted(groups), rule=lambda m, g: _gpus(m, groups[g]) == spec.gpus_per_node * nodes[g]))
 
 
-def add_fixed(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
-    label = m.data.problem.configuration_label(spec.gpu, spec.tp, f"constraints[{i}].gpu")
-    keys = [(o.gpu, o.window_tokens) for o in m.data.pools]
+def _fixed_option(data: FleetMilpData, i: int, spec: Any) -> int:
+    """The pool option a ``fixed`` constraint pins (an error naming the field when there is none)."""
+    label = data.problem.configuration_label(spec.gpu, spec.tp, f"constraints[{i}].gpu")
+    keys = [(o.gpu, o.window_tokens) for o in data.pools]
     if (label, spec.window_tokens) not in keys:
         offered = sorted(w for g, w in keys if g == label)
         raise InputError(f"constraints[{i}].window_tokens", spec.window_tokens, f"is not a pool option on {label}; its windows: {offered}")
-    j = keys.index((label, spec.window_tokens))
+    return keys.index((label, spec.window_tokens))
+
+
+def add_fixed(m: pyo.ConcreteModel, i: int, spec: Any) -> None:
+    j = _fixed_option(m.data, i, spec)
     setattr(m, f"user_fixed_{i}", pyo.Constraint(expr=m.n[j] == spec.gpus))
     if spec.gpus > 0:
         setattr(m, f"user_fixed_{i}_open", pyo.Constraint(expr=m.open[j] == 1))
@@ -145,3 +156,76 @@ def add_user_constraints(m: pyo.ConcreteModel, specs: tuple, skip: int | None = 
     for i, spec in enumerate(specs):
         if i != skip:
             CONSTRAINTS[spec.kind](m, i, spec)
+
+
+def gpu_bounds(data: FleetMilpData, specs: tuple) -> np.ndarray:
+    """Upper bounds on each pool option's instances ``n[j]`` (the model's ``gpu_bound``) under the constraints ``specs``.
+
+    Start from :func:`optfleet.models.fleet.service_gpu_bounds` ``s_j`` (any routing's load), then:
+
+    * ``fixed`` at ``f``: ``max(s_j, f)``;
+    * ``node_multiple`` (``G`` GPUs per node) on j's type: ``s_j + L_j - 1`` with ``L_j`` the lcm, over
+      those constraints, of ``G / gcd(tp_j, G)``.  Proof: take any feasible plan and, in every pool j that is
+      not fixed and has at least ``s_j + L_j`` instances, remove ``L_j`` instances until it has fewer.  Each
+      step removes ``tp_j L_j`` GPUs, a multiple of every ``G``, so node multiples still hold; the pool
+      still has ``s_j`` instances or more, so its cap and wait rows and ``open[j]`` are unchanged; cost and
+      GPU counts only fall, so budgets and availability still hold, and the plan is no worse.  Hence
+      some optimal plan lies within the bounds, and an instance is infeasible only if no plan within them
+      exists;
+    * ``budget`` ``B`` and ``availability`` ``A``: every feasible plan has ``n_j <= B / c_j`` and
+      ``tp_j n_j <= A``, so the bounds are capped there (no plan is lost);
+    * ``gpu_mix``: a share can make a type hold GPUs no traffic needs, as many as ``s / (1 - s)`` times the
+      other types' (min share ``s``) or ``(1 - s) / s`` times its own in the others (max share ``s``); the
+      types' totals are widened by those factors (three rounds, for shares that chain).  This bound is not
+      proven: ``optfleet.exact.solve_milp`` certifies the optimum by cost afterwards (a plan beyond the
+      bounds costs at least ``min_j c_j (gpu_bound_j + 1)``) and re-solves with wider bounds when that is
+      below the plan found; an infeasible verdict under ``gpu_mix`` holds for plans within the bounds.
+    """
+    pools = data.pools
+    bounds = service_gpu_bounds(data).astype(np.int64)
+    fixed = {}
+    for i, spec in enumerate(specs):
+        if spec.kind == "fixed":
+            fixed[_fixed_option(data, i, spec)] = spec.gpus
+    steps = np.ones(len(pools), dtype=np.int64)
+    for spec in specs:
+        if spec.kind == "node_multiple":
+            wanted = None if spec.gpu is None else get_gpu(spec.gpu).name
+            for j, option in enumerate(pools):
+                if wanted is None or option.gpu_type == wanted:
+                    steps[j] = math.lcm(int(steps[j]), spec.gpus_per_node // math.gcd(option.tp, spec.gpus_per_node))
+    bounds += steps - 1
+    bounds = _widen_for_shares(data, bounds, [spec for spec in specs if spec.kind == "gpu_mix"])
+    for j, gpus in fixed.items():
+        bounds[j] = max(int(bounds[j]), min(gpus, LARGEST_BOUND))
+    for spec in specs:
+        if spec.kind == "budget":
+            cap = np.array([min(math.floor(spec.max_cost_per_hour / o.cost_per_gpu_hour), LARGEST_BOUND) for o in pools])
+            bounds = np.minimum(bounds, cap)
+        elif spec.kind == "availability":
+            wanted = get_gpu(spec.gpu).name
+            cap = np.array([min(spec.max_gpus // o.tp, LARGEST_BOUND) if o.gpu_type == wanted else LARGEST_BOUND for o in pools])
+            bounds = np.minimum(bounds, cap)
+    return bounds
+
+
+def _widen_for_shares(data: FleetMilpData, bounds: np.ndarray, mixes: list, rounds: int = 3) -> np.ndarray:
+    """``bounds`` widened so that each type's GPUs can reach the shares of ``mixes`` (see :func:`gpu_bounds`)."""
+    if not mixes:
+        return bounds
+    pools = data.pools
+    types = sorted({o.gpu_type for o in pools})
+    total = {t: sum(o.tp * int(bounds[j]) for j, o in enumerate(pools) if o.gpu_type == t) for t in types}
+    for _ in range(rounds):
+        for spec in mixes:
+            mine = get_gpu(spec.gpu).name
+            if mine not in total:
+                continue
+            others = sum(v for t, v in total.items() if t != mine)
+            if 0.0 < spec.min_share < 1.0:
+                total[mine] = max(total[mine], math.ceil(spec.min_share / (1.0 - spec.min_share) * others))
+            if 0.0 < spec.max_share < 1.0:
+                for t in types:
+                    if t != mine:
+                        total[t] = max(total[t], math.ceil((1.0 - spec.max_share) / spec.max_share * total[mine]))
+    return np.array([min(max(int(bounds[j]), -(-total[o.gpu_type] // o.tp)), LARGEST_BOUND) for j, o in enumerate(pools)], dtype=np.int64)

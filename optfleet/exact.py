@@ -49,7 +49,7 @@ from optfleet.fleet.plan_sizing import infeasible_pool_message
 from optfleet.fleet.problem import FleetProblem
 from optfleet.heuristics import sweep
 from optfleet.models import fleet as fleet_model
-from optfleet.models.fleet_constraints import add_user_constraints
+from optfleet.models.fleet_constraints import LARGEST_BOUND, add_user_constraints, gpu_bounds
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import solve_cases
 from optfleet.solvers.report import TIME_LIMIT, relative_gap
@@ -92,14 +92,52 @@ def solve_milp(
     The instance's ``constraints:`` are added to every model built, then
     ``customize(model)`` if given: the Python hook for constraints of your own
     (e.g. ``m.cap = pyo.Constraint(expr=m.cost <= 500)``).
+
+    Each pool option's instances are bounded by ``gpu_bounds`` (models/fleet_constraints.py), proven
+    to keep an optimal plan under every constraint kind but ``gpu_mix``.  With ``gpu_mix`` or
+    ``customize`` (and the cost objective) the plan is certified afterwards: a plan beyond the bounds
+    costs at least ``min_j c_j (gpu_bound_j + 1)``; when that is below the plan's cost, the model is
+    solved once more with every plan up to that cost inside the bounds, which is exact.
     """
     data = prepare_milp_data(problem)
+    bounds = gpu_bounds(data, problem.constraints)
+    settings = dict(routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
+                    max_iterations=max_iterations, customize=customize)
+    result = _solve_within(problem, data, bounds, **settings)
+    certify = customize is not None or any(spec.kind == "gpu_mix" for spec in problem.constraints)
+    if certify and not any(spec.kind == "budget" for spec in problem.constraints):
+        # A plan with more instances than gpu_bound[j] in some pool j costs at least c_j (gpu_bound[j] + 1).
+        prices = np.array([option.cost_per_gpu_hour for option in data.pools])
+        cost = result.evaluation.cost_per_hour
+        if np.min(prices * (bounds + 1)) < cost:
+            # Not certified: re-solve with every plan of cost <= this one inside the bounds, which is exact.
+            wider = np.maximum(bounds, np.minimum(np.floor(cost / prices), LARGEST_BOUND).astype(np.int64))
+            result = _solve_within(problem, data, wider, **settings)
+    return result
+
+
+def _solve_within(
+    problem: FleetProblem,
+    data,
+    bounds: np.ndarray,
+    *,
+    routing: str,
+    max_pools: int,
+    time_limit_s: float | None,
+    mip_gap: float | None,
+    warm_start: bool,
+    max_iterations: int,
+    customize: Callable[[pyo.ConcreteModel], None] | None,
+) -> MilpResult:
+    """:func:`solve_milp` with the instances of pool option j at most ``bounds[j]``."""
     ratio = data.service_ratio_ms.copy()
     start = _sweep_plan(problem) if warm_start else None
     history: list[dict] = []
 
     def model_at(ratio_ms: np.ndarray, skip: int | None = None) -> pyo.ConcreteModel:
-        model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools)
+        constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
+        model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
+                                  gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints))
         add_user_constraints(model, problem.constraints, skip=skip)
         if customize is not None:
             customize(model)
@@ -130,7 +168,8 @@ def solve_milp(
                     f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
                     "infeasibility: raise solve.time_limit_s"
                 )
-            raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s).has_solution))
+            raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s).has_solution,
+                                           customized=customize is not None))
         if report.bound is not None:
             solved.append((ratio.copy(), report.bound))
         plan = fleet_model.extract(model)
@@ -261,12 +300,16 @@ def _sweep_plan(problem: FleetProblem) -> Plan | None:
         return None
 
 
-def _explain(problem: FleetProblem, report: SolveReport, feasible_without: Callable[[int], bool]) -> str:
-    """Why no plan exists: the TTFT floor of the homogeneous pool, or the user constraints whose removal helps."""
+def _explain(problem: FleetProblem, report: SolveReport, feasible_without: Callable[[int], bool], customized: bool = False) -> str:
+    """Why no plan exists: the TTFT floor of the homogeneous pool, or the user constraints whose removal helps
+    (with a Python hook, which can only be judged within the model's ``gpu_bound``)."""
     evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
     if evaluation.pools[0].min_gpus < 0:
         return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(evaluation, 'long')}"
     culprits = [f"constraints[{i}] ({spec.kind})" for i, spec in enumerate(problem.constraints) if feasible_without(i)]
     if culprits:
         return f"MILP {report.status}: the user constraints exclude every plan; dropping any one of {', '.join(culprits)} makes the instance feasible"
+    if customized:
+        return (f"MILP {report.status} ({report.summary}): the constraints added in Python (customize) exclude every plan with at most "
+                "gpu_bound[j] instances in pool option j; a constraint that needs more raises m.gpu_bound[j] in the same hook")
     return f"MILP {report.status} ({report.summary}); the homogeneous fleet is feasible, so the user constraints together exclude every plan"
