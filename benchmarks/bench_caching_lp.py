@@ -1,6 +1,6 @@
 """Benchmark: the hindsight caching LP (highspy path) against Tail-Optimized Belady, in one run.
 
-Traces come from optfleet.caching.generate with ShareGPT-like settings:
+Traces come from optfleet.problems.caching.generate with ShareGPT-like settings:
 conversations born at 1/s, 3.5 turns and 3 s between turns on average,
 lognormal prompts (mean 100 tokens) and answers (mean 300 tokens), sigma 1;
 TTFT = 0.5 ms/token x uncached tokens, xi = 100 ms (200 tokens).
@@ -44,10 +44,10 @@ def run_one(turns: int, capacity: int, method: str) -> dict:
     """One measurement, in this (child) process; returns a JSON-able row."""
     import numpy as np
 
-    from optfleet.caching.belady import tail_optimized_belady
-    from optfleet.caching.evaluate import TtftModel, evaluate_schedule
-    from optfleet.caching.generate import ConversationModel, LengthModel, generate_trace
-    from optfleet.caching.hindsight import solve_hindsight
+    from optfleet.problems.caching.belady import tail_optimized_belady
+    from optfleet.problems.caching.evaluate import TtftModel, evaluate_schedule
+    from optfleet.problems.caching.generate import ConversationModel, LengthModel, generate_trace
+    from optfleet.problems.caching.hindsight import solve_hindsight
 
     model = ConversationModel.from_summary(1.0, 3.5, 3.0, LengthModel("lognormal", 100, 1.0), LengthModel("lognormal", 300, 1.0))
     trace = generate_trace(model, round(turns / model.mean_turns), seed=SEED)

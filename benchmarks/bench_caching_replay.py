@@ -1,6 +1,6 @@
 """Benchmark: replay speed of every online caching policy on a million generated turns.
 
-It generates a ShareGPT-like trace (optfleet.caching.generate: conversations
+It generates a ShareGPT-like trace (optfleet.problems.caching.generate: conversations
 at 1/s, 3.5 turns and a 1/3 s gap on average, lognormal prompts of mean 100
 and answers of mean 250 tokens; instances/caching/sharegpt_like.yaml's model)
 with about ``--turns`` turns, then, at each capacity, replays it through every
@@ -24,11 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from optfleet.caching.belady import tail_optimized_belady
-from optfleet.caching.evaluate import TtftModel, evaluate_schedule
-from optfleet.caching.generate import ConversationModel, LengthModel, generate_trace
-from optfleet.caching.policies import ETLRU, POLICIES, CachePolicy, make_policy
-from optfleet.caching.replay import replay
+from optfleet.problems.caching.belady import tail_optimized_belady
+from optfleet.problems.caching.evaluate import TtftModel, evaluate_schedule
+from optfleet.problems.caching.generate import ConversationModel, LengthModel, generate_trace
+from optfleet.problems.caching.policies import ETLRU, POLICIES, CachePolicy, make_policy
+from optfleet.problems.caching.replay import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 
 from optfleet.errors import InfeasibleError
-from optfleet.exact import solve_milp
-from optfleet.fleet import load_problem
-from optfleet.fleet.milp_data import prepare_milp_data
-from optfleet.fleet.problem import FleetProblem, prepare
-from optfleet.instance.fleet_schema import FleetInstanceSpec
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet import load_problem
+from optfleet.problems.fleet.milp_data import prepare_milp_data
+from optfleet.problems.fleet.problem import FleetProblem, prepare
+from optfleet.problems.fleet.schema import FleetInstanceSpec
 from optfleet.instance.loader import LoadedInstance, read_document, validate_spec
-from optfleet.instance.presets import apply_defaults
-from optfleet.runs import SINGLE_TYPE_PREFIX, run_method, single_type_methods
+from optfleet.problems.fleet.presets import apply_defaults
+from optfleet.problems.fleet.methods import SINGLE_TYPE_PREFIX, run_method, single_type_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "instances" / "fleet"

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from optfleet.errors import InfeasibleError
-from optfleet.exact import solve_milp
-from optfleet.fleet import evaluate, load_problem
-from optfleet.heuristics import sweep
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet import evaluate, load_problem
+from optfleet.problems.fleet.heuristics import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

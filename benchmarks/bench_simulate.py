@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from optfleet.errors import InfeasibleError, InputError
-from optfleet.exact import solve_milp
-from optfleet.fleet import evaluate, load_problem
-from optfleet.heuristics import sweep
-from optfleet.simulate import simulate_plan
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet import evaluate, load_problem
+from optfleet.problems.fleet.heuristics import sweep
+from optfleet.problems.fleet.simulate import simulate_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

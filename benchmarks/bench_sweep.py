@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from optfleet.errors import InfeasibleError
-from optfleet.fleet.evaluator import evaluate
-from optfleet.fleet.plan import Plan, PoolPlan
-from optfleet.fleet.problem import FleetProblem, prepare
-from optfleet.heuristics.sweep import sweep
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.fleet.problem import FleetProblem, prepare
+from optfleet.problems.fleet.heuristics.sweep import sweep
 from optfleet.instance import load_instance
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 Source: Tail-Optimized Caching for LLM Inference (TEL, the TEL-safe budget,
 Tail-Optimized Belady and its Theorem 1); notation of
-optfleet/caching/belady.py.  Turn ``n`` (previous turn ``r``, the *gap*) pays
+optfleet/problems/caching/belady.py.  Turn ``n`` (previous turn ``r``, the *gap*) pays
 
     excess_n = alpha * max(need_n - y_r, 0),   need_n = H_n + q_n - xi_tokens_n      (1)
 
@@ -98,9 +98,9 @@ import numpy as np
 import pyomo.environ as pyo
 from numpy.typing import ArrayLike, NDArray
 
-from optfleet.caching.belady import forced_tokens, tel_need_tokens
-from optfleet.caching.evaluate import TtftModel
-from optfleet.caching.trace import ConversationTrace
+from optfleet.problems.caching.belady import forced_tokens, tel_need_tokens
+from optfleet.problems.caching.evaluate import TtftModel
+from optfleet.problems.caching.trace import ConversationTrace
 
 # A fractional part of need below this is float noise, not a partial token.
 FRACTION_EPS = 1e-9

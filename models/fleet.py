@@ -45,7 +45,7 @@ does not count against K: with K = 1 a single short pool holding every
 request is allowed).
 
 The Erlang table a_max depends on each pool's ``R_j = E[S^2]/E[S]``; it is
-passed in and refreshed by the driver (optfleet/exact.py) from the evaluator.  (Pyomo reserves the
+passed in and refreshed by the driver (optfleet/problems/fleet/milp.py) from the evaluator.  (Pyomo reserves the
 name ``load`` on blocks, hence ``m.load_erlangs``.)
 """
 
@@ -55,9 +55,9 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.core.expr.numeric_expr import LinearExpression, MonomialTermExpression
 
-from optfleet.fleet.milp_data import FleetMilpData, erlang_tables
+from optfleet.problems.fleet.milp_data import FleetMilpData, erlang_tables
 from optfleet.errors import InfeasibleError, InputError
-from optfleet.fleet.plan import Plan, PoolPlan, RouteRule
+from optfleet.problems.fleet.plan import Plan, PoolPlan, RouteRule
 
 ROUTING_MODES = ("split", "threshold", "sweep")
 SERVED_ZERO = 1e-9  # a served share at or below this (under a budget) is no traffic at all

@@ -32,7 +32,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.errors import InputError
-from optfleet.fleet.milp_data import FleetMilpData
+from optfleet.problems.fleet.milp_data import FleetMilpData
 from optfleet.hardware import get_gpu
 from optfleet.models.fleet import service_gpu_bounds
 
@@ -177,7 +177,7 @@ def gpu_bounds(data: FleetMilpData, specs: tuple) -> np.ndarray:
     * ``gpu_mix``: a share can make a type hold GPUs no traffic needs, as many as ``s / (1 - s)`` times the
       other types' (min share ``s``) or ``(1 - s) / s`` times its own in the others (max share ``s``); the
       types' totals are widened by those factors (three rounds, for shares that chain).  This bound is not
-      proven: ``optfleet.exact.solve_milp`` certifies the optimum by cost afterwards (a plan beyond the
+      proven: ``optfleet.problems.fleet.milp.solve_milp`` certifies the optimum by cost afterwards (a plan beyond the
       bounds costs at least ``min_j c_j (gpu_bound_j + 1)``) and re-solves with wider bounds when that is
       below the plan found; an infeasible verdict under ``gpu_mix`` holds for plans within the bounds.
     """

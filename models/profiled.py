@@ -7,7 +7,7 @@ are bins, slices of request buckets are items, the load of a slice on a GPU
 type is its rate over the type's profiled max rate for that bucket.
 
 Sets: GPU types g (``m.G``), buckets with demand b (``m.B``), eligible pairs
-(b, g) with ``T[g,b] > 0`` (``m.BG``).  Data (optfleet.profiled.problem):
+(b, g) with ``T[g,b] > 0`` (``m.BG``).  Data (optfleet.problems.profiled_fleet.problem):
 ``lambda_b``, ``L[b,g] = lambda_b / T[g,b]``, price ``p_g`` per GPU-hour,
 ``k_g`` GPUs per instance, utilisation cap ``u``, ``s`` slices per bucket.
 
@@ -51,8 +51,8 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from optfleet.profiled.plan import ProfiledPlan
-from optfleet.profiled.problem import ProfiledProblem, require_servable
+from optfleet.problems.profiled_fleet.plan import ProfiledPlan
+from optfleet.problems.profiled_fleet.problem import ProfiledProblem, require_servable
 
 SERVED_FLOOR_TOLERANCE = 1e-6  # relative: served rate kept when the driver re-solves for the cheapest plan
 

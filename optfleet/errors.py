@@ -2,7 +2,7 @@
 
 The CLI maps them to exit codes: :class:`InputError` -> 2 (bad input, nothing
 written), :class:`InfeasibleError` -> 1 (a valid instance with no feasible
-plan).  Both carry one human-readable line; neither should ever surface as a
+plan); anything else is an internal error -> 3.  Both carry one human-readable line; neither should ever surface as a
 traceback.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
 
 
 class OptfleetError(Exception):
@@ -40,3 +41,8 @@ class InfeasibleError(OptfleetError):
 class NoPlanInTimeError(InfeasibleError):
     """The solver's time limit passed before it found any plan: not proven infeasible.  The message
     gives the limit and the lower bound proven by then."""
+
+
+class NotApplicableError(InputError):
+    """A method that does not apply to this (valid) instance, e.g. the fleet MILP under the ``fleetsim`` TTFT
+    rule.  Asked for by name it is bad input (exit 2); in a comparison it is a row saying why."""

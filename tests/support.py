@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from optfleet.fleet.problem import FleetProblem, prepare
+from optfleet.problems.fleet.problem import FleetProblem, prepare
 from optfleet.instance import load_instance
 
 REPO = Path(__file__).resolve().parents[1]

@@ -122,7 +122,7 @@ def test_json_instance_is_accepted(tmp_path, capsys):
     instance = tmp_path / "toy.json"
     instance.write_text(json.dumps(BASE))
     assert main(["solve", str(instance), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["result"]["total_gpus"] == 17
+    assert json.loads(capsys.readouterr().out)["results"][0]["gpus"] == 17
 
 
 def test_missing_cdf_file_names_the_field(tmp_path, capsys):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,11 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from optfleet.caching.gap import run_caching_gap
-from optfleet.caching.problem import prepare_caching
+import optfleet
 from optfleet.cli import main
 from optfleet.errors import EXIT_BAD_INPUT
-from optfleet.instance import load_instance
 
 from support import REPO
 
@@ -41,48 +38,51 @@ def test_gap_json_has_every_policy_at_every_capacity(capsys):
     assert main(["gap", str(TINY), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "caching" and data["safe_uncached_tokens"] == 50.0
-    by_capacity = {c["capacity_tokens"]: c for c in data["capacities"]}
-    assert set(by_capacity) == {100, 200}
-    c100 = by_capacity[100]
-    assert c100["optimum"]["status"] == "optimal" and c100["optimum"]["objective_ms"] == 10.0 and c100["optimum"]["bound_ms"] == 10.0
-    tel = {r["policy"]: r["tel_ms"] for r in c100["rows"]}
+    assert {(r["capacity_tokens"], r["bound"]) for r in data["references"]} == {(100, 10.0), (200, 0.0)}
+    c100 = [r for r in data["rows"] if r["capacity_tokens"] == 100]
+    optimum = next(r for r in c100 if r["method"] == "optimum")
+    assert optimum["status"] == "optimal" and optimum["objective"] == 10.0 and optimum["solver"]["bound"] == 10.0
+    tel = {r["method"]: r["objective"] for r in c100}
     assert tel == {"lru": 110, "threshold-lru": 90, "t-lru": 94, "end-aware-t-lru": 12, "length-aware-t-lru": 92,
                    "et-lru": 80, "belady": 10, "optimum": 10}
-    assert {r["policy"]: r["violations"] for r in c100["rows"]}["lru"] == 2
-    gaps = {r["policy"]: r["tel_gap_pct"] for r in by_capacity[200]["rows"]}
-    assert gaps["lru"] is None and gaps["belady"] == 0.0  # the optimum is 0 ms: LRU's 20 ms is an infinite gap
+    assert {r["method"]: r["violations"] for r in c100}["lru"] == 2
+    gaps = {r["method"]: r["gap_pct"] for r in data["rows"] if r["capacity_tokens"] == 200}
+    assert gaps["lru"] is None and gaps["belady"] == 0.0  # the optimum is 0 ms: LRU's 20 ms has no finite gap
 
 
 def test_gap_out_writes_csv_and_json(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["gap", str(TINY), "--out", str(out), "--policies", "lru,belady"]) == 0
+    assert main(["gap", str(TINY), "--out", str(out), "--methods", "lru,belady,optimum"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["gap.csv", "gap.json"]
     rows = list(csv.DictReader((out / "gap.csv").open()))
-    assert [(r["capacity_tokens"], r["policy"]) for r in rows] == [
+    assert [(r["capacity_tokens"], r["method"]) for r in rows] == [
         ("100", "lru"), ("100", "belady"), ("100", "optimum"), ("200", "lru"), ("200", "belady"), ("200", "optimum")]
     assert rows[2]["status"] == "optimal"
+    assert list(rows[0])[:8] == ["method", "status", "feasible", "objective", "objective_unit", "bound", "gap_pct", "seconds"]
     assert json.loads((out / "gap.json").read_text())["instance"] == "tiny"
 
 
-def test_policies_option_takes_names_with_default_parameters(capsys):
-    assert main(["gap", str(TINY), "--json", "--policies", "threshold-lru,t-lru", "--no-hindsight"]) == 0
+def test_methods_option_takes_policy_labels_and_registered_names(capsys):
+    assert main(["gap", str(TINY), "--json", "--methods", "threshold-lru,t-lru"]) == 0
     data = json.loads(capsys.readouterr().out)
-    rows = data["capacities"][0]["rows"]
-    assert [r["policy"] for r in rows] == ["threshold-lru", "t-lru"]
-    assert rows[0]["tel_ms"] == 90  # the instance's threshold-lru (50 tokens), selected by its label
-    assert data["capacities"][0]["optimum"] is None and data["capacities"][0]["reference_tel_ms"] is None
+    rows = [r for r in data["rows"] if r["capacity_tokens"] == 100]
+    assert [r["method"] for r in rows] == ["threshold-lru", "t-lru"]
+    assert rows[0]["objective"] == 90  # the instance's threshold-lru (50 tokens), selected by its label
+    assert data["references"][0]["bound"] is None and rows[0]["gap_pct"] is None
+    assert "no bound" in data["references"][0]["reason"]
 
 
 def test_without_the_lp_gaps_refer_to_belady(capsys):
-    assert main(["gap", str(TINY), "--json", "--no-hindsight", "--policies", "lru,belady"]) == 0
-    c100 = json.loads(capsys.readouterr().out)["capacities"][0]
-    assert c100["reference"].startswith("Tail-Optimized Belady") and c100["rows"][0]["tel_gap_pct"] == pytest.approx(1000.0)
+    assert main(["gap", str(TINY), "--json", "--methods", "lru,belady"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["references"][0]["reason"].startswith("Tail-Optimized Belady")
+    assert data["rows"][0]["gap_pct"] == pytest.approx(1000.0)
 
 
 def test_plot_writes_a_png(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "cdf.png"
-    assert main(["gap", str(TINY), "--plot", str(png), "--policies", "lru,t-lru"]) == 0
+    assert main(["gap", str(TINY), "--plot", str(png), "--methods", "lru,t-lru"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -112,28 +112,30 @@ def test_a_generated_trace_runs_end_to_end(tmp_path, capsys):
     assert _run(tmp_path, _with(trace={"generator": GENERATOR}), TINY_CSV, extra=["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["trace"]["conversations"] == 10 and data["trace"]["source"].startswith("generator (seed 1")
-    for capacity in data["capacities"]:
-        assert capacity["optimum"]["proven_optimal"]
-        assert all(r["tel_ms"] >= capacity["optimum"]["objective_ms"] - 1e-9 for r in capacity["rows"])
+    for reference in data["references"]:
+        rows = [r for r in data["rows"] if r["capacity_tokens"] == reference["capacity_tokens"]]
+        assert next(r for r in rows if r["method"] == "optimum")["solver"]["proven_optimal"]
+        assert all(r["objective"] >= reference["bound"] - 1e-9 for r in rows)
 
 
 def test_sharegpt_like_optimum_is_proven_and_bounds_every_policy():
     """The shipped instance at 4,000 tokens: the LP is proven optimal, Belady reaches it, no policy beats it."""
-    problem = dataclasses.replace(prepare_caching(load_instance(CACHING / "sharegpt_like.yaml")), capacities_tokens=(4000,))
-    (comparison,) = run_caching_gap(problem)
-    assert comparison.optimum.proven_optimal and comparison.reference == "hindsight optimum"
-    tel = {run.label: run.evaluation.tel_ms for run in comparison.runs}
-    assert tel["belady"] == pytest.approx(comparison.optimum.objective, rel=1e-9)
-    assert all(value >= comparison.optimum.objective - 1e-6 for value in tel.values())
+    frame = optfleet.gap(CACHING / "sharegpt_like.yaml", capacity_tokens=[4000])
+    (reference,) = frame.attrs["references"]
+    assert reference["reason"] == "the hindsight optimum"
+    tel = dict(zip(frame["method"], frame["objective"], strict=True))
+    assert frame.set_index("method").loc["optimum", "status"] == "optimal"
+    assert tel["belady"] == pytest.approx(tel["optimum"], rel=1e-9) and reference["bound"] == tel["optimum"]
+    assert all(value >= tel["optimum"] - 1e-6 for value in tel.values())
     assert tel["length-aware-t-lru"] <= tel["lru"]
 
 
 def test_capacity_in_blocks(tmp_path, capsys):
     data = {**copy.deepcopy(BASE), "capacity_blocks": [4], "block_tokens": 25}
     del data["capacity_tokens"]
-    code = _run(tmp_path, data, TINY_CSV, extra=["--json", "--policies", "lru"])
+    code = _run(tmp_path, data, TINY_CSV, extra=["--json", "--methods", "lru"])
     assert code == 0
-    assert json.loads(capsys.readouterr().out)["capacities"][0]["capacity_tokens"] == 100
+    assert json.loads(capsys.readouterr().out)["rows"][0]["capacity_tokens"] == 100
 
 
 # ---------------------------------------------------------------- bad input: exit 2, one line, nothing written
@@ -172,7 +174,7 @@ BAD = [
     ("xi < 0", _with(xi_ms=-1), TINY_CSV, [], "xi_ms", "-1"),
     ("alpha <= 0", _with(ttft={"alpha_ms_per_token": 0}), TINY_CSV, [], "ttft.alpha_ms_per_token", "0"),
     ("unknown policy in the instance", _with(policies=["lru", "mru"]), TINY_CSV, [], "policies.1", "mru"),
-    ("unknown policy option", _with(), TINY_CSV, ["--policies", "lru,mru"], "--policies", "mru"),
+    ("unknown policy option", _with(), TINY_CSV, ["--methods", "lru,mru"], "--methods", "mru"),
     ("bad policy parameter", _with(policies=[{"name": "threshold-lru", "threshold_tokens": -3}]), TINY_CSV, [], "policies.0.threshold-lru.threshold_tokens", "-3"),
     ("repeated policy label", _with(policies=["lru", "lru"]), TINY_CSV, [], "policies", "unique"),
     ("unknown field", _with(xi=50), TINY_CSV, [], "xi", "50"),
@@ -181,7 +183,7 @@ BAD = [
     ("generator length without a mean", _with(trace={"generator": {**GENERATOR, "prompt_tokens": {"distribution": "lognormal"}}}),
      TINY_CSV, [], "trace.generator.prompt_tokens", "mean_tokens"),
     ("generator without conversations", _with(trace={"generator": {**GENERATOR, "conversations": 0}}), TINY_CSV, [], "trace.generator.conversations", "0"),
-    ("--methods on a caching instance", _with(), TINY_CSV, ["--methods", "sweep"], "--methods", "--policies"),
+    ("a fleet method on a caching instance", _with(), TINY_CSV, ["--methods", "sweep"], "--methods", "sweep"),
     ("--preset on a caching instance", _with(), TINY_CSV, ["--preset", "paper"], "preset", "paper"),
 ]
 
@@ -199,8 +201,8 @@ def test_bad_caching_input_exits_2_naming_field_and_value(tmp_path, capsys, labe
     assert captured.out == "" and not out.exists() and not png.exists()
 
 
-def test_plot_and_policies_are_refused_for_fleet_instances(tmp_path, capsys):
+def test_plot_is_refused_for_fleet_instances(tmp_path, capsys):
     fleet = str(REPO / "instances" / "fleet" / "toy.yaml")
     assert main(["gap", fleet, "--plot", str(tmp_path / "x.png")]) == EXIT_BAD_INPUT
-    assert "applies to caching instances only" in capsys.readouterr().err
+    assert "kind fleet has no plot" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()

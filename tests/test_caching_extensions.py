@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optfleet.caching import TtftModel, build_trace
-from optfleet.caching.belady import tail_optimized_belady
-from optfleet.caching.hindsight import solve_hindsight, solve_two_tier
-from optfleet.caching.tiers import evaluate_two_tier, two_tier_belady
+from optfleet.problems.caching import TtftModel, build_trace
+from optfleet.problems.caching.belady import tail_optimized_belady
+from optfleet.problems.caching.hindsight import solve_hindsight, solve_two_tier
+from optfleet.problems.caching.tiers import evaluate_two_tier, two_tier_belady
 
 from test_caching_hindsight import TEL_TOL, brute_force_tel, event_level_optimum, settings_, tel, traces
 

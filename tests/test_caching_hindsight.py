@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optfleet.caching import TtftModel, build_trace, evaluate_schedule
-from optfleet.caching.belady import tail_optimized_belady, tel_safe_keep_tokens
-from optfleet.caching.hindsight import solve_hindsight
-from optfleet.caching.trace import ConversationTrace
+from optfleet.problems.caching import TtftModel, build_trace, evaluate_schedule
+from optfleet.problems.caching.belady import tail_optimized_belady, tel_safe_keep_tokens
+from optfleet.problems.caching.hindsight import solve_hindsight
+from optfleet.problems.caching.trace import ConversationTrace
 from optfleet.models import caching as lp
 
 TEL_TOL = 1e-6
@@ -231,7 +231,7 @@ def test_nothing_to_cache():
 
 @pytest.mark.slow
 def test_lp_equals_greedy_on_a_generated_trace_of_1e5_turns():
-    from optfleet.caching.generate import ConversationModel, LengthModel, generate_trace
+    from optfleet.problems.caching.generate import ConversationModel, LengthModel, generate_trace
 
     model = ConversationModel.from_summary(1.0, 3.5, 3.0, LengthModel("lognormal", 100, 1.0), LengthModel("lognormal", 300, 1.0))
     trace = generate_trace(model, 28_600, seed=11)

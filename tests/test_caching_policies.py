@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optfleet.caching.belady import tail_optimized_belady
-from optfleet.caching.evaluate import TtftModel, evaluate_schedule
-from optfleet.caching.policies import (
+from optfleet.problems.caching.belady import tail_optimized_belady
+from optfleet.problems.caching.evaluate import TtftModel, evaluate_schedule
+from optfleet.problems.caching.policies import (
     ETLRU,
     LRU,
     POLICIES,
@@ -38,11 +38,10 @@ from optfleet.caching.policies import (
     make_policy,
     tel_safe_budget_tokens,
 )
-from optfleet.caching.problem import prepare_caching
-from optfleet.caching.replay import replay
-from optfleet.caching.trace import ConversationTrace, build_trace
+from optfleet.problems.caching.replay import replay
+from optfleet.problems.caching.trace import ConversationTrace, build_trace
 from optfleet.errors import InputError
-from optfleet.instance import load_instance
+import optfleet
 
 from support import REPO
 
@@ -68,7 +67,7 @@ TINY_TEL_MS = {
 
 @pytest.fixture(scope="module")
 def tiny():
-    return prepare_caching(load_instance(TINY))
+    return optfleet.load(TINY).problem
 
 
 def _tel(trace: ConversationTrace, kept, capacity: int, ttft: TtftModel = UNIT_TTFT, xi_ms: float = 50.0) -> float:
@@ -234,10 +233,10 @@ def test_forced_lru_equals_optional_lru(turns, capacity, xi_ms):
 
 
 def _docstring_example() -> str:
-    """The indented code block of optfleet.caching.policies' "Writing a policy" section, dedented."""
+    """The indented code block of optfleet.problems.caching.policies' "Writing a policy" section, dedented."""
     import textwrap
 
-    import optfleet.caching.policies as module
+    import optfleet.problems.caching.policies as module
 
     block = module.__doc__.split("instance files::\n", 1)[1].split("\nThe replay checks", 1)[0]
     return textwrap.dedent(block)

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optfleet.caching.generate import ConversationModel, LengthModel, generate_trace
-from optfleet.caching.load import load_trace
+from optfleet.problems.caching.generate import ConversationModel, LengthModel, generate_trace
+from optfleet.problems.caching.load import load_trace
 from optfleet.errors import InputError
 
 from support import REPO

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from optfleet.cli import main
-from optfleet.fleet.plan import Plan
+from optfleet.problems.fleet.plan import Plan
 
 from support import FLEET_INSTANCES
 
@@ -25,10 +27,13 @@ def test_solve_json_is_machine_readable(capsys):
     assert main(["solve", TOY, "--json", "--method", "pool-routing"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["method"] == "pool-routing"
-    assert data["result"]["total_gpus"] == 20
+    (result,) = data["results"]
+    assert result["objective"] == 20.0 and result["objective_unit"] == "$/h" and result["gpus"] == 20
+    assert result["evaluation"]["total_gpus"] == 20 and result["plan"]["pools"][0]["gpus"] == 7
     assert {b["method"] for b in data["baselines"]} == {"homogeneous", "retrofit", "sweep"}
-    assert data["result"]["pools"][0]["binding"] == "utilisation"
-    assert "closed_forms" in data["result"]
+    assert result["evaluation"]["pools"][0]["binding"] == "utilisation"
+    closed_forms = data["summary"]["savings_vs_homogeneous"]["pool-routing"]
+    assert closed_forms["evaluated_pct"] == pytest.approx(100 * (1 - 20 / 26)) and closed_forms["naive_pct"] is not None
 
 
 def test_solve_out_writes_result_plan_report_and_candidates(tmp_path, capsys):
@@ -49,7 +54,7 @@ def test_infeasible_instance_exits_1_and_explains(capsys):
 def test_preset_flag_switches_the_service_model(capsys):
     assert main(["solve", str(FLEET_INSTANCES / "agent_heavy.yaml"), "--preset", "fleetsim_compatible", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ttft_rule"] == "fleetsim" and data["result"]["total_gpus"] == 1851
+    assert data["ttft_rule"] == "fleetsim" and data["results"][0]["gpus"] == 1851
 
 
 def test_validate_summarises(capsys):

@@ -1,4 +1,5 @@
-"""The command line on every instance kind: profiled fleets solve and gap, the fleet-only commands say what to run instead."""
+"""The command line on every instance kind: profiled fleets and caching through solve and gap, and the commands
+or methods that do not apply to a kind refused with one line."""
 
 from __future__ import annotations
 
@@ -19,26 +20,36 @@ def test_profiled_solve_prints_the_melange_answer_and_json(capsys, tmp_path):
     assert "milp: 3 A10G + 1 A100-80GB; $6.70/h" in capsys.readouterr().out
     assert main(["solve", MELANGE, "--json", "--out", str(tmp_path)]) == 0
     body = json.loads(capsys.readouterr().out)
-    assert body["cost_per_hour"] == pytest.approx(6.70) and body["solver"]["status"] == "optimal"
-    assert json.loads((tmp_path / "result.json").read_text())["plan"] == body["plan"]
+    (result,) = body["results"]
+    assert result["objective"] == pytest.approx(6.70) and result["solver"]["status"] == "optimal"
+    assert json.loads((tmp_path / "result.json").read_text())["results"][0]["plan"] == result["plan"]
 
 
 def test_profiled_gap_compares_every_single_type(capsys, tmp_path):
     assert main(["gap", MELANGE, "--json", "--out", str(tmp_path)]) == 0
     body = json.loads(capsys.readouterr().out)
     methods = {r["method"]: r for r in body["rows"]}
-    assert methods["single:A100-80GB"]["cost_per_hour"] == pytest.approx(7.34)
-    assert body["mixed_vs_best_single"]["savings_pct"] == pytest.approx(100 * (7.34 - 6.70) / 7.34)
+    assert methods["milp:A100-80GB"]["objective"] == pytest.approx(7.34)
+    assert methods["milp:A100-80GB"]["gap_pct"] == pytest.approx(100 * (7.34 - 6.70) / 6.70)
+    summary = body["summary"]["mixed_vs_best_single_type"]
+    assert summary["savings_pct"] == pytest.approx(100 * (7.34 - 6.70) / 7.34)
     assert (tmp_path / "gap.csv").is_file()
+
+
+def test_caching_solve_runs_the_hindsight_optimum_at_every_capacity(capsys):
+    assert main(["solve", TINY_CACHE, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [(r["capacity_tokens"], r["objective"], r["status"]) for r in body["results"]] == [(100, 10.0, "optimal"), (200, 0.0, "optimal")]
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["solve", TINY_CACHE], "optfleet gap FILE"),
-        (["simulate", MELANGE], "applies to kind fleet"),
-        (["solve", MELANGE, "--method", "sweep"], "--method"),
+        (["simulate", MELANGE], "has no simulator"),
+        (["solve", MELANGE, "--method", "sweep"], "--method = 'sweep': unknown method"),
         (["solve", MELANGE, "--preset", "fleetsim_compatible"], "preset"),
+        (["gap", TINY_CACHE, "--methods", "lru,bogus"], "--methods = 'bogus'"),
+        (["gap", MELANGE, "--plot", "x.png"], "has no plot"),
     ],
 )
 def test_commands_that_do_not_apply_exit_2_with_one_line(argv, message, capsys):

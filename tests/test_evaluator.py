@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import yaml
 
-from optfleet.fleet.evaluator import evaluate
-from optfleet.fleet.plan import Plan, PoolPlan
-from optfleet.fleet.pool_stats import pool_stats
-from optfleet.fleet.problem import prepare
-from optfleet.fleet.routing import route
-from optfleet.heuristics.sweep import candidate_table, plan_from_row, sweep
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.fleet.pool_stats import pool_stats
+from optfleet.problems.fleet.problem import prepare
+from optfleet.problems.fleet.routing import route
+from optfleet.problems.fleet.heuristics.sweep import candidate_table, plan_from_row, sweep
 from optfleet.instance import load_instance
-from optfleet.workload.mix import RequestMix
+from optfleet.problems.fleet.workload.mix import RequestMix
 
 from support import FLEET_INSTANCES, PAPER_WORKLOADS, fleet_problem
 

@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError, NoPlanInTimeError
-from optfleet.exact import _meets_tables, _restricted_bound, open_set_cases, solve_milp
-from optfleet.fleet.milp_data import erlang_tables, prepare_milp_data
+from optfleet.problems.fleet.milp import _meets_tables, _restricted_bound, open_set_cases, solve_milp
+from optfleet.problems.fleet.milp_data import erlang_tables, prepare_milp_data
 from optfleet.models import fleet as fleet_model
 from optfleet.solvers import solve
 from optfleet.solvers.highs import solve_cases
-from optfleet.fleet import Plan, PoolPlan, evaluate
-from optfleet.fleet.plan import RouteRule
-from optfleet.fleet.problem import prepare
-from optfleet.heuristics import size_plan, sweep
+from optfleet.problems.fleet import Plan, PoolPlan, evaluate
+from optfleet.problems.fleet.plan import RouteRule
+from optfleet.problems.fleet.problem import prepare
+from optfleet.problems.fleet.heuristics import size_plan, sweep
 from optfleet.instance import load_instance
 
 from support import FLEET_INSTANCES, fleet_problem
@@ -144,10 +144,12 @@ def test_fleetsim_preset_is_refused_with_a_clear_message():
 def test_cli_milp_reports_status_bound_and_gap(capsys):
     assert main(["solve", str(FLEET_INSTANCES / "toy.yaml"), "--method", "milp", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    solver = data["result"]["solver"]
+    (result,) = data["results"]
+    solver = result["solver"]
     assert solver["status"] == "optimal" and solver["gap"] == 0.0
     assert solver["objective"] == pytest.approx(17.0) and solver["bound"] == pytest.approx(17.0)
-    assert data["result"]["meets_slo"] and "rules" in data["result"]["plan"]
+    assert result["status"] == "optimal" and result["bound"] == pytest.approx(17.0) and result["gap_pct"] == 0.0
+    assert result["evaluation"]["meets_slo"] and result["feasible"] and "rules" in result["plan"]
 
 
 @pytest.mark.parametrize("routing, max_pools, gap", [("split", 2, 1e-9), ("split", 2, 0.02), ("threshold", 2, 1e-9), ("split", 3, 1e-9), ("threshold", 3, 1e-9)])
@@ -206,7 +208,7 @@ def test_too_many_open_sets_leave_the_model_whole(monkeypatch):
     data = prepare_milp_data(fleet_problem("toy_hetero"))
     model = fleet_model.build(data, data.service_ratio_ms, routing="split", max_pools=2)
     assert len(open_set_cases(model).cases) > 1
-    monkeypatch.setattr("optfleet.exact.OPEN_SET_LIMIT", 1)
+    monkeypatch.setattr("optfleet.problems.fleet.milp.OPEN_SET_LIMIT", 1)
     assert open_set_cases(model) is None
 
 

@@ -33,7 +33,7 @@ from optfleet.hardware import (
     profile_grid,
 )
 from optfleet.hardware.profiles import activation_gb_per_gpu
-from optfleet.instance.presets import HARDWARE_PROFILES
+from optfleet.problems.fleet.presets import HARDWARE_PROFILES
 
 GIB = 2**30
 
@@ -188,7 +188,7 @@ def test_cross_check_table_is_what_the_report_states() -> None:
     }
 
 
-# --- the FleetOpt calibration (optfleet.instance.presets) against the derivation -------------------
+# --- the FleetOpt calibration (optfleet.problems.fleet.presets) against the derivation -------------------
 
 
 def test_fleetopt_calibration_compared_with_derivation() -> None:

@@ -9,27 +9,30 @@ import pytest
 from scipy.optimize import linprog
 
 from optfleet.errors import InfeasibleError, InputError
-from optfleet.exact import solve_milp
-from optfleet.fleet.constraint_check import constraint_violations
-from optfleet.fleet.evaluator import evaluate
-from optfleet.heuristics import FLEET_METHODS
-from optfleet.fleet.problem import FleetProblem, prepare
-from optfleet.instance import load_instance
-from optfleet.instance.fleet_schema import FleetInstanceSpec
-from optfleet.instance.loader import LoadedInstance, read_document, validate_spec
-from optfleet.instance.presets import apply_defaults
-from optfleet.runs import gap_rows, run_fleet
+import optfleet
 from optfleet.hardware.profiles import derive_profile
+from optfleet.instance import load_instance
+from optfleet.instance.loader import read_document
+from optfleet.problems.fleet.constraint_check import constraint_violations
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.heuristics import FLEET_METHODS
+from optfleet.problems.fleet.kind import single_type_methods
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet.problem import FleetProblem, prepare
+
 from support import FLEET_INSTANCES, fleet_problem
 
 TOY = FLEET_INSTANCES / "toy_hetero.yaml"
 
 
-def _toy(**changes) -> FleetProblem:
+def _toy_document(**changes) -> dict:
     data = read_document(TOY)
     data.update(changes)
-    spec = validate_spec(FleetInstanceSpec, apply_defaults(data))
-    return prepare(LoadedInstance(spec=spec, base_dir=TOY.parent))
+    return data
+
+
+def _toy(**changes) -> FleetProblem:
+    return optfleet.load(_toy_document(**changes)).problem
 
 
 def _brute_force_cost(problem: FleetProblem, max_pools: int, extra=lambda n, options: True) -> float:
@@ -73,10 +76,11 @@ def test_toy_hetero_matches_brute_force_and_beats_every_single_type() -> None:
     assert result.evaluation.cost_per_hour == pytest.approx(13.0)
     assert result.evaluation.meets_slo
     assert {p.gpu for p in result.plan.pools} == {"A100-80GB", "H100-SXM"}
-    rows = {r["method"]: r for r in gap_rows(run_fleet(problem, "milp", ["milp"]))}
+    outcome = optfleet.run_gap(TOY, ["milp", "milp:A100-80GB", "milp:H100-SXM"], solve__routing="split", solve__max_pools=4)
+    rows = {r["method"]: r for r in outcome.rows}
     assert rows["milp:H100-SXM"]["cost_per_hour"] == pytest.approx(_brute_force_cost(problem.with_options(problem.options[1:]), 4)) == pytest.approx(13.5)
     assert rows["milp:A100-80GB"]["cost_per_hour"] == pytest.approx(17.0)
-    assert rows["milp"]["savings_vs_single_type_pct"] == pytest.approx(100 * (1 - 13.0 / 13.5), abs=1e-3)
+    assert outcome.summary["mixed_vs_best_single_type"]["savings_pct"] == pytest.approx(100 * (1 - 13.0 / 13.5), abs=1e-3)
 
 
 def test_single_type_restriction_equals_the_model_without_a_catalog() -> None:
@@ -111,8 +115,11 @@ def test_heuristic_plans_are_checked_against_the_constraints() -> None:
         "constraints[0] (availability): 26 A100-80GB GPUs > 10",
         "constraints[1] (node_multiple): 26 A100-80GB GPUs is not a multiple of 8",
     ]
-    rows = {r["method"]: r for r in gap_rows(run_fleet(problem, "homogeneous", ["homogeneous"]))}
-    assert rows["homogeneous"]["status"] == "meets SLO; breaks constraints[0] (availability): 26 A100-80GB GPUs > 10 (+1 more)"
+    (row,) = optfleet.run_gap(_toy_document(constraints=[{"kind": "availability", "gpu": "A100-80GB", "max_gpus": 10},
+                                                         {"kind": "node_multiple", "gpus_per_node": 8}]), ["homogeneous"]).rows
+    assert row["status"] == "heuristic" and not row["feasible"] and row["gap_pct"] is None
+    assert row["note"] == ("breaks constraints[0] (availability): 26 A100-80GB GPUs > 10; "
+                           "breaks constraints[1] (node_multiple): 26 A100-80GB GPUs is not a multiple of 8")
 
 
 def test_availability_counts_gpus_of_tensor_parallel_instances() -> None:
@@ -182,7 +189,7 @@ def test_configurations_that_cannot_hold_the_model_are_skipped_with_a_reason() -
 def test_shipped_catalog_instances_are_pinned(name: str) -> None:
     problem = fleet_problem(name)
     mixed, single_type, single_cost = CATALOG_PINS[name]
-    rows = {r["method"]: r for r in gap_rows(run_fleet(problem, "milp", ["milp"]))}
+    rows = {r["method"]: r for r in optfleet.run_gap(FLEET_INSTANCES / f"{name}.yaml", ["milp", *single_type_methods(problem)]).rows}
     assert rows["milp"]["status"] == "optimal" and rows["milp"]["cost_per_hour"] == pytest.approx(mixed)
     best = min((r for m, r in rows.items() if m.startswith("milp:") and r["cost_per_hour"] is not None), key=lambda r: r["cost_per_hour"])
     assert best["method"] == f"milp:{single_type}" and best["cost_per_hour"] == pytest.approx(single_cost)

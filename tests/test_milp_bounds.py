@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optfleet.errors import InfeasibleError
-from optfleet.exact import solve_milp
-from optfleet.fleet.constraint_check import constraint_violations
-from optfleet.fleet.evaluator import evaluate
-from optfleet.fleet.milp_data import prepare_milp_data
-from optfleet.fleet.plan import Plan, PoolPlan
-from optfleet.instance.fleet_schema import (
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet.constraint_check import constraint_violations
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.milp_data import prepare_milp_data
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.fleet.schema import (
     AvailabilityConstraint,
     BudgetConstraint,
     FixedConstraint,

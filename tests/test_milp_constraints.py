@@ -11,9 +11,9 @@ import yaml
 
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError
-from optfleet.exact import solve_milp
-from optfleet.fleet import load_problem
-from optfleet.simulate import simulate_plan
+from optfleet.problems.fleet.milp import solve_milp
+import optfleet
+from optfleet.problems.fleet.simulate import simulate_plan
 
 from support import FLEET_INSTANCES
 
@@ -26,7 +26,7 @@ def _toy_with(tmp_path, constraints: list[dict], **solve) -> object:
     data["solve"] = {"method": "milp", **solve}
     path = tmp_path / "toy_constrained.yaml"
     path.write_text(yaml.safe_dump(data))
-    return load_problem(path)
+    return optfleet.load(path).problem
 
 
 def test_budget_maximises_the_served_share(tmp_path):
@@ -88,7 +88,7 @@ def test_unknown_constraint_kind_exits_2(tmp_path, capsys):
 
 
 def test_python_hook_adds_a_constraint_by_component_name(tmp_path):
-    problem = load_problem(FLEET_INSTANCES / "toy.yaml")
+    problem = optfleet.load(FLEET_INSTANCES / "toy.yaml").problem
 
     def at_least_ten_long_gpus(m: pyo.ConcreteModel) -> None:
         m.min_long = pyo.Constraint(expr=m.n[m.data.long_index] >= 10)
@@ -110,6 +110,8 @@ def test_gap_command_table_and_files(tmp_path, capsys):
 
 def test_gap_reports_the_milp_as_unavailable_under_the_fleetsim_preset(capsys):
     assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--preset", "fleetsim_compatible", "--json"]) == 0
-    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    assert rows["milp"]["status"] == "not available"
-    assert rows["sweep"]["gap_pct"] == 0.0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["method"]: r for r in data["rows"]}
+    assert rows["milp"]["status"] == "not_available" and "paper TTFT rule" in rows["milp"]["note"]
+    assert rows["sweep"]["gap_pct"] is None and rows["sweep"]["bound"] is None  # no bound was computed: no gap
+    assert data["references"][0]["bound"] is None and data["references"][0]["reason"].startswith("no bound")

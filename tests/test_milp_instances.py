@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from optfleet.exact import solve_milp
-from optfleet.fleet import evaluate
-from optfleet.heuristics import sweep
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet import evaluate
+from optfleet.problems.fleet.heuristics import sweep
 
 from support import fleet_problem
 

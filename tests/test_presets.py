@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optfleet.instance.presets import apply_defaults
+from optfleet.problems.fleet.presets import apply_defaults
 
 from support import fleet_problem
 

@@ -33,24 +33,13 @@ from scipy.optimize import linprog
 
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.hardware import get_gpu
-from optfleet.instance.loader import validate_spec
-from optfleet.instance.fleet_schema import MaxTypesConstraint
-from optfleet.instance.profiled_schema import ProfiledFleetSpec
+import optfleet
+from optfleet.problems.fleet.schema import MaxTypesConstraint
 from optfleet.models import profiled as model_lib
-from optfleet.profiled import (
-    ProfiledPlan,
-    evaluate,
-    gap_rows,
-    greedy_cost_per_request,
-    load_profiled,
-    plan_from_dict,
-    prepare_profiled,
-    savings_vs_best_single,
-    single_type_fleet,
-    single_type_plan,
-    solve_profiled,
-)
-from optfleet.report.profiled_text import render_gap, render_plan
+from optfleet.problems.profiled_fleet import ProfiledPlan, evaluate, greedy_cost_per_request, plan_from_dict, single_type_plan
+from optfleet.problems.profiled_fleet.baselines import single_type_fleet
+from optfleet.problems.profiled_fleet.report import render_plan
+from optfleet.problems.profiled_fleet.solve import solve_profiled
 from optfleet.solvers import solve
 
 from support import REPO
@@ -62,7 +51,11 @@ COST_TOL = 1e-6
 
 
 def _problem(data: dict[str, Any]):
-    return prepare_profiled(validate_spec(ProfiledFleetSpec, data))
+    return optfleet.load(data).problem
+
+
+def load_profiled(path: Path):
+    return optfleet.load(path).problem
 
 
 def _with(**changes: Any) -> dict[str, Any]:
@@ -115,21 +108,20 @@ def test_melange_example_fractional_is_4_68_at_full_load_and_5_69_with_headroom(
 
 
 def test_melange_example_single_types_greedy_and_gap_table():
-    problem = load_profiled(EXAMPLE)
-    rows = gap_rows(problem)
-    by = {r["method"]: r for r in rows}
-    assert set(by) == {"milp", "single:A10G", "single:A100-80GB", "greedy-cost-per-request"}
-    assert by["single:A10G"]["gpus_by_type"] == {"A10G": 12, "A100-80GB": 0}
-    assert by["single:A10G"]["cost_per_hour"] == pytest.approx(12.12)
-    assert by["single:A100-80GB"]["cost_per_hour"] == pytest.approx(7.34)
-    assert by["milp"]["gap_to_bound_pct"] == pytest.approx(0.0, abs=1e-7)
-    assert by["single:A100-80GB"]["gap_to_bound_pct"] == pytest.approx(100 * (7.34 - 6.70) / 7.34)
-    assert all(r["status"] in ("optimal", "heuristic") for r in rows)
-    savings = savings_vs_best_single(rows)
-    assert savings["best_single"] == "A100-80GB"
+    outcome = optfleet.run_gap(EXAMPLE)
+    by = {r["method"]: r for r in outcome.rows}
+    assert set(by) == {"milp", "milp:A10G", "milp:A100-80GB", "greedy-cost-per-request"}
+    assert by["milp:A10G"]["gpus_by_type"] == {"A10G": 12, "A100-80GB": 0}
+    assert by["milp:A10G"]["objective"] == pytest.approx(12.12) and by["milp:A10G"]["objective_unit"] == "$/h"
+    assert by["milp:A100-80GB"]["cost_per_hour"] == pytest.approx(7.34)
+    assert by["milp"]["gap_pct"] == pytest.approx(0.0, abs=1e-7)
+    assert by["milp:A100-80GB"]["gap_pct"] == pytest.approx(100 * (7.34 - 6.70) / 6.70)  # in % of the bound
+    assert all(r["status"] in ("optimal", "heuristic") for r in outcome.rows)
+    savings = outcome.summary["mixed_vs_best_single_type"]
+    assert savings["best_single_type"] == "A100-80GB"
     assert savings["savings_pct"] == pytest.approx(100 * 0.64 / 7.34)
-    text = render_gap(rows, savings)
-    assert "single:A10G" in text and "8.7 % saved" in text
+    text = outcome.text()
+    assert "milp:A10G" in text and "8.7 % saved" in text
 
 
 def test_single_type_milp_equals_closed_form():
@@ -329,11 +321,11 @@ def test_availability_instance():
     result = solve_profiled(problem)
     assert result.plan.gpus == (30, 8)
     assert result.evaluation.cost_per_hour == pytest.approx(59.66, abs=COST_TOL)
-    rows = {r["method"]: r for r in gap_rows(problem)}
-    assert rows["single:A100-80GB"]["status"] == "infeasible"
-    assert "availability" in rows["single:A100-80GB"]["note"]
-    assert rows["greedy-cost-per-request"]["status"] == "violates"
-    assert rows["greedy-cost-per-request"]["gap_to_bound_pct"] is None
+    rows = {r["method"]: r for r in optfleet.run_gap(INSTANCES / "melange_availability.yaml").rows}
+    assert rows["milp:A100-80GB"]["status"] == "no_plan"
+    assert "availability" in rows["milp:A100-80GB"]["note"]
+    assert rows["greedy-cost-per-request"]["status"] == "heuristic" and not rows["greedy-cost-per-request"]["feasible"]
+    assert rows["greedy-cost-per-request"]["gap_pct"] is None
 
 
 def test_availability_too_small_names_bucket_type_and_cap():
@@ -504,7 +496,7 @@ BAD_INPUT = [
     ("unknown constraint kind", _with(constraints=[{"kind": "max_pools", "count": 2}]), "constraints.0", "max_pools"),
     ("duplicate GPU type", _with(gpus=[BASE["gpus"][0], BASE["gpus"][0]]), "gpus[1].name", "appears twice"),
     ("unknown field (typo)", _with(workload={"rate_rp": 3}), "workload.rate_rp", "Extra inputs"),
-    ("wrong kind", _with(kind="fleet"), "kind", "profiled_fleet"),
+    ("unknown kind", _with(kind="profiled"), "kind", "profiled_fleet"),
 ]
 
 

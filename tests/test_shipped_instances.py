@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from optfleet.errors import InfeasibleError
-from optfleet.fleet.evaluator import evaluate
-from optfleet.heuristics import homogeneous, pool_routing, retrofit, sweep
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.heuristics import homogeneous, pool_routing, retrofit, sweep
 
 from support import fleet_problem, needs_shared_data
 

@@ -11,13 +11,13 @@ from scipy import stats
 
 from optfleet.cli import main
 from optfleet.errors import InputError
-from optfleet.fleet.evaluator import evaluate
-from optfleet.fleet.plan import Plan, PoolPlan
-from optfleet.heuristics import sweep
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.fleet.heuristics import sweep
 from optfleet.queueing import erlang_c
-from optfleet.simulate import simulate_plan
-from optfleet.simulate.batching import simulate_batching
-from optfleet.simulate.slots import fcfs_starts, queue_lengths
+from optfleet.problems.fleet.simulate import simulate_plan
+from optfleet.problems.fleet.simulate.batching import simulate_batching
+from optfleet.problems.fleet.simulate.slots import fcfs_starts, queue_lengths
 
 from support import FLEET_INSTANCES, fleet_problem
 

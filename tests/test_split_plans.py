@@ -7,10 +7,10 @@ import json
 import pytest
 
 from optfleet.errors import InputError
-from optfleet.fleet import Plan, PoolPlan, evaluate
-from optfleet.fleet.plan import RouteRule
-from optfleet.heuristics import size_plan, sweep
-from optfleet.simulate import simulate_plan
+from optfleet.problems.fleet import Plan, PoolPlan, evaluate
+from optfleet.problems.fleet.plan import RouteRule
+from optfleet.problems.fleet.heuristics import size_plan, sweep
+from optfleet.problems.fleet.simulate import simulate_plan
 
 from support import fleet_problem
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optfleet.errors import InputError
-from optfleet.workload.cdf import parse_cdf_points, read_cdf_file
-from optfleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
-from optfleet.workload.trace import read_trace
+from optfleet.problems.fleet.workload.cdf import parse_cdf_points, read_cdf_file
+from optfleet.problems.fleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
+from optfleet.problems.fleet.workload.trace import read_trace
 
 from support import FLEET_INSTANCES, fleet_problem, needs_shared_data
 

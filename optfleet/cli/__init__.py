@@ -1,7 +1,12 @@
-"""The ``optfleet`` command line: solve, gap, simulate, validate, catalog.
+"""The ``optfleet`` command line: ``solve | gap | simulate | validate | catalog``, generic over every problem kind.
 
-Exit codes: 0 success; 1 a valid problem with no feasible plan; 2 bad input
-(one line naming the field and value on stderr, nothing written).
+A thin layer over the Python API (optfleet/api.py): the same functions, the
+same answers.  Start-up imports only argparse; a command imports what it needs.
+
+Exit codes: 0 success; 1 a valid instance with no feasible plan; 2 bad input
+(one line naming the field or option and the value on stderr, nothing
+written); 3 an internal error (one line; ``--debug`` shows the traceback).
+With ``--json`` stdout is exactly one JSON document.
 """
 
 from __future__ import annotations
@@ -10,71 +15,70 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from optfleet.caching.policies import POLICIES as CACHING_POLICIES
-from optfleet.caching.problem import HINDSIGHT_POLICIES
-from optfleet.cli.commands import catalog_command, gap_command, simulate_command, solve_command, validate_command
-from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, InfeasibleError, InputError
-from optfleet.runs import METHODS
-from optfleet.instance.presets import PRESETS
+from optfleet import __version__
+from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_OK, InfeasibleError, InputError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="optfleet", description="Exact models and literature heuristics for LLM fleets and caches.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="optfleet", description="Exact models and literature heuristics for LLM fleets and prompt caches.",
+        epilog="exit codes: 0 ok, 1 no feasible plan, 2 bad input, 3 internal error",
+    )
+    parser.add_argument("--version", action="version", version=f"optfleet {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    solve = sub.add_parser("solve", help="solve an instance file and compare every baseline")
-    solve.add_argument("file", type=Path, help="instance file (YAML or JSON)")
-    solve.add_argument("--method", choices=sorted(METHODS), default=None, help="method to run (default: the instance's solve.method, else sweep)")
-    solve.add_argument("--preset", choices=sorted(PRESETS), default=None, help="service-model preset, overriding the instance's")
-    solve.add_argument("--json", action="store_true", help="print a machine-readable result instead of tables")
-    solve.add_argument("--out", type=Path, default=None, help="folder to write result.json, plan.json, report.txt (and candidates.csv for the sweep)")
+    def instance_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.add_argument("file", help="instance file (YAML or JSON); its kind decides the methods")
+        command.add_argument("--preset", default=None, help="fleet instances: service-model preset (paper or fleetsim_compatible)")
+        command.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                             help="override an instance field by its dotted path, e.g. --set workload.rate_rps=500 (repeatable)")
+        command.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
+        command.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+        command.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+        return command
 
-    gap = sub.add_parser("gap", help="every method's plan (fleet) or caching policy (caching) and its gap to the exact optimum")
-    gap.add_argument("file", type=Path)
-    gap.add_argument("--methods", default=None, help=f"fleet instances: comma-separated, from {', '.join(METHODS)} (default: all)")
-    gap.add_argument("--policies", default=None, help="caching instances: comma-separated labels of the instance's policies or policy names "
-                     f"({', '.join([*CACHING_POLICIES, *HINDSIGHT_POLICIES])}; default: the instance's list)")
-    gap.add_argument("--no-hindsight", action="store_true", help="caching instances: skip the hindsight LP (gaps then refer to Tail-Optimized Belady)")
-    gap.add_argument("--plot", type=Path, default=None, help="caching instances: write a PNG of each policy's TTFT CDF (needs matplotlib, the 'plot' extra)")
-    gap.add_argument("--preset", choices=sorted(PRESETS), default=None, help="fleet instances: service-model preset")
-    gap.add_argument("--json", action="store_true")
-    gap.add_argument("--out", type=Path, default=None, help="folder to write gap.csv and gap.json")
+    def solver_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                             help="time limit of each exact solve (default: the instance's)")
+        command.add_argument("--solver", default=None, help="solver of the exact models: highs (default) or an installed Pyomo solver")
 
-    validate = sub.add_parser("validate", help="check an instance file and summarise it")
-    validate.add_argument("file", type=Path)
-    validate.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    solve = instance_command("solve", "solve an instance: the chosen method and the kind's baselines, scored by one evaluator")
+    solve.add_argument("--method", default=None, help="the method to run (default: the instance's solve.method, else the kind's)")
+    solver_options(solve)
+    solve.add_argument("--out", default=None, metavar="DIR", help="folder to write result.json and report.txt (and the kind's files)")
 
-    simulate = sub.add_parser("simulate", help="simulate a plan (discrete events) and compare it with the evaluator")
-    simulate.add_argument("file", type=Path, help="instance file (YAML or JSON)")
+    gap = instance_command("gap", "every method's result and its gap to the exact method's proven bound")
+    gap.add_argument("--methods", default=None, help="comma-separated methods (default: the kind's comparison set)")
+    solver_options(gap)
+    gap.add_argument("--out", default=None, metavar="DIR", help="folder to write gap.csv and gap.json")
+    gap.add_argument("--plot", default=None, metavar="PNG", help="write a plot of the results, for kinds that have one (needs the plot extra)")
+
+    validate = instance_command("validate", "check an instance file and summarise it")
+    del validate  # no options beyond the common ones
+
+    simulate = instance_command("simulate", "simulate a plan (discrete events) and compare it with the evaluator, for kinds with a simulator")
     source = simulate.add_mutually_exclusive_group()
-    source.add_argument("--plan", type=Path, default=None, help="plan.json written by `optfleet solve --out`")
-    source.add_argument("--method", choices=sorted(METHODS), default=None, help="plan to simulate (default: sweep)")
-    simulate.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    source.add_argument("--plan", default=None, help="a plan file: plan.json of solve --out, or solve --json output")
+    source.add_argument("--method", default=None, help="simulate this method's plan (default: sweep)")
     simulate.add_argument("--requests", type=int, default=200_000, help="arrivals per replication (default 200000)")
     simulate.add_argument("--reps", type=int, default=3, help="replications, for 95 %% confidence intervals (default 3)")
-    simulate.add_argument("--seed", type=int, default=0)
-    simulate.add_argument("--mode", choices=["slots", "batching"], default="slots")
-    simulate.add_argument("--json", action="store_true")
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the first replication (default 0)")
+    simulate.add_argument("--mode", choices=["slots", "batching"], default="slots", help="slot servers, or continuous batching")
+    simulate.add_argument("--out", default=None, metavar="DIR", help="folder to write simulation.json and report.txt")
 
-    catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources")
-    catalog.add_argument("--json", action="store_true")
+    catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources", description="list the GPU and model catalog with sources")
+    catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "solve":
-            return solve_command(args)
-        if args.command == "validate":
-            return validate_command(args)
-        if args.command == "simulate":
-            return simulate_command(args)
-        if args.command == "gap":
-            return gap_command(args)
-        return catalog_command(args)
+        from optfleet.cli.commands import COMMANDS
+
+        return COMMANDS[args.command](args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -85,4 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) closed the pipe: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an internal error: one line, the traceback with --debug
+        if getattr(args, "debug", False):
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback; please report it)", file=sys.stderr)
+        return EXIT_INTERNAL

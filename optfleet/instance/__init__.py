@@ -1,4 +1,4 @@
-"""Instance files: schemas, presets and profiles, loading and validation."""
+"""Instance files: reading YAML or JSON and validating it against the schema of its kind."""
 
 from optfleet.instance.loader import LoadedInstance, load_instance
 

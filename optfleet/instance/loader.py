@@ -1,38 +1,47 @@
-"""Read an instance file (YAML or JSON) into a validated, immutable spec.
+"""Read an instance (a YAML or JSON file, or a mapping) into a validated, immutable spec of its kind.
 
-Loading does, in order: parse the file; merge the named preset and hardware
-profile *under* the user's values (the file always wins); validate with the
-pydantic schema of the instance's ``kind``.  Any problem becomes one
+Loading does, in order: parse the file; apply the caller's overrides (the
+CLI's ``--preset``, ``--time-limit``, ... or ``optfleet.solve(..., key=value)``);
+let the kind fill its defaults (the fleet's presets and hardware profiles,
+merged *under* the user's values); validate with the kind's pydantic schema
+(:mod:`optfleet.registry`).  Any problem becomes one
 :class:`~optfleet.errors.InputError` naming the field path and the value.
 Relative paths inside an instance resolve against the instance's folder.
+
+Overrides are ``{field: value}``; a field is a dotted path into the document
+(``"solve.time_limit_s"``; ``"solve__time_limit_s"`` from Python keywords),
+or one of the kind's option names (``time_limit_s``, ``solver``) that it maps
+to its own field.  ``None`` values are ignored.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from optfleet.errors import InputError
-from optfleet.instance.caching_schema import CachingInstanceSpec
-from optfleet.instance.fleet_schema import FleetInstanceSpec
-from optfleet.instance.profiled_schema import ProfiledFleetSpec
-from optfleet.instance.presets import apply_defaults
-
-InstanceSpec = FleetInstanceSpec | CachingInstanceSpec | ProfiledFleetSpec
-SCHEMAS: dict[str, type[InstanceSpec]] = {"fleet": FleetInstanceSpec, "caching": CachingInstanceSpec, "profiled_fleet": ProfiledFleetSpec}
+from optfleet.registry import kind as registered_kind
 
 
 @dataclass(frozen=True)
 class LoadedInstance:
-    """A validated instance spec and the folder its relative paths resolve against."""
+    """A validated instance spec, its kind, the folder its relative paths resolve against, and the raw document
+    (overrides and defaults applied) it was validated from."""
 
-    spec: InstanceSpec
+    spec: Any
     base_dir: Path
+    document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
 
     def resolve(self, relative: str) -> Path:
         path = Path(relative).expanduser()
@@ -53,32 +62,53 @@ def read_document(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_instance(path: str | Path, preset: str | None = None) -> LoadedInstance:
-    """Load and validate ``path``; ``preset`` (if given) replaces the file's ``preset`` field."""
-    path = Path(path)
-    data = read_document(path)
-    kind = data.get("kind")
-    if kind not in SCHEMAS:
-        raise InputError("kind", kind, f"unknown instance kind; known: {', '.join(SCHEMAS)}")
-    if preset is not None:
-        data = {**data, "preset": preset}
-    if kind == "fleet":  # presets and hardware profiles are fleet vocabulary
-        data = apply_defaults(data)
-    return LoadedInstance(spec=validate_spec(SCHEMAS[kind], data), base_dir=path.resolve().parent)
+def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **overrides: Any) -> LoadedInstance:
+    """Load and validate ``source`` (a file path, a document mapping or a loaded instance), with ``overrides``
+    (module docstring).  A mapping's relative paths resolve against the working folder."""
+    if isinstance(source, LoadedInstance):
+        if not any(v is not None for v in overrides.values()):
+            return source
+        data, base_dir = copy.deepcopy(dict(source.document)), source.base_dir
+    elif isinstance(source, Mapping):
+        data, base_dir = copy.deepcopy(dict(source)), Path.cwd()
+    else:
+        path = Path(source)
+        data, base_dir = read_document(path), path.resolve().parent
+    kind = registered_kind(data.get("kind"))
+    for name, value in overrides.items():
+        if value is not None:
+            _set_path(data, kind.overrides.get(name, name.replace("__", ".")), value)
+    if kind.preprocess is not None:
+        data = kind.preprocess(data)
+    return LoadedInstance(spec=validate_spec(kind.schema, data), base_dir=base_dir, document=data)
 
 
-def validate_spec(schema: type[InstanceSpec], data: dict[str, Any]) -> InstanceSpec:
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``data[a][b]... = value`` for ``dotted = "a.b..."``, creating mappings on the way."""
+    *parents, last = dotted.split(".")
+    node = data
+    for i, key in enumerate(parents):
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+        if not isinstance(child, dict):
+            raise InputError(".".join(parents[: i + 1]), child, f"cannot set {dotted}: this field is not a mapping")
+        node = child
+    node[last] = value
+
+
+def validate_spec(schema: type[BaseModel], data: Mapping[str, Any]) -> Any:
     """Validate ``data``; the first pydantic error becomes an InputError with its field path."""
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or "instance"
+        where = ".".join(str(part) for part in error["loc"]) or "instance"
         value = error.get("input")
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             value, message = None, "required field is missing"
-        raise InputError(field, value, message) from None
+        raise InputError(where, value, message) from None
 
 
 def _first_line(exc: Exception) -> str:

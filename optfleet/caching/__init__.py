@@ -1,6 +1,0 @@
-"""Tail-optimal prompt caching: conversation traces, one schedule evaluator, policies."""
-
-from optfleet.caching.evaluate import CacheEvaluation, TtftModel, evaluate_schedule, occupancy_tokens
-from optfleet.caching.trace import ConversationTrace, build_trace
-
-__all__ = ["CacheEvaluation", "ConversationTrace", "TtftModel", "build_trace", "evaluate_schedule", "occupancy_tokens"]

@@ -1,0 +1,1 @@
+"""The problem kinds: one package each (registered in optfleet/registry.py)."""

@@ -1,0 +1,86 @@
+"""Plain-text rendering of caching comparisons: the instance in one paragraph, then one table per capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from optfleet.api import GapOutcome, SolveOutcome
+from optfleet.results import MethodResult, Reference
+from optfleet.problems.caching.problem import CachingProblem
+from optfleet.problems.caching.runs import OPTIMUM
+
+
+def describe(problem: CachingProblem) -> str:
+    """What ``optfleet validate`` prints about a valid caching instance."""
+    return f"valid caching instance '{problem.name}'\n" + render_problem(problem)
+
+
+def render_problem(problem: CachingProblem) -> str:
+    """What the instance is: trace, TTFT model, threshold, caching mode, capacities, policies."""
+    trace = problem.trace
+    capacities = ", ".join(_capacity(c, problem.block_tokens) for c in problem.capacities_tokens)
+    mode = "forced caching (the served conversation's whole history is inserted)" if problem.forced_caching else "optional caching"
+    return "\n".join([
+        f"instance {problem.name}: {len(trace):,} turns in {trace.n_conversations:,} conversations ({problem.trace_source})",
+        f"  lengths: mean prompt {trace.prompt_tokens.mean():,.1f}, mean answer {trace.answer_tokens.mean():,.1f}, "
+        f"mean context {trace.context_tokens.mean():,.1f}, max context {int(trace.context_tokens.max()):,} tokens",
+        f"  TTFT = {problem.ttft.alpha_ms_per_token:g} ms/token x uncached + {problem.ttft.beta_ms:g} ms; "
+        f"xi {problem.xi_ms:g} ms ({problem.safe_uncached_tokens:,.4g} uncached tokens within xi), SLO {problem.slo_ms:g} ms; {mode}",
+        f"  capacities: {capacities}",
+        f"  policies: {', '.join(p.label for p in problem.policies)}"
+        + ("" if problem.hindsight else "; hindsight LP off"),
+    ])
+
+
+def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference, results: list[MethodResult]) -> str:
+    """One capacity's table: every schedule's TEL, gap, tail percentiles, violations and hit rate."""
+    head = f"capacity {_capacity(capacity, problem.block_tokens)}"
+    optimum = next((r for r in results if r.method == OPTIMUM and r.report is not None), None)
+    if optimum is not None:
+        o = optimum.report
+        bound = "-" if o.bound is None else f"{o.bound:,.1f} ms"
+        verdict = "optimal" if o.proven_optimal and o.gap == 0.0 else f"{o.status.replace('_', ' ')} (not proven optimal)"
+        head += f"; hindsight LP: {verdict}, objective {o.objective:,.1f} ms, bound {bound}, {o.seconds:.2f} s"
+    head += f"; TEL gap vs {reference.reason}"
+    shown = []
+    for row in rows:
+        gap = row["gap_pct"]
+        shown.append({
+            "policy": row["method"],
+            "TEL ms": f"{row['tel_ms']:,.1f}",
+            "gap %": "inf" if gap is None and reference.bound is not None else ("-" if gap is None else f"{gap:.2f}"),
+            "P90 ms": f"{row['p90_ttft_ms']:,.1f}",
+            "P95 ms": f"{row['p95_ttft_ms']:,.1f}",
+            "P99 ms": f"{row['p99_ttft_ms']:,.1f}",
+            "violations": row["violations"],
+            "hit %": f"{100 * row['hit_rate']:.1f}",
+            "time s": f"{row['seconds']:.3f}",
+        })
+    return head + "\n" + pd.DataFrame(shown).to_string(index=False)
+
+
+def _by_capacity(outcome: SolveOutcome | GapOutcome) -> str:
+    problem = outcome.loaded.problem
+    parts = []
+    for group, reference in outcome.references.items():
+        capacity = dict(group)["capacity_tokens"]
+        pairs = [(row, r) for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
+        parts.append(_capacity_table(problem, capacity, [row for row, _ in pairs], reference, [r for _, r in pairs]))
+    return "\n\n".join(parts)
+
+
+def render_gap(outcome: GapOutcome) -> str:
+    """The text of ``optfleet gap`` on a caching instance: the instance, then one table per capacity."""
+    return render_problem(outcome.loaded.problem) + "\n\n" + _by_capacity(outcome)
+
+
+def render_solve(outcome: SolveOutcome) -> str:
+    """The text of ``optfleet solve`` on a caching instance: the chosen schedule at every capacity."""
+    return render_problem(outcome.loaded.problem) + "\n\n" + _by_capacity(outcome)
+
+
+def _capacity(tokens: int, block_tokens: int) -> str:
+    blocks = tokens / block_tokens
+    return f"{tokens:,} tokens ({blocks:,.4g} blocks of {block_tokens})"

@@ -1,0 +1,198 @@
+"""Typed schema of a ``kind: caching`` instance file (validated with pydantic).
+
+A caching instance names a conversation trace (a file, or a seeded generator
+of the stochastic model), the cache capacities to compare, the TTFT model, the
+tail threshold ``xi`` and the policies.  Units are in the field names; every
+model forbids unknown keys.  Example::
+
+    kind: caching
+    name: tiny
+    trace: {file: tiny.csv}          # relative to this file; CSV, Parquet or JSONL
+    capacity_tokens: [100, 200]      # or capacity_blocks (x block_tokens)
+    ttft: {alpha_ms_per_token: 1.0, beta_ms: 0.0}
+    xi_ms: 50
+    policies: [lru, t-lru, {name: threshold-lru, threshold_tokens: 64}, belady]
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LengthSpec(_Strict):
+    """A per-turn token-count distribution (see optfleet.problems.caching.generate.LengthModel).
+
+    ``constant`` / ``geometric`` / ``lognormal`` need ``mean_tokens`` (lognormal
+    also ``sigma``, the standard deviation of ``ln X``); ``empirical`` needs
+    ``values_tokens`` and optional ``weights``.
+    """
+
+    distribution: Literal["constant", "geometric", "lognormal", "empirical"]
+    mean_tokens: float | None = Field(None, ge=1.0)
+    sigma: float = Field(1.0, gt=0.0)
+    values_tokens: list[Annotated[int, Field(ge=1)]] | None = None
+    weights: list[Annotated[float, Field(ge=0.0)]] | None = None
+
+    @model_validator(mode="after")
+    def _parameters(self) -> "LengthSpec":
+        if self.distribution == "empirical":
+            if not self.values_tokens:
+                raise ValueError("an empirical distribution needs values_tokens")
+            if self.weights is not None and len(self.weights) != len(self.values_tokens):
+                raise ValueError(f"weights needs one entry per value ({len(self.values_tokens)})")
+        elif self.mean_tokens is None:
+            raise ValueError(f"a {self.distribution} distribution needs mean_tokens")
+        return self
+
+
+class GeneratorSpec(_Strict):
+    """The paper's stochastic model (optfleet.problems.caching.generate); first turn at birth.
+
+    Give the model either by its rates (``turn_rate_per_s`` while alive and
+    ``end_rate_per_s``, the ``mu`` of the Exp life) or by what a trace shows
+    (``mean_turns`` per conversation and ``mean_gap_s`` between turns).
+    """
+
+    seed: int = 0
+    conversations: int = Field(gt=0)
+    conversation_rate_per_s: float = Field(gt=0.0)
+    turn_rate_per_s: float | None = Field(None, ge=0.0)
+    end_rate_per_s: float | None = Field(None, gt=0.0)
+    mean_turns: float | None = Field(None, ge=1.0)
+    mean_gap_s: float | None = Field(None, gt=0.0)
+    prompt_tokens: LengthSpec
+    answer_tokens: LengthSpec
+
+    @model_validator(mode="after")
+    def _one_parametrisation(self) -> "GeneratorSpec":
+        rates = (self.turn_rate_per_s is not None, self.end_rate_per_s is not None)
+        summary = (self.mean_turns is not None, self.mean_gap_s is not None)
+        if not ((all(rates) and not any(summary)) or (all(summary) and not any(rates))):
+            raise ValueError("give either turn_rate_per_s and end_rate_per_s, or mean_turns and mean_gap_s")
+        return self
+
+
+class TraceSpec(_Strict):
+    """Exactly one of ``file`` (path relative to the instance) or ``generator``."""
+
+    file: str | None = None
+    generator: GeneratorSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "TraceSpec":
+        if (self.file is None) == (self.generator is None):
+            raise ValueError("give exactly one of file, generator")
+        return self
+
+
+class TtftSpec(_Strict):
+    """``TTFT = alpha_ms_per_token * uncached_prompt_side_tokens + beta_ms``."""
+
+    alpha_ms_per_token: float = Field(gt=0.0)
+    beta_ms: float = Field(0.0, ge=0.0)
+
+
+class _PolicyBase(_Strict):
+    label: str | None = None  # the row name in reports (default: the policy name)
+
+
+class LruSpec(_PolicyBase):
+    name: Literal["lru"]
+
+
+class ThresholdLruSpec(_PolicyBase):
+    name: Literal["threshold-lru"]
+    threshold_tokens: int = Field(1024, ge=0)
+
+
+class TLruSpec(_PolicyBase):
+    """``q_hat_tokens``: next-prompt estimate (default: the trace's mean prompt length)."""
+
+    name: Literal["t-lru", "end-aware-t-lru", "length-aware-t-lru"]
+    q_hat_tokens: float | None = Field(None, ge=0.0)
+
+
+class EtLruSpec(_PolicyBase):
+    """``end_rate_per_s``: the model's ``mu`` (default: estimated from the trace)."""
+
+    name: Literal["et-lru"]
+    end_rate_per_s: float | None = Field(None, ge=0.0)
+    prompt_levels: int = Field(16, ge=1)
+
+
+class BeladySpec(_PolicyBase):
+    """Tail-Optimized Belady, the hindsight greedy (optfleet.problems.caching.belady)."""
+
+    name: Literal["belady"]
+
+
+PolicySpec = Annotated[LruSpec | ThresholdLruSpec | TLruSpec | EtLruSpec | BeladySpec, Field(discriminator="name")]
+
+DEFAULT_POLICIES = ("lru", "threshold-lru", "t-lru", "end-aware-t-lru", "length-aware-t-lru", "et-lru", "belady")
+
+
+class HindsightSpec(_Strict):
+    """The hindsight-optimal LP (optfleet.problems.caching.hindsight): whether ``gap`` runs it by default, its
+    time limit, and its solver (``highs``, or a Pyomo solver installed here by its name)."""
+
+    enabled: bool = True
+    time_limit_s: float | None = Field(None, gt=0.0)
+    solver: str = "highs"
+
+
+class CachingInstanceSpec(_Strict):
+    """The whole ``kind: caching`` instance file.
+
+    Capacities: exactly one of ``capacity_tokens`` or ``capacity_blocks``
+    (``blocks x block_tokens`` tokens), each a number or a list (checked when
+    the instance is prepared, optfleet.problems.caching.problem, so that the message
+    names the field).  ``slo_ms`` (default ``xi_ms``) sets the violation count.
+    """
+
+    kind: Literal["caching"]
+    name: str
+    description: str = ""
+    trace: TraceSpec
+    block_tokens: int = Field(16, gt=0)
+    capacity_tokens: list[Annotated[int, Field(gt=0)]] | None = None
+    capacity_blocks: list[Annotated[int, Field(gt=0)]] | None = None
+    ttft: TtftSpec
+    xi_ms: float = Field(ge=0.0)
+    slo_ms: float | None = Field(None, ge=0.0)
+    forced_caching: bool = False
+    policies: list[PolicySpec] = Field(default_factory=lambda: [{"name": n} for n in DEFAULT_POLICIES], min_length=1, validate_default=True)
+    hindsight: HindsightSpec = HindsightSpec()
+
+    @field_validator("capacity_tokens", "capacity_blocks", mode="before")
+    @classmethod
+    def _one_or_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _names_as_specs(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @field_validator("policies", mode="after")
+    @classmethod
+    def _unique_labels(cls, value: list[Any]) -> list[Any]:
+        labels = [p.label or p.name for p in value]
+        repeated = sorted({x for x in labels if labels.count(x) > 1})
+        if repeated:
+            raise ValueError(f"policy labels must be unique; repeated: {', '.join(repeated)} (set label: on one of them)")
+        return value
+
+    @property
+    def capacities_tokens(self) -> tuple[int, ...]:
+        """Every capacity in tokens, as listed (empty when neither field is given: the loader's check)."""
+        if self.capacity_tokens is not None:
+            return tuple(self.capacity_tokens)
+        return tuple(b * self.block_tokens for b in self.capacity_blocks or ())

@@ -1,0 +1,170 @@
+"""The analytical evaluator: the one place every fleet plan is scored.
+
+Whoever produced a plan (a baseline, the sweep, a MILP, a user's JSON file),
+``evaluate(problem, plan)`` routes the exact request mix through it
+(routing.py), computes each pool's exact statistics (pool_stats.py) and its
+M/G/c queue at the plan's GPU count (DESIGN.md section 3):
+
+    c = n n_max,  a = lambda_j E[S],  rho = a / c,
+    C = ErlangC(c, a),  W99 = Kimura P99 wait,  TTFT99 = W99 + floor,
+
+with the SLO verdict ``rho <= rho_max and TTFT99 <= SLO`` and the term that
+binds.  It also reports each pool's minimum feasible GPU count, so a plan
+with too few GPUs is told how many it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.pool_stats import PoolStats, pool_stats, size_pools
+from optfleet.problems.fleet.problem import HOURS_PER_YEAR, FleetProblem
+from optfleet.problems.fleet.routing import route
+from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, erlang_c, wait_quantile_s
+
+
+@dataclass(frozen=True)
+class PoolMetrics:
+    """Everything the evaluator knows about one pool of a plan."""
+
+    name: str
+    gpu: str
+    window_tokens: int
+    gpus: int
+    slots_per_gpu: int
+    servers: int
+    share: float
+    compressed_share: float
+    rate_rps: float
+    mean_service_ms: float
+    service_scv: float
+    load_erlangs: float
+    utilisation: float
+    erlang_c: float
+    wait_p99_ms: float
+    prefill_p99_ms: float
+    first_iteration_ms: float
+    ttft_p99_ms: float
+    min_gpus: int
+    meets_slo: bool
+    binding: str
+    cost_per_hour: float
+
+
+@dataclass(frozen=True)
+class FleetEvaluation:
+    """A scored plan: pools, totals and the SLO verdict."""
+
+    plan: Plan
+    pools: tuple[PoolMetrics, ...]
+    ttft_slo_ms: float
+    rho_max: float
+    ttft_rule: str
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(p.gpus for p in self.pools)
+
+    @property
+    def cost_per_hour(self) -> float:
+        return sum(p.cost_per_hour for p in self.pools)
+
+    @property
+    def cost_per_year(self) -> float:
+        return self.cost_per_hour * HOURS_PER_YEAR
+
+    @property
+    def meets_slo(self) -> bool:
+        return all(p.meets_slo for p in self.pools)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan.to_dict(),
+            "total_gpus": self.total_gpus,
+            "cost_per_hour": self.cost_per_hour,
+            "cost_per_year": self.cost_per_year,
+            "meets_slo": self.meets_slo,
+            "ttft_slo_ms": self.ttft_slo_ms,
+            "rho_max": self.rho_max,
+            "ttft_rule": self.ttft_rule,
+            "pools": [asdict(p) for p in self.pools],
+        }
+
+
+def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
+    """Score ``plan`` on ``problem`` with the analytical M/G/c model."""
+    traffic = route(problem.mix, plan, problem.compressible_fraction)
+    pools = []
+    for pool_plan, served in zip(plan.pools, traffic, strict=True):
+        config = problem.pool(pool_plan.window_tokens, pool_plan.gpu)
+        stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
+        pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config.slots_per_gpu, config.gpu, config.cost_per_gpu_hour, pool_plan.window_tokens, stats, served.compressed_share))
+    return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)
+
+
+def _pool_metrics(
+    problem: FleetProblem,
+    name: str,
+    gpus: int,
+    slots_per_gpu: int,
+    gpu: str,
+    cost_per_gpu_hour: float,
+    window_tokens: int,
+    stats: PoolStats,
+    compressed_share: float,
+) -> PoolMetrics:
+    rate = problem.rate_rps * stats.share
+    load = rate * stats.mean_service_ms / 1000.0
+    servers = gpus * slots_per_gpu
+    need = int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms, problem.rho_max))
+    if servers > 0:
+        utilisation = load / servers
+        prob_wait = float(erlang_c(servers, load))
+        wait_ms = float(wait_quantile_s(servers, load, stats.mean_service_ms / 1000.0, stats.service_scv)) * 1000.0
+    else:
+        utilisation, prob_wait, wait_ms = (0.0, 0.0, 0.0) if load == 0 else (np.inf, 1.0, np.inf)
+    ttft = wait_ms + stats.ttft_floor_ms if stats.share > 0 else 0.0
+    cap_ok = utilisation <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
+    ttft_ok = ttft <= problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)
+    return PoolMetrics(
+        name=name,
+        gpu=gpu,
+        window_tokens=window_tokens,
+        gpus=gpus,
+        slots_per_gpu=slots_per_gpu,
+        servers=servers,
+        share=stats.share,
+        compressed_share=compressed_share,
+        rate_rps=rate,
+        mean_service_ms=stats.mean_service_ms,
+        service_scv=stats.service_scv,
+        load_erlangs=load,
+        utilisation=utilisation,
+        erlang_c=prob_wait,
+        wait_p99_ms=wait_ms,
+        prefill_p99_ms=stats.prefill_ms,
+        first_iteration_ms=stats.first_iteration_ms,
+        ttft_p99_ms=ttft,
+        min_gpus=need,
+        meets_slo=bool(cap_ok and ttft_ok),
+        binding=_binding(need, load, slots_per_gpu, problem.rho_max, cap_ok, ttft_ok, stats),
+        cost_per_hour=gpus * cost_per_gpu_hour,
+    )
+
+
+def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, cap_ok: bool, ttft_ok: bool, stats: PoolStats) -> str:
+    """Which term decides the pool: the violated one, else the one that sets its minimum GPU count."""
+    if stats.share <= 0:
+        return "empty"
+    if need == INFEASIBLE:
+        return "ttft floor"
+    if not cap_ok:
+        return "utilisation (violated)"
+    if not ttft_ok:
+        return "ttft (violated)"
+    cap_only = int(np.ceil(load / (rho_max * slots_per_gpu) * (1.0 - RELATIVE_TOLERANCE)))
+    return "utilisation" if need <= max(cap_only, 1) else "ttft"

@@ -1,0 +1,18 @@
+"""Fleet heuristics from the literature; every one returns a Plan scored by the evaluator."""
+
+from collections.abc import Callable
+
+from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.plan_sizing import size_plan
+from optfleet.problems.fleet.heuristics.baselines import homogeneous, pool_routing, retrofit
+from optfleet.problems.fleet.heuristics.sweep import sweep
+
+FLEET_METHODS: dict[str, Callable[[FleetProblem], Plan]] = {
+    "homogeneous": homogeneous,
+    "pool-routing": pool_routing,
+    "retrofit": retrofit,
+    "sweep": lambda problem: sweep(problem).plan,
+}
+
+__all__ = ["FLEET_METHODS", "homogeneous", "pool_routing", "retrofit", "size_plan", "sweep"]

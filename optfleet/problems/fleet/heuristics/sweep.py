@@ -1,0 +1,118 @@
+"""FleetOpt's Algorithm 1, made joint: every hardware-feasible boundary B x every gamma.
+
+For each candidate (B, gamma) the two pools' exact statistics come from
+:class:`~optfleet.problems.fleet.heuristics.candidate_stats.CandidateTables`, each pool is
+sized to its minimum GPU count (utilisation cap and P99 TTFT, pool_stats.py),
+and the cheapest feasible candidate wins; the single long pool (homogeneous)
+is a candidate too, so the sweep is never worse than it.  Ties go to fewer
+GPUs, then smaller gamma, then larger B.  The winning plan is re-scored by the
+evaluator, like every other plan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from optfleet.errors import InfeasibleError
+from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
+from optfleet.problems.fleet.pool_stats import size_pools
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.heuristics.candidate_stats import CandidateStats, CandidateTables
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The best plan and the full candidate table (one row per (B, gamma), plus homogeneous)."""
+
+    plan: Plan
+    candidates: pd.DataFrame
+    seconds: float
+
+
+def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = None, boundaries: tuple[int, ...] | None = None) -> pd.DataFrame:
+    """Size every candidate; columns B, gamma, n_short, n_long, gpus, cost_per_hour, feasible.
+
+    The first row is the homogeneous fleet (B = the long window, no short pool).
+    All candidates are sized in two vectorised calls (one per pool role).
+    """
+    gammas = problem.gammas if gammas is None else gammas
+    boundaries = problem.boundary_candidates if boundaries is None else boundaries
+    tables = CandidateTables(problem, boundaries, gammas)
+    homogeneous = tables.homogeneous()
+    empty = CandidateStats(*(np.zeros(1) for _ in range(4)))
+    short, long = tables.two_pool()
+    shorts, longs = [empty, short], [homogeneous, long]
+    b = np.concatenate([[problem.long_window_tokens], np.repeat(boundaries, len(gammas))]).astype(np.int64)
+    g = np.concatenate([[1.0], np.tile(gammas, len(boundaries))])
+    short_pools = [problem.pool(int(x)) for x in (problem.long_window_tokens, *boundaries)]
+    per_boundary = np.concatenate(([1], np.full(len(boundaries), len(gammas))))
+    short_slots = np.repeat([p.slots_per_gpu for p in short_pools], per_boundary)
+    short_price = np.repeat([p.cost_per_gpu_hour for p in short_pools], per_boundary)
+    n_short = _size(problem, _stack(shorts), short_slots)
+    n_long = _size(problem, _stack(longs), tables.long.slots_per_gpu)
+    feasible = (n_short >= 0) & (n_long >= 0)
+    return pd.DataFrame({
+        "B": b,
+        "gamma": g,
+        "n_short": n_short,
+        "n_long": n_long,
+        "feasible": feasible,
+        "gpus": np.where(feasible, n_short + n_long, -1),
+        "cost_per_hour": np.where(feasible, n_short * short_price + n_long * tables.long.cost_per_gpu_hour, np.inf),
+    })
+
+
+def _stack(stats: list[CandidateStats]) -> CandidateStats:
+    return CandidateStats(*(np.concatenate([getattr(s, f) for s in stats]) for f in ("share", "mean_service_ms", "service_scv", "ttft_floor_ms")))
+
+
+def _size(problem: FleetProblem, stats: CandidateStats, slots_per_gpu: np.ndarray | int) -> np.ndarray:
+    return size_pools(
+        problem.rate_rps * stats.share, stats.mean_service_ms, stats.service_scv,
+        stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms, problem.rho_max,
+    )
+
+
+def best_plan(problem: FleetProblem, table: pd.DataFrame, method: str) -> Plan:
+    """The cheapest feasible row of ``table`` as a Plan (ties: fewer GPUs, smaller gamma, larger B).
+
+    With no feasible row, the error names the pool with the lowest TTFT floor that still breaks the SLO.
+    """
+    feasible = table["feasible"].to_numpy()
+    if not feasible.any():
+        raise InfeasibleError(f"none of {len(table)} (B, gamma) candidates meets the SLO; {_why_none(problem, table)}")
+    cost, gpus, gamma, boundary = (table[c].to_numpy() for c in ("cost_per_hour", "gpus", "gamma", "B"))
+    order = np.lexsort((-boundary, gamma, gpus, cost))
+    return plan_from_row(problem, table.iloc[order[0]], method)
+
+
+def _why_none(problem: FleetProblem, table: pd.DataFrame) -> str:
+    """Explain infeasibility by the candidate with the largest B (the homogeneous fleet when present)."""
+    row = table.loc[table["B"].idxmax()].copy()
+    row[["n_short", "n_long"]] = 0
+    evaluation = evaluate(problem, plan_from_row(problem, row, "sweep"))
+    broken = [p for p in evaluation.pools if p.min_gpus < 0]
+    return infeasible_pool_message(evaluation, broken[0].name) if broken else "no pool size meets the SLO"
+
+
+def plan_from_row(problem: FleetProblem, row: pd.Series, method: str) -> Plan:
+    """The Plan of one candidate row (a single long pool when B is the long window)."""
+    long_pool = PoolPlan("long", problem.long_window_tokens, int(row["n_long"]))
+    if int(row["B"]) >= problem.long_window_tokens:
+        return Plan((long_pool,), gamma=1.0, method=method)
+    short_pool = PoolPlan("short", int(row["B"]), int(row["n_short"]))
+    return Plan((short_pool, long_pool), gamma=float(row["gamma"]), method=method)
+
+
+def sweep(problem: FleetProblem) -> SweepResult:
+    """Joint B x gamma sweep (FleetOpt Algorithm 1 over all candidates)."""
+    start = time.perf_counter()
+    table = candidate_table(problem)
+    plan = best_plan(problem, table, "sweep")
+    return SweepResult(plan=plan, candidates=table, seconds=time.perf_counter() - start)

@@ -1,0 +1,231 @@
+"""The fleet kind (FleetOpt): its registry entry, its methods and their results in the common vocabulary.
+
+Methods: the literature's heuristics (``homogeneous``, ``pool-routing``,
+``retrofit``, ``sweep``; optfleet/problems/fleet/heuristics) and the exact
+``milp`` (optfleet/problems/fleet/milp.py); over a multi-type GPU catalog also
+``milp:<GPU type>``, the exact best fleet of that type alone.  Every plan is
+scored by the one evaluator (evaluator.py) and checked against the
+instance's ``constraints:`` (constraint_check.py).
+
+Objective: the plan's cost in $/h, minimised; under a ``budget`` constraint
+the share of the traffic served, maximised (the MILP then admits every class
+at the same share).  The gap's bound is the ``milp`` method's proven bound on
+that objective (``milp:<type>`` bounds a restricted model: not a bound on the
+optimum).  Under the ``fleetsim`` TTFT rule the MILP does not apply: its rows
+say so and the gaps stay empty.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from optfleet.errors import InfeasibleError, NotApplicableError
+from optfleet.progress import Progress
+from optfleet.registry import ProblemKind
+from optfleet.results import MAXIMISE, MINIMISE, MethodResult, Reference, first_result, no_plan
+from optfleet.problems.fleet.constraint_check import constraint_violations
+from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
+from optfleet.problems.fleet.heuristics import FLEET_METHODS
+from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
+from optfleet.problems.fleet.presets import apply_defaults
+from optfleet.problems.fleet.problem import FleetProblem, prepare
+from optfleet.problems.fleet.schema import FleetInstanceSpec
+
+MILP = "milp"
+SINGLE_TYPE_PREFIX = "milp:"
+COST_UNIT = "$/h"
+SERVED_UNIT = "share served"
+# The budget objective is served - BUDGET_COST_WEIGHT x cost (models/fleet_constraints.py): its bound plus
+# BUDGET_COST_WEIGHT x the cap bounds the served share.
+BUDGET_COST_WEIGHT = 1e-9
+
+
+def methods(problem: FleetProblem) -> tuple[str, ...]:
+    """The heuristics, ``milp`` and, over a multi-type catalog, ``milp:<type>`` per GPU type."""
+    return (*FLEET_METHODS, MILP, *single_type_methods(problem))
+
+
+def single_type_methods(problem: FleetProblem) -> tuple[str, ...]:
+    """``milp:<GPU type>`` per type of a multi-type GPU catalog: the exact best fleet of that type alone."""
+    types = list(dict.fromkeys(o.gpu_name for o in problem.options))
+    return tuple(f"{SINGLE_TYPE_PREFIX}{t}" for t in types) if len(types) > 1 else ()
+
+
+def _budget(problem: FleetProblem) -> float | None:
+    return next((c.max_cost_per_hour for c in problem.constraints if c.kind == "budget"), None)
+
+
+def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodResult]:
+    """Run one method and score its plan; a method without a plan is a row with the reason."""
+    budget = _budget(problem)
+    unit, sense = (SERVED_UNIT, MAXIMISE) if budget is not None else (COST_UNIT, MINIMISE)
+    start = time.perf_counter()
+    report = iterations = None
+    try:
+        if method == MILP or method.startswith(SINGLE_TYPE_PREFIX):
+            from optfleet.problems.fleet.milp import solve_milp  # Pyomo and HiGHS only when a MILP runs
+
+            restricted = problem if method == MILP else _restricted(problem, method)
+            exact = solve_milp(restricted, routing=problem.milp_routing, max_pools=problem.max_pools,
+                               time_limit_s=problem.time_limit_s, mip_gap=problem.mip_gap, solver=problem.solver)
+            plan, report, iterations = exact.plan, exact.report, exact.iterations
+        else:
+            plan = FLEET_METHODS[method](problem)
+    except NotApplicableError as exc:
+        return [no_plan(method, time.perf_counter() - start, f"not available here: {exc}", objective_unit=unit, sense=sense, available=False)]
+    except InfeasibleError as exc:
+        return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=unit, sense=sense)]
+    seconds = time.perf_counter() - start
+    evaluation = evaluate(problem, plan)
+    broken = constraint_violations(problem, evaluation)
+    failing = [f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:,.1f} ms, utilisation {p.utilisation:.4f}" for p in evaluation.pools if not p.meets_slo]
+    note = "; ".join([*(f"violates the SLO ({f})" for f in failing), *(f"breaks {b}" for b in broken)])
+    objective = evaluation.plan.served_share if budget is not None else evaluation.cost_per_hour
+    return [MethodResult(
+        method, plan, evaluation, seconds, objective=objective, objective_unit=unit, sense=sense,
+        feasible=evaluation.meets_slo and not broken, report=report, note=note,
+        columns={**_plan_columns(problem, evaluation), "table_iterations": iterations},
+    )]
+
+
+def _restricted(problem: FleetProblem, method: str) -> FleetProblem:
+    gpu_type = method.removeprefix(SINGLE_TYPE_PREFIX)
+    options = tuple(o for o in problem.options if o.gpu_name == gpu_type)
+    return problem.with_options(options)
+
+
+def _plan_columns(problem: FleetProblem, evaluation: FleetEvaluation) -> dict[str, Any]:
+    """The fleet's own row columns: pools, instances and physical GPUs counted apart, costs, served share."""
+    label = (lambda p: f"{p.gpu} {p.window_tokens}:{p.gpus}") if problem.heterogeneous else (lambda p: f"{p.window_tokens}:{p.gpus}")
+    plan = evaluation.plan
+    return {
+        "pools": " + ".join(label(p) for p in evaluation.pools),
+        "instances": evaluation.total_gpus,
+        "gpus": sum(problem.configuration(p.gpu).tp * p.gpus for p in plan.pools),
+        "cost_per_hour": evaluation.cost_per_hour,
+        "cost_per_year": evaluation.cost_per_year,
+        "served_share": plan.served_share,
+        "boundary_tokens": None if plan.rules is not None else plan.boundary_tokens,
+        "gamma": None if plan.rules is not None else plan.gamma,
+    }
+
+
+def reference(problem: FleetProblem, results: Sequence[MethodResult]) -> Reference:
+    """The ``milp`` method's proven bound (module docstring); None, with the reason, when it did not give one."""
+    milp = first_result(results, MILP)
+    if milp is None:
+        return Reference(None, "no bound: the MILP did not run (add milp to the methods)")
+    if not milp.available:
+        return Reference(None, f"no bound: the MILP is {milp.note}")
+    if milp.report is None or milp.report.bound is None:
+        return Reference(None, f"no bound: the MILP proved none ({milp.note or milp.status})")
+    bound = milp.report.bound
+    budget = _budget(problem)
+    if budget is not None:
+        return Reference(min(1.0, bound + BUDGET_COST_WEIGHT * budget), "the MILP's proven bound on the served share (budget cap)")
+    verdict = "optimum" if milp.report.proven_optimal else f"lower bound ({milp.report.status.replace('_', ' ')}: not proven optimal)"
+    extra = f", after {milp.columns['table_iterations']} solves refreshing the Erlang tables" if (milp.columns.get("table_iterations") or 1) > 1 else ""
+    return Reference(bound, f"the MILP's proven {verdict}{extra}")
+
+
+def gap_summary(problem: FleetProblem, results: Sequence[MethodResult]) -> dict[str, Any] | None:
+    """Savings against the homogeneous fleet (closed forms beside), and the mixed catalog fleet against the
+    cheapest single-type fleet."""
+    homogeneous = first_result(results, "homogeneous")
+    base = homogeneous.evaluation if homogeneous is not None else None
+    summary: dict[str, Any] = {}
+    if base is not None and _budget(problem) is None:
+        savings = {}
+        for r in results:
+            if r.evaluation is None:
+                continue
+            forecast = savings_forecast(r.evaluation, base)
+            savings[r.method] = {
+                "evaluated_pct": 100 * (1 - r.evaluation.cost_per_hour / base.cost_per_hour),
+                "naive_pct": None if forecast is None else 100 * forecast.naive,
+                "corrected_pct": None if forecast is None else 100 * forecast.corrected,
+            }
+        summary["savings_vs_homogeneous"] = savings
+    singles = [r for r in results if r.method.startswith(SINGLE_TYPE_PREFIX) and r.feasible]
+    milp = first_result(results, MILP)
+    if singles and milp is not None and milp.feasible and _budget(problem) is None:
+        best = min(singles, key=lambda r: r.evaluation.cost_per_hour)
+        summary["mixed_vs_best_single_type"] = {
+            "mixed_cost_per_hour": milp.evaluation.cost_per_hour,
+            "best_single_type": best.method.removeprefix(SINGLE_TYPE_PREFIX),
+            "best_single_cost_per_hour": best.evaluation.cost_per_hour,
+            "savings_pct": 100 * (1 - milp.evaluation.cost_per_hour / best.evaluation.cost_per_hour),
+        }
+    return summary or None
+
+
+def result_json(problem: FleetProblem, result: MethodResult) -> dict[str, Any]:
+    """The plan (in the instance's vocabulary, so ``simulate --plan`` reads it back), the evaluator's pools and
+    the solver's report."""
+    body: dict[str, Any] = {}
+    if result.evaluation is not None:
+        body["plan"] = result.plan.to_dict()
+        body["evaluation"] = result.evaluation.to_dict()
+    if result.report is not None:
+        body["solver"] = {**result.report.to_dict(), "table_iterations": result.columns.get("table_iterations")}
+    return body
+
+
+def facts(problem: FleetProblem) -> dict[str, Any]:
+    return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule}
+
+
+def _simulate(*args: Any, **kwargs: Any) -> Any:
+    from optfleet.problems.fleet.simulate.outcome import simulate_instance  # scipy.stats only when simulating
+
+    return simulate_instance(*args, **kwargs)
+
+
+def _render_solve(outcome: Any) -> str:
+    from optfleet.problems.fleet.report import render_solve
+
+    return render_solve(outcome)
+
+
+def _render_gap(outcome: Any) -> str:
+    from optfleet.problems.fleet.report import render_gap
+
+    return render_gap(outcome)
+
+
+def _describe(problem: FleetProblem) -> str:
+    from optfleet.problems.fleet.report import describe
+
+    return describe(problem)
+
+
+def _solve_files(outcome: Any) -> dict[str, str]:
+    from optfleet.problems.fleet.report import solve_files
+
+    return solve_files(outcome)
+
+
+KIND = ProblemKind(
+    name="fleet",
+    summary="fleet provisioning (FleetOpt): M/G/c pools by context window, Compress-and-Route, the sweep and the exact MILP",
+    schema=FleetInstanceSpec,
+    prepare=prepare,
+    methods=methods,
+    default_method=lambda problem: problem.method,
+    solve_methods=lambda problem, chosen: tuple(FLEET_METHODS),
+    gap_methods=lambda problem: methods(problem),
+    run=run,
+    reference=reference,
+    describe=_describe,
+    render_solve=_render_solve,
+    render_gap=_render_gap,
+    facts=facts,
+    result_json=result_json,
+    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap"},
+    preprocess=apply_defaults,
+    simulate=_simulate,
+    gap_summary=gap_summary,
+    solve_files=_solve_files,
+)

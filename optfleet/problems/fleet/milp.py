@@ -1,0 +1,318 @@
+"""The fleet MILP end to end: prepare data, build, warm-start from the sweep, solve, extract, re-score.
+
+The Erlang-C table of the model (models/fleet.py) is computed at each pool's
+``R_j = E[S^2]/E[S]``, which depends on the routing the model chooses.  The
+driver starts from R_j of all requests a pool could hold.  After every solve
+it re-scores the plan with the evaluator and refreshes R_j of the plan's pools
+below their table size N_j (above it the cap alone decides and R_j does not
+enter the model) from their actual traffic.  It re-solves, from the last plan,
+until the plan passes the evaluator and is optimal for the model at its own
+R_j (DESIGN.md section 3, requirement 3), or until the same cost comes back
+(alternative optima whose R_j differ, which would only oscillate).  The
+reported bound and gap are HiGHS's for the model the plan was solved with;
+every returned plan has passed the evaluator.
+
+Raising R_j only shrinks tables: ``a_max`` falls as R_j rises (``W99`` is
+linear in R_j), so a model whose R_j are all at least those of a solved model
+is a restriction of it, and that model's bound holds for it.  Two things
+follow.  A plan that meets its refreshed tables at a cost reaching such a
+bound is optimal for the refreshed model, with no re-solve (a stable plan).
+Otherwise the best such bound goes to the re-solve as a known bound, and
+HiGHS stops as soon as it finds a plan at that bound (on LMSYS K = 3 split
+routing this cut a re-solve from about 10 s to 0.2 s).
+
+With at most ``OPEN_SET_LIMIT`` sets of K pool options that can hold every
+class, split and threshold routing are solved case by case, one set at a
+time with the other pools closed (``open_set_cases``), best first by each
+set's cheap bound (``optfleet.problems.fleet.open_set_bounds``) and then its LP
+relaxation (``optfleet.solvers.highs.solve_cases``); the result is the same
+optimum and bound.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import pyomo.environ as pyo
+
+from optfleet.errors import InfeasibleError, NoPlanInTimeError
+from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
+from optfleet.problems.fleet.milp_data import erlang_tables, prepare_milp_data
+from optfleet.problems.fleet.open_set_bounds import open_set_bounds
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.heuristics import sweep
+from optfleet.models import fleet as fleet_model
+from optfleet.models.fleet_constraints import LARGEST_BOUND, add_user_constraints, gpu_bounds
+from optfleet.solvers import SolveReport, solve
+from optfleet.solvers.highs import solve_cases
+from optfleet.solvers.report import TIME_LIMIT, relative_gap
+
+FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
+# Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
+OPEN_SET_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class MilpResult:
+    """The MILP's plan, its solve's report, the evaluator's verdict and the R_j iterations.
+
+    ``converged`` is False when R_j did not settle: the plan then is the
+    cheapest one that passed the evaluator, and its report's bound holds for
+    the tables it was solved with.
+    """
+
+    plan: Plan
+    report: SolveReport
+    evaluation: FleetEvaluation
+    iterations: int
+    converged: bool
+    history: list[dict] = field(default_factory=list)
+
+
+def solve_milp(
+    problem: FleetProblem,
+    *,
+    routing: str = "threshold",
+    max_pools: int = 2,
+    time_limit_s: float | None = 60.0,
+    mip_gap: float | None = 1e-6,
+    warm_start: bool = True,
+    max_iterations: int = 6,
+    customize: Callable[[pyo.ConcreteModel], None] | None = None,
+    solver: str = "highs",
+) -> MilpResult:
+    """Solve the fleet MILP (see the module docstring); InfeasibleError explains an infeasible instance.
+
+    The instance's ``constraints:`` are added to every model built, then
+    ``customize(model)`` if given: the Python hook for constraints of your own
+    (e.g. ``m.cap = pyo.Constraint(expr=m.cost <= 500)``).
+
+    Each pool option's instances are bounded by ``gpu_bounds`` (models/fleet_constraints.py), proven
+    to keep an optimal plan under every constraint kind but ``gpu_mix``.  With ``gpu_mix`` or
+    ``customize`` (and the cost objective) the plan is certified afterwards: a plan beyond the bounds
+    costs at least ``min_j c_j (gpu_bound_j + 1)``; when that is below the plan's cost, the model is
+    solved once more with every plan up to that cost inside the bounds, which is exact.
+    """
+    data = prepare_milp_data(problem)
+    bounds = gpu_bounds(data, problem.constraints)
+    settings = dict(routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
+                    max_iterations=max_iterations, customize=customize, solver=solver)
+    result = _solve_within(problem, data, bounds, **settings)
+    certify = customize is not None or any(spec.kind == "gpu_mix" for spec in problem.constraints)
+    if certify and not any(spec.kind == "budget" for spec in problem.constraints):
+        # A plan with more instances than gpu_bound[j] in some pool j costs at least c_j (gpu_bound[j] + 1).
+        prices = np.array([option.cost_per_gpu_hour for option in data.pools])
+        cost = result.evaluation.cost_per_hour
+        if np.min(prices * (bounds + 1)) < cost:
+            # Not certified: re-solve with every plan of cost <= this one inside the bounds, which is exact.
+            wider = np.maximum(bounds, np.minimum(np.floor(cost / prices), LARGEST_BOUND).astype(np.int64))
+            result = _solve_within(problem, data, wider, **settings)
+    return result
+
+
+def _solve_within(
+    problem: FleetProblem,
+    data,
+    bounds: np.ndarray,
+    *,
+    routing: str,
+    max_pools: int,
+    time_limit_s: float | None,
+    mip_gap: float | None,
+    warm_start: bool,
+    max_iterations: int,
+    customize: Callable[[pyo.ConcreteModel], None] | None,
+    solver: str,
+) -> MilpResult:
+    """:func:`solve_milp` with the instances of pool option j at most ``bounds[j]``."""
+    ratio = data.service_ratio_ms.copy()
+    start = _sweep_plan(problem) if warm_start else None
+    history: list[dict] = []
+
+    def model_at(ratio_ms: np.ndarray, skip: int | None = None) -> pyo.ConcreteModel:
+        constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
+        model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
+                                  gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints))
+        add_user_constraints(model, problem.constraints, skip=skip)
+        if customize is not None:
+            customize(model)
+        return model
+
+    previous: pyo.ConcreteModel | None = None
+    best: MilpResult | None = None
+    solved: list[tuple[np.ndarray, float]] = []  # (R_j of a solved model, its proven bound)
+    known_bound: float | None = None  # the best bound of a solved model the next one restricts
+    for iteration in range(1, max_iterations + 1):
+        model = model_at(ratio)
+        by_case = open_set_cases(model, cost_objective=customize is None) if solver == "highs" else None
+        run = partial(solve, solver=solver) if by_case is None else partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds)
+        if start is not None and fleet_model.can_warm_start(model, start):
+            fleet_model.warm_start(model, start)
+            report = run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
+        elif previous is not None:
+            _carry_over(previous, model)  # the last plan, as a MIP start HiGHS keeps if still feasible
+            report = run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True,
+                         **({"known_bound": known_bound} if solver == "highs" else {}))
+        else:
+            report = run(model, time_limit=time_limit_s, mip_gap=mip_gap)
+        if not report.has_solution:
+            if best is not None:
+                break
+            if report.status == TIME_LIMIT:
+                bound = "no lower bound yet" if report.bound is None else f"a lower bound of {report.bound:,.2f}"
+                raise NoPlanInTimeError(
+                    f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
+                    "infeasibility: raise solve.time_limit_s"
+                )
+            raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s, solver=solver).has_solution,
+                                           customized=customize is not None))
+        if report.bound is not None:
+            solved.append((ratio.copy(), report.bound))
+        plan = fleet_model.extract(model)
+        evaluation = evaluate(problem, plan)
+        updated = ratio.copy()
+        tabled = []  # pools below their table size: only there does R_j enter the model
+        for pool in evaluation.pools:
+            j = _pool_index(data, pool.name)
+            if pool.share > 0 and pool.gpus < data.pools[j].table_gpus:
+                updated[j] = (1.0 + pool.service_scv) * pool.mean_service_ms
+                tabled.append(j)
+        # The plan is optimal for the refreshed model too if it meets its tables and a model that one
+        # restricts has a bound the plan's cost reaches; else that bound helps the re-solve.
+        minimising = next(model.component_data_objects(pyo.Objective, active=True)).sense == pyo.minimize
+        known_bound = _restricted_bound(updated, solved, minimising)
+        reaches = known_bound is not None and (
+            relative_gap(report.objective, known_bound) <= (mip_gap or 0.0) + 1e-9
+            or (report.objective <= known_bound if minimising else report.objective >= known_bound)
+        )
+        stable = np.allclose(updated[tabled], ratio[tabled], rtol=1e-6) or (
+            evaluation.meets_slo and reaches and _meets_tables(model, updated, tabled)
+        )
+        repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
+        history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
+        if evaluation.meets_slo:
+            result = MilpResult(plan, report, evaluation, iteration, stable, history)
+            if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
+                best = result
+            if stable or repeated or not report.proven_optimal:
+                # Stable tables; or the same cost again (alternative optima whose R_j differ, which
+                # would only oscillate); or a time-limited incumbent, which re-solving under the
+                # same limit would not prove better.
+                return result
+        previous, start, ratio = model, None, updated
+    if best is None:
+        failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
+                            for p in evaluation.pools if not p.meets_slo)
+        raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes ({failing})")
+    return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
+
+
+@dataclass(frozen=True)
+class OpenSetCases:
+    """The fleet MILP as cases (``optfleet.solvers.highs.solve_cases``): ``groups[j]`` are the variables pool
+    option j has at 0 when closed, case c closes the options ``cases[c]``, and ``bounds[c]`` (or None) is a
+    lower bound on case c's cost."""
+
+    groups: list[list]
+    cases: list[list[int]]
+    bounds: np.ndarray | None
+
+
+def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> OpenSetCases | None:
+    """One case per set of K usable pool options that can hold every class: the other options are closed
+    (their ``closed_pool_variables``, fixed at 0 and left out of what HiGHS gets).  Every plan opens at
+    most K pools, all inside some such set, so solving every case is solving the model.  With
+    ``cost_objective`` (the model's objective is its cost, as built) each case gets the cheap bound of
+    ``open_set_bounds``, which lets the best-first search prune most sets unsolved.
+
+    None (solve the model whole) for the sweep's policy space, a maximised objective (a budget), a
+    deactivated ``max_pools`` row or closing row, or more than ``OPEN_SET_LIMIT`` sets of K options.
+    A case is a model of at most K pools: HiGHS solves its LP relaxation in milliseconds, and most
+    cases end there, pruned by that bound.  The whole model spends seconds in presolve (LMSYS
+    threshold routing: about 4 s probing the segment binaries of 18 windows) and, with several GPU
+    types, in branching on which pools open (scale benchmark: LP bound 480.8 against 562.4).
+    """
+    objective = next(model.component_data_objects(pyo.Objective, active=True))
+    if model.routing == "sweep" or objective.sense != pyo.minimize or not model.max_pools.active:
+        return None
+    if not all(row.active for component in fleet_model.closing_rows(model) for row in component.values()):
+        return None  # a customisation lifted a row that closes a pool's variables
+    data = model.data
+    usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
+    size = min(int(pyo.value(model.max_pools.upper)), len(usable))
+    if size < 1 or math.comb(len(usable), size) > OPEN_SET_LIMIT:
+        return None
+    holds = data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
+    holds = holds[data.mass > 0]
+    combos = np.array(list(itertools.combinations(usable, size)), dtype=np.int64).reshape(-1, size)
+    open_sets = combos[holds[:, combos].any(axis=2).all(axis=0)]
+    groups = [fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))]
+    cases = [sorted(set(range(len(data.pools))) - set(chosen.tolist())) for chosen in open_sets]
+    return OpenSetCases(groups, cases, open_set_bounds(data, open_sets) if cost_objective else None)
+
+
+def _restricted_bound(ratio_ms: np.ndarray, solved: list[tuple[np.ndarray, float]], minimising: bool = True) -> float | None:
+    """The best bound proven for a model that the model at ``ratio_ms`` restricts (every R_j at least as high:
+    every table ``a_max`` at most as large); None if there is none.  The highest lower bound when minimising
+    (cost), the lowest upper bound when maximising (the served rate under a budget)."""
+    bounds = [bound for solved_ms, bound in solved if np.all(ratio_ms >= solved_ms)]
+    if not bounds:
+        return None
+    return max(bounds) if minimising else min(bounds)
+
+
+def _meets_tables(model: pyo.ConcreteModel, ratio_ms: np.ndarray, tabled: list[int]) -> bool:
+    """Whether ``model``'s solution meets the model at ``ratio_ms``: every pool below its table size meets the
+    wait row (7) of its lowest floor level (the solution with that level is as cheap), within the solver's
+    feasibility tolerance; R_j does not enter the other rows."""
+    data, problem = model.data, model.data.problem
+    tables = erlang_tables(tuple(data.pools[j] for j in tabled), ratio_ms[tabled], problem.ttft_p99_ms, problem.rho_max)
+    for j, table in zip(tabled, tables, strict=True):
+        level = fleet_model.lowest_floor_level(data, j, *fleet_model.pool_shares(model, j))
+        gpus = int(round(pyo.value(model.n[j])))
+        if level is None:  # the floor rows hold only to the solver's tolerance: no certificate, re-solve
+            return False
+        if pyo.value(model.load_erlangs[j]) > table[gpus, level] + FEASIBILITY_TOLERANCE * max(1.0, table[gpus, level]):
+            return False
+    return True
+
+
+def _carry_over(previous: pyo.ConcreteModel, model: pyo.ConcreteModel) -> None:
+    """Copy every variable value of ``previous`` into the same-named variable of ``model``."""
+    for var in model.component_data_objects(pyo.Var):
+        old = previous.find_component(var.name)
+        if old is not None and old.value is not None:
+            var.set_value(old.value, skip_validation=True)
+
+
+def _pool_index(data, name: str) -> int:
+    return next(j for j, o in enumerate(data.pools) if o.name == name)
+
+
+def _sweep_plan(problem: FleetProblem) -> Plan | None:
+    try:
+        return sweep(problem).plan
+    except InfeasibleError:
+        return None
+
+
+def _explain(problem: FleetProblem, report: SolveReport, feasible_without: Callable[[int], bool], customized: bool = False) -> str:
+    """Why no plan exists: the TTFT floor of the homogeneous pool, or the user constraints whose removal helps
+    (with a Python hook, which can only be judged within the model's ``gpu_bound``)."""
+    evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
+    if evaluation.pools[0].min_gpus < 0:
+        return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(evaluation, 'long')}"
+    culprits = [f"constraints[{i}] ({spec.kind})" for i, spec in enumerate(problem.constraints) if feasible_without(i)]
+    if culprits:
+        return f"MILP {report.status}: the user constraints exclude every plan; dropping any one of {', '.join(culprits)} makes the instance feasible"
+    if customized:
+        return (f"MILP {report.status} ({report.summary}): the constraints added in Python (customize) exclude every plan with at most "
+                "gpu_bound[j] instances in pool option j; a constraint that needs more raises m.gpu_bound[j] in the same hook")
+    return f"MILP {report.status} ({report.summary}); the homogeneous fleet is feasible, so the user constraints together exclude every plan"

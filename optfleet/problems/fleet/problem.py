@@ -1,0 +1,338 @@
+"""The prepared fleet problem: every number a heuristic, model or evaluator needs.
+
+``prepare(loaded)`` turns a validated instance spec into a :class:`FleetProblem`:
+it reads the workload into an exact :class:`~optfleet.problems.fleet.workload.mix.RequestMix`,
+resolves the hardware into :class:`PoolConfig` objects per context window, and
+checks everything that needs data from more than one field (boundaries inside
+the long window, slots > 0, requests that fit the long window).  Models and
+heuristics take a FleetProblem; they never read files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.hardware import get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
+from optfleet.hardware.profiles import GpuProfile, derive_profile
+from optfleet.problems.fleet.schema import CatalogOverrideSpec, FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
+from optfleet.instance.loader import LoadedInstance
+from optfleet.problems.fleet.workload.cdf import parse_cdf_points, read_cdf_file
+from optfleet.problems.fleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
+from optfleet.problems.fleet.workload.trace import concatenate_traces, read_trace
+
+HOURS_PER_YEAR = 8760.0
+
+# Standard context windows tried as boundaries when the workload is a trace (no CDF breakpoints).
+TRACE_BOUNDARY_CANDIDATES = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152)
+
+
+@dataclass(frozen=True)
+class FleetProblem:
+    """A validated fleet instance in numbers."""
+
+    name: str
+    rate_rps: float
+    mix: RequestMix
+    long_window_tokens: int
+    boundary_candidates: tuple[int, ...]
+    pool_routing_boundary_tokens: int | None
+    compression_enabled: bool
+    compressible_fraction: float
+    gammas: tuple[float, ...]
+    retrofit_gamma: float
+    ttft_p99_ms: float
+    rho_max: float
+    ttft_rule: str
+    hardware: "PoolFactory"
+    method: str = "sweep"
+    solver: str = "highs"
+    milp_routing: str = "threshold"
+    max_pools: int = 2
+    time_limit_s: float = 60.0
+    mip_gap: float = 1e-6
+    constraints: tuple = ()
+    options: tuple["PoolFactory", ...] = ()
+    option_windows: tuple[int, ...] = ()
+    skipped_options: tuple[str, ...] = ()
+    catalog_types: tuple[str, ...] = ()
+
+    def pool(self, window_tokens: int, gpu: str | None = None) -> PoolConfig:
+        """The pool config at ``window_tokens`` on configuration ``gpu`` (a label; None = ``hardware``)."""
+        return self.configuration(gpu).pool(window_tokens)
+
+    def configuration(self, gpu: str | None) -> "PoolFactory":
+        """The GPU configuration labelled ``gpu`` (``"H100-80GB x4"``); None is the ``hardware`` block's."""
+        if gpu is None or gpu == self.hardware.label:
+            return self.hardware
+        for option in self.options:
+            if option.label == gpu:
+                return option
+        raise InputError("plan.pools.gpu", gpu, f"not a GPU configuration of this instance; known: {', '.join(o.label for o in self.options) or self.hardware.label}")
+
+    def configuration_label(self, gpu: str | None, tp: int | None, field: str = "gpu") -> str:
+        """Label of GPU type ``gpu`` at TP ``tp``, each defaulting to the ``hardware`` block's."""
+        name = get_gpu(gpu, field).name if gpu is not None else self.hardware.gpu_name
+        return _label(name, tp if tp is not None else self.hardware.tp)
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when the MILP chooses among GPU configurations (a ``gpu_catalog``)."""
+        return bool(self.options)
+
+    def with_options(self, options: tuple["PoolFactory", ...]) -> "FleetProblem":
+        """The same problem restricted to ``options`` (e.g. one GPU type for a single-type fleet)."""
+        return replace(self, options=options)
+
+
+@dataclass(frozen=True)
+class PoolFactory:
+    """Builds the :class:`PoolConfig` of one GPU configuration at any window (memoised).
+
+    ``cost_per_gpu_hour`` is the price of one instance (``tp`` GPUs).  Iteration
+    constants missing from ``spec.iteration`` are derived per window from first
+    principles (:func:`optfleet.hardware.profiles.derive_profile`).
+    """
+
+    spec: HardwareSpec
+    cost_per_gpu_hour: float
+    _cache: dict[int, PoolConfig] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def gpu_name(self) -> str:
+        """The catalog's name of the GPU type."""
+        return get_gpu(self.spec.gpu).name
+
+    @property
+    def tp(self) -> int:
+        return self.spec.tp
+
+    @property
+    def label(self) -> str:
+        """``"<gpu>"`` or ``"<gpu> x<tp>"``: the configuration's name in plans and reports."""
+        return _label(self.gpu_name, self.spec.tp)
+
+    def slots_per_gpu(self, window_tokens: int) -> int:
+        return self.pool(window_tokens).slots_per_gpu
+
+    def pool(self, window_tokens: int) -> PoolConfig:
+        if window_tokens not in self._cache:
+            it = self.spec.iteration
+            profile = self.profile(window_tokens)
+            slots = profile.slots if self.spec.slots.formula == "profile" else self._slots(window_tokens)
+            w_ms = it.w_ms if it.w_ms is not None else profile.iteration_base_ms
+            h_ms = it.h_ms_per_slot if it.h_ms_per_slot is not None else profile.per_slot_ms
+            self._cache[window_tokens] = PoolConfig(
+                window_tokens=window_tokens,
+                slots_per_gpu=slots,
+                w_ms=float(w_ms),
+                h_ms_per_slot=float(h_ms),
+                chunk_tokens=it.chunk_tokens,
+                length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
+                cost_per_gpu_hour=self.cost_per_gpu_hour,
+                gpu=self.label,
+            )
+        return self._cache[window_tokens]
+
+    def profile(self, window_tokens: int) -> GpuProfile | None:
+        """The first-principles profile, when W, H or the slots are to be derived."""
+        it = self.spec.iteration
+        if it.w_ms is None or it.h_ms_per_slot is None or self.spec.slots.formula == "profile":
+            return derive_profile(self.spec.gpu, self.spec.model, self.spec.tp, window_tokens)
+        return None
+
+    def _slots(self, window_tokens: int) -> int:
+        slots = self.spec.slots
+        if slots.table is not None:
+            return int(slots.table.get(window_tokens, 0))
+        if slots.kv_tokens_per_gpu is not None:
+            return slots_from_kv_tokens(slots.kv_tokens_per_gpu * self.spec.tp, window_tokens)
+        if slots.formula == "fleetsim":
+            # inference-fleet-sim's A100 profile: max_slots 128 at 8192 tokens, 65536 KV blocks of 16 tokens.
+            return min(128 * 8192 // window_tokens, 65536 // math.ceil(window_tokens / 16))
+        memory = slots.from_memory
+        assert memory is not None  # the schema guarantees exactly one rule
+        return slots_from_memory(
+            get_gpu(self.spec.gpu),
+            get_model(self.spec.model),
+            window_tokens,
+            tp=self.spec.tp,
+            memory_utilisation=memory.memory_utilisation,
+            reserved_gb_per_gpu=memory.reserved_gb_per_gpu,
+            weight_bytes_per_param=memory.weight_bytes_per_param,
+            kv_dtype_bytes=memory.kv_dtype_bytes,
+        )
+
+
+def prepare(loaded: LoadedInstance) -> FleetProblem:
+    """Build the FleetProblem of a loaded instance, checking cross-field consistency."""
+    spec: FleetInstanceSpec = loaded.spec
+    gpu = get_gpu(spec.hardware.gpu)
+    get_model(spec.hardware.model)
+    hardware = PoolFactory(spec.hardware, instance_cost_per_hour(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour))
+    long_window = spec.pools.long_window_tokens
+    if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
+        raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
+    if hardware.slots_per_gpu(long_window) < 1:
+        raise InputError(
+            "hardware.model", spec.hardware.model,
+            f"does not fit: 0 KV slots per {hardware.pool(long_window).gpu} instance at the long window {long_window} tokens",
+        )
+    mix, breakpoints = _request_mix(loaded)
+    if mix.max_total_tokens > long_window:
+        raise InputError(
+            "pools.long_window_tokens", long_window,
+            f"the workload has requests of up to {mix.max_total_tokens} tokens; they fit no pool",
+        )
+    candidates = _boundary_candidates(spec, breakpoints, hardware)
+    routing_b = spec.pools.pool_routing_boundary_tokens
+    if routing_b is not None:
+        _check_boundary(routing_b, long_window, "pools.pool_routing_boundary_tokens", hardware)
+    comp = spec.compression
+    options, windows, skipped = _catalog_options(spec, hardware, candidates) if spec.gpu_catalog is not None else ((), (), ())
+    return FleetProblem(
+        name=spec.name,
+        rate_rps=spec.workload.rate_rps,
+        mix=mix,
+        long_window_tokens=long_window,
+        boundary_candidates=candidates,
+        pool_routing_boundary_tokens=routing_b,
+        compression_enabled=comp.enabled,
+        compressible_fraction=comp.compressible_fraction,
+        gammas=gamma_grid(comp.gamma_max, comp.gamma_step) if comp.enabled else (1.0,),
+        retrofit_gamma=comp.retrofit_gamma,
+        ttft_p99_ms=spec.slo.ttft_p99_ms,
+        rho_max=spec.slo.rho_max,
+        ttft_rule=spec.slo.ttft_rule,
+        hardware=hardware,
+        method=spec.solve.method,
+        solver=spec.solve.solver,
+        milp_routing=spec.solve.routing,
+        max_pools=spec.solve.max_pools,
+        time_limit_s=spec.solve.time_limit_s,
+        mip_gap=spec.solve.mip_gap,
+        constraints=tuple(spec.constraints),
+        options=options,
+        option_windows=windows,
+        skipped_options=skipped,
+        catalog_types=tuple(dict.fromkeys(o.gpu_name for o in options)),
+    )
+
+
+def _label(gpu_name: str, tp: int) -> str:
+    return f"{gpu_name} x{tp}" if tp > 1 else gpu_name
+
+
+def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates: tuple[int, ...]) -> tuple[tuple[PoolFactory, ...], tuple[int, ...], tuple[str, ...]]:
+    """GPU configurations of ``gpu_catalog`` (gpu x tp), the windows offered, and the configurations left out (why)."""
+    catalog = spec.gpu_catalog
+    assert catalog is not None
+    long_window = spec.pools.long_window_tokens
+    windows = tuple(sorted(set(catalog.windows or candidates) | {long_window}))
+    for i, w in enumerate(catalog.windows or ()):
+        if not 0 < w <= long_window:
+            raise InputError(f"gpu_catalog.windows[{i}]", w, f"must lie in (0, {long_window}] (the long window)")
+    names = [get_gpu(g, f"gpu_catalog.gpus[{i}]").name for i, g in enumerate(catalog.gpus)]
+    for i, ov in enumerate(catalog.overrides):
+        name = get_gpu(ov.gpu, f"gpu_catalog.overrides[{i}].gpu").name
+        if name not in names:
+            raise InputError(f"gpu_catalog.overrides[{i}].gpu", ov.gpu, f"is not in gpu_catalog.gpus {catalog.gpus}")
+        if (name, ov.tp) == (hardware.gpu_name, hardware.tp):
+            raise InputError(f"gpu_catalog.overrides[{i}]", f"{ov.gpu} tp {ov.tp}", "is the hardware block's own configuration: set its numbers in hardware")
+    options: list[PoolFactory] = []
+    skipped: list[str] = []
+    for name in dict.fromkeys(names):
+        for tp in dict.fromkeys(catalog.tp):
+            if (name, tp) == (hardware.gpu_name, hardware.tp):
+                option = hardware
+            else:
+                matching = [ov for ov in catalog.overrides if get_gpu(ov.gpu).name == name and ov.tp in (None, tp)]
+                override = max(matching, key=lambda ov: ov.tp is not None, default=None)
+                option = _catalog_option(spec, name, tp, override)
+            if max(option.slots_per_gpu(w) for w in windows) < 1:
+                profile = option.profile(windows[0])
+                why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot at any window"
+                skipped.append(f"{option.label}: {spec.hardware.model}: {why}")
+                continue
+            options.append(option)
+    if not options:
+        raise InputError("gpu_catalog", catalog.gpus, f"no GPU configuration holds {spec.hardware.model}: {'; '.join(skipped)}")
+    return tuple(options), windows, tuple(skipped)
+
+
+def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: CatalogOverrideSpec | None) -> PoolFactory:
+    """One catalog configuration: the reference's model and chunking, derived or overridden W/H/slots."""
+    reference = spec.hardware.iteration
+    iteration = IterationSpec(
+        w_ms=None if override is None else override.w_ms,
+        h_ms_per_slot=None if override is None else override.h_ms_per_slot,
+        chunk_tokens=reference.chunk_tokens,
+        scaling=reference.scaling,
+        length_scale_tokens=reference.length_scale_tokens,
+    )
+    kv = None if override is None else override.kv_tokens_per_gpu
+    slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(formula="profile")
+    config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots)
+    price = None if override is None else override.cost_per_gpu_hour
+    return PoolFactory(config, instance_cost_per_hour(get_gpu(gpu), tp, price))
+
+
+def gamma_grid(gamma_max: float, gamma_step: float) -> tuple[float, ...]:
+    """``{1, 1 + step, ..., gamma_max}`` rounded to 6 decimals (so 1.1 is exactly 1.1)."""
+    count = int(math.floor((gamma_max - 1.0) / gamma_step + 1e-9))
+    return tuple(round(1.0 + i * gamma_step, 6) for i in range(count + 1))
+
+
+def _request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
+    """The exact request mix and the CDF breakpoints (empty for a trace)."""
+    workload = loaded.spec.workload
+    lengths, split = workload.lengths, workload.split
+    if lengths.trace_file is not None:
+        files = [lengths.trace_file] if isinstance(lengths.trace_file, str) else lengths.trace_file
+        trace = concatenate_traces([
+            read_trace(loaded.resolve(name), f"workload.lengths.trace_file[{i}]" if len(files) > 1 else "workload.lengths.trace_file")
+            for i, name in enumerate(files)
+        ])
+        if split.rule == "from_trace":
+            return RequestMix.from_pairs(trace.l_in, trace.l_out, np.ones(len(trace))), ()
+        totals, counts = np.unique(trace.l_in + trace.l_out, return_counts=True)
+        weights, breakpoints = counts.astype(np.float64), ()
+    else:
+        if split.rule == "from_trace":
+            raise InputError("workload.split.rule", split.rule, "from_trace needs workload.lengths.trace_file")
+        table = (
+            read_cdf_file(loaded.resolve(lengths.cdf_file), "workload.lengths.cdf_file")
+            if lengths.cdf_file is not None
+            else parse_cdf_points(lengths.cdf, "workload.lengths.cdf")
+        )
+        totals, weights = table.integer_lengths()
+        breakpoints = tuple(int(t) for t, f in zip(table.tokens, table.cumulative) if f > 0)
+    if split.rule == "fixed_output_fraction":
+        l_in, l_out = split_fixed_fraction(totals, split.output_fraction)
+    else:
+        l_in, l_out, weights = split_normal_fraction(totals, weights, split.mean, split.sd, split.quadrature_nodes)
+    return RequestMix.from_pairs(l_in, l_out, weights), breakpoints
+
+
+def _check_boundary(boundary: int, long_window: int, field: str, hardware: PoolFactory) -> None:
+    if boundary <= 0:
+        raise InputError(field, boundary, "a pool boundary must be a positive token count")
+    if boundary >= long_window:
+        raise InputError(field, boundary, f"a pool boundary must be below the long window {long_window}")
+    if hardware.slots_per_gpu(boundary) < 1:
+        raise InputError(field, boundary, "the hardware has 0 KV slots at this window")
+
+
+def _boundary_candidates(spec: FleetInstanceSpec, breakpoints: tuple[int, ...], hardware: PoolFactory) -> tuple[int, ...]:
+    """CDF breakpoints (or standard windows for a trace) below the long window with >= 1 slot, plus the user's list."""
+    long_window = spec.pools.long_window_tokens
+    user = spec.pools.short_window_candidates or []
+    for i, b in enumerate(user):
+        _check_boundary(b, long_window, f"pools.short_window_candidates[{i}]", hardware)
+    automatic = breakpoints or TRACE_BOUNDARY_CANDIDATES
+    feasible = {b for b in automatic if b < long_window and hardware.slots_per_gpu(b) >= 1}
+    return tuple(sorted(feasible | set(user)))

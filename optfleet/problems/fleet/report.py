@@ -1,0 +1,166 @@
+"""Text for people about fleet results: ``solve`` (the plan's pools, every method side by side), ``gap``, ``validate``, ``simulate``."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from optfleet import tables
+from optfleet.api import GapOutcome, SolveOutcome
+from optfleet.results import MethodResult, first_result, format_cost, json_safe
+from optfleet.problems.fleet.evaluator import FleetEvaluation
+from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
+from optfleet.problems.fleet.heuristics.sweep import sweep
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.simulate.run import SimulationResult
+
+
+def _pool_table(evaluation: FleetEvaluation) -> str:
+    rows = []
+    for p in evaluation.pools:
+        rows.append({
+            "pool": p.name,
+            "GPU": p.gpu,
+            "window": p.window_tokens,
+            "GPUs": p.gpus,
+            "slots/GPU": p.slots_per_gpu,
+            "traffic %": 100 * p.share,
+            "compressed %": 100 * p.compressed_share,
+            "E[S] s": p.mean_service_ms / 1000,
+            "Cs^2": p.service_scv,
+            "util %": 100 * p.utilisation,
+            "P99 wait ms": p.wait_p99_ms,
+            "TTFT floor ms": p.prefill_p99_ms + p.first_iteration_ms,
+            "P99 TTFT ms": p.ttft_p99_ms,
+            "binding": p.binding,
+            "$/h": p.cost_per_hour,
+        })
+    return pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+
+
+def _method_row(result: MethodResult, homogeneous: FleetEvaluation | None) -> dict[str, object]:
+    e = result.evaluation
+    if e is None:
+        return {"method": result.method, "B": "-", "gamma": "-", "GPUs per pool": "-", "GPUs": "-", "$/h": "-", "$/yr": "-",
+                "savings %": "-", "SLO": "n/a" if not result.available else "infeasible", "naive %": "-", "corrected %": "-",
+                "time ms": f"{1000 * result.seconds:.1f}"}
+    comparable = homogeneous is not None and e.plan.served_share >= 1.0
+    f = savings_forecast(e, homogeneous) if comparable else None
+    return {
+        "method": result.method,
+        "B": "rules" if e.plan.rules is not None else (e.plan.boundary_tokens or "-"),
+        "gamma": "-" if e.plan.rules is not None else f"{e.plan.gamma:.1f}",
+        "GPUs per pool": "/".join(str(p.gpus) for p in e.pools),
+        "GPUs": e.total_gpus,
+        "$/h": f"{e.cost_per_hour:,.2f}",
+        "$/yr": f"{e.cost_per_year:,.0f}",
+        "savings %": f"{100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}" if comparable else "-",
+        "SLO": "met" if e.meets_slo else "VIOLATED",
+        "naive %": f"{100 * f.naive:.1f}" if f else "-",
+        "corrected %": f"{100 * f.corrected:.1f}" if f else "-",
+        "time ms": f"{1000 * result.seconds:.1f}",
+    }
+
+
+def render_solve(outcome: SolveOutcome) -> str:
+    """The text printed by ``optfleet solve``: the chosen plan, its pools, then every method side by side."""
+    problem = outcome.loaded.problem
+    main = outcome.main[0]
+    base = first_result(outcome.results, "homogeneous")
+    homogeneous = base.evaluation if base is not None else None
+    lines = [
+        f"instance {problem.name}: lambda = {problem.rate_rps:g} req/s, P99 TTFT SLO {problem.ttft_p99_ms:g} ms "
+        f"(rule: {problem.ttft_rule}), rho_max {problem.rho_max:g}",
+        "",
+    ]
+    if main.evaluation is None:
+        lines.append(f"{main.method}: {main.note}")
+    else:
+        e = main.evaluation
+        boundary = e.plan.boundary_tokens
+        if e.plan.rules is not None:
+            headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, split by {len(e.plan.rules)} length-class rules, "
+        else:
+            headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
+        headline += ", ".join(f"n_{p.name} = {p.gpus}" for p in e.pools)
+        headline += f"; {e.total_gpus} GPUs, {format_cost(e.cost_per_hour)}, ${e.cost_per_year:,.0f}/yr"
+        if homogeneous is not None and e.plan.served_share >= 1.0:
+            headline += f", {100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}% below homogeneous"
+        if e.plan.served_share < 1.0:
+            headline += f"; serves {100 * e.plan.served_share:.2f}% of the {problem.rate_rps:g} req/s (budget cap), rejects the rest"
+        lines += [headline]
+        if main.report is not None:
+            lines.append(f"solver: {main.report.summary}; solved {main.columns.get('table_iterations')} time(s) to refresh the "
+                         "Erlang tables; the plan passes the evaluator")
+        if main.note:
+            lines.append(f"note: {main.note}")
+        lines += ["", _pool_table(e)]
+    lines += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):"]
+    lines.append(pd.DataFrame([_method_row(r, homogeneous) for r in outcome.results]).to_string(index=False))
+    lines += [f"  {r.method}: {r.note}" for r in outcome.results if r.evaluation is None and r.method != main.method]
+    return "\n".join(lines)
+
+
+def render_gap(outcome: GapOutcome) -> str:
+    """The ``optfleet gap`` table: core columns, the pools, GPUs and instances, and the savings summary."""
+    problem = outcome.loaded.problem
+    (reference,) = outcome.references.values()
+    lines = [f"instance {problem.name}: gap = distance to the bound in % of the bound; bound: {reference.reason}", ""]
+    extra = {"pools": ("pools", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text)}
+    lines.append(tables.render(tables.core_frame(outcome.rows, extra)))
+    lines += tables.notes(outcome.rows)
+    summary = outcome.summary or {}
+    mixed = summary.get("mixed_vs_best_single_type")
+    if mixed is not None:
+        lines.append(f"mixed fleet {format_cost(mixed['mixed_cost_per_hour'])} vs best single type {mixed['best_single_type']} "
+                     f"{format_cost(mixed['best_single_cost_per_hour'])}: {mixed['savings_pct']:.2f} % saved")
+    return "\n".join(lines)
+
+
+def describe(problem: FleetProblem) -> str:
+    """What ``optfleet validate`` prints about a valid fleet instance."""
+    mix = problem.mix
+    long_pool = problem.pool(problem.long_window_tokens)
+    lines = [
+        f"valid fleet instance '{problem.name}'",
+        f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
+        f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
+        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots/GPU at the long window {problem.long_window_tokens}, "
+        f"${long_pool.cost_per_gpu_hour:g}/instance-hour",
+        f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
+        f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",
+        f"  solve: method {problem.method}, MILP routing {problem.milp_routing}, K = {problem.max_pools}, solver {problem.solver}",
+    ]
+    if problem.heterogeneous:
+        lines.append(f"  gpu catalog: {len(problem.options)} configurations ({', '.join(o.label for o in problem.options)}) "
+                     f"at windows {', '.join(str(w) for w in problem.option_windows)}")
+        lines += [f"    left out: {reason}" for reason in problem.skipped_options]
+    return "\n".join(lines)
+
+
+def solve_files(outcome: SolveOutcome) -> dict[str, str]:
+    """``plan.json`` (read back by ``simulate --plan``) and, for the sweep, its candidate table ``candidates.csv``."""
+    main = outcome.main[0]
+    files: dict[str, str] = {}
+    if main.plan is not None:
+        files["plan.json"] = json.dumps(json_safe(main.plan.to_dict()), indent=2)
+    if outcome.method == "sweep":
+        files["candidates.csv"] = sweep(outcome.loaded.problem).candidates.to_csv(index=False)
+    return files
+
+
+def render_simulation(result: SimulationResult) -> str:
+    """Simulated metrics per pool and for the fleet: ``mean +- half-width`` per cell."""
+    columns = ["utilisation", "wait_p50_ms", "wait_p99_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "slo_attainment", "queue_p99", "requests"]
+    rows = []
+    for scope, metrics in result.metrics.items():
+        row: dict[str, str] = {"scope": scope}
+        for name in columns:
+            if name in metrics:
+                mean, half = metrics[name]
+                row[name] = f"{mean:,.4g}" if half != half else f"{mean:,.4g} +- {half:.2g}"
+            else:
+                row[name] = "-"
+        rows.append(row)
+    return pd.DataFrame(rows).to_string(index=False)

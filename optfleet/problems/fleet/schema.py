@@ -1,0 +1,265 @@
+"""Typed schema of a ``kind: fleet`` instance file (validated with pydantic).
+
+Units are in the field names.  Every model forbids unknown keys, so a typo is
+an error naming the field rather than a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LengthsSpec(_Strict):
+    """Where request lengths come from: exactly one of a CDF file, an inline CDF, or trace file(s)."""
+
+    cdf_file: str | None = None
+    cdf: list[list[float]] | None = None
+    trace_file: str | list[str] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "LengthsSpec":
+        given = [k for k in ("cdf_file", "cdf", "trace_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of cdf_file, cdf, trace_file (got {given or 'none'})")
+        return self
+
+
+class SplitSpec(_Strict):
+    """How ``L_total`` divides into input and output tokens (see optfleet.problems.fleet.workload.mix)."""
+
+    rule: Literal["from_trace", "fixed_output_fraction", "output_fraction_normal"] = "fixed_output_fraction"
+    output_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    mean: float = Field(0.10, gt=0.0, lt=1.0)
+    sd: float = Field(0.05, ge=0.0)
+    quadrature_nodes: int = Field(16, ge=1, le=256)
+
+
+class WorkloadSpec(_Strict):
+    rate_rps: float = Field(gt=0.0)
+    lengths: LengthsSpec
+    split: SplitSpec = SplitSpec()
+
+
+class IterationSpec(_Strict):
+    """Iteration time ``t_iter = W + H n_max`` (flat) or ``W + H n_max L_total / L_scale`` (length_scaled).
+
+    ``w_ms`` / ``h_ms_per_slot`` left out are derived from first principles
+    (optfleet/hardware/profiles.py: weight and KV bytes over effective bandwidth).
+    """
+
+    w_ms: float | None = Field(None, ge=0.0)
+    h_ms_per_slot: float | None = Field(None, ge=0.0)
+    chunk_tokens: int = Field(512, gt=0)
+    scaling: Literal["flat", "length_scaled"] = "flat"
+    length_scale_tokens: int = Field(8192, gt=0)
+
+
+class MemorySlotsSpec(_Strict):
+    """Slots from memory: ``floor((tp (u HBM - reserved) - weights) / (kv_bytes_per_token C))``."""
+
+    memory_utilisation: float = Field(0.90, gt=0.0, le=1.0)
+    reserved_gb_per_gpu: float = Field(0.0, ge=0.0)
+    weight_bytes_per_param: float = Field(2.0, gt=0.0)
+    kv_dtype_bytes: int = Field(2, gt=0)
+
+
+class SlotsSpec(_Strict):
+    """KV slots per GPU instance at a context window C: exactly one rule.
+
+    * ``table``: explicit ``{window_tokens: slots}``;
+    * ``kv_tokens_per_gpu``: ``floor(kv_tokens_per_gpu / C)``;
+    * ``from_memory``: derived from the catalog's HBM and the model's KV size;
+    * ``formula: fleetsim``: inference-fleet-sim's ``min(128*8192//C, 65536//ceil(C/16))``;
+    * ``formula: profile`` (the default): the first-principles profile's KV capacity
+      (optfleet/hardware/profiles.py: vLLM's memory accounting with activation and runtime reserves).
+    """
+
+    table: dict[int, int] | None = None
+    kv_tokens_per_gpu: int | None = Field(None, gt=0)
+    from_memory: MemorySlotsSpec | None = None
+    formula: Literal["fleetsim", "profile"] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SlotsSpec":
+        given = [k for k in ("table", "kv_tokens_per_gpu", "from_memory", "formula") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of table, kv_tokens_per_gpu, from_memory, formula (got {given or 'none'})")
+        return self
+
+
+class HardwareSpec(_Strict):
+    """One GPU configuration: catalog names, tensor-parallel degree, iteration constants, slot rule."""
+
+    profile: str | None = None
+    gpu: str
+    model: str
+    tp: int = Field(1, ge=1)
+    iteration: IterationSpec = IterationSpec()
+    slots: SlotsSpec = SlotsSpec(formula="profile")
+
+
+class CatalogOverrideSpec(_Strict):
+    """Measured numbers replacing the derived ones for one GPU type (all TP degrees, or one)."""
+
+    gpu: str
+    tp: int | None = Field(None, ge=1)
+    w_ms: float | None = Field(None, ge=0.0)
+    h_ms_per_slot: float | None = Field(None, ge=0.0)
+    kv_tokens_per_gpu: int | None = Field(None, gt=0)
+    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+
+
+class GpuCatalogSpec(_Strict):
+    """Catalog-wide pool options: every GPU type x TP degree x window (DESIGN.md section 3, heterogeneous).
+
+    Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``
+    (one prefill chunk for every option, as the MILP's floor levels need); its
+    slots and W/H come from the first-principles profile unless overridden, its
+    price from the catalog unless overridden (the ``hardware`` block's own
+    configuration takes its numbers from that block).  ``windows`` are
+    the context windows offered (default: the boundary candidates and the long
+    window); options with no KV slot at a window are left out.  When ``hardware``'s
+    own (gpu, tp) is listed, its constants (e.g. a measured profile) are used.
+    """
+
+    gpus: list[str] = Field(min_length=1)
+    tp: list[int] = Field([1], min_length=1)
+    windows: list[int] | None = None
+    overrides: list[CatalogOverrideSpec] = []
+
+
+class PoolsSpec(_Strict):
+    long_window_tokens: int = Field(gt=0)
+    short_window_candidates: list[int] | None = None
+    pool_routing_boundary_tokens: int | None = None
+
+
+class CompressionSpec(_Strict):
+    """Compress-and-Route: band ``B < L_total <= gamma B``, compressible share ``p_c``."""
+
+    enabled: bool = True
+    compressible_fraction: float = Field(1.0, ge=0.0, le=1.0)
+    gamma_max: float = Field(2.0, ge=1.0)
+    gamma_step: float = Field(0.1, gt=0.0)
+    retrofit_gamma: float = Field(1.5, ge=1.0)
+
+
+class SloSpec(_Strict):
+    """P99 TTFT target and utilisation cap.
+
+    ``ttft_rule: paper`` checks ``W99 + P99_pool(prefill + one iteration)``;
+    ``fleetsim`` checks inference-fleet-sim's ``W99 + mean_pool(ceil(L_in/chunk)) (W + H)``.
+    """
+
+    ttft_p99_ms: float = Field(gt=0.0)
+    rho_max: float = Field(0.85, gt=0.0, lt=1.0)
+    ttft_rule: Literal["paper", "fleetsim"] = "paper"
+
+
+class CostSpec(_Strict):
+    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+
+
+class SolveSpec(_Strict):
+    """Default method and the MILP's options (routing mode, max pools K, time limit, relative gap, solver).
+
+    ``method`` is a registered method of the kind (``optfleet.problems.fleet.kind.methods``; checked when
+    the problem is prepared, since ``milp:<type>`` depends on the GPU catalog); ``solver`` is ``highs`` (the
+    embedded default) or any Pyomo solver installed here, by its Pyomo name.
+    """
+
+    method: str = "sweep"
+    routing: Literal["threshold", "split", "sweep"] = "threshold"
+    max_pools: int = Field(2, ge=1)
+    time_limit_s: float = Field(60.0, gt=0.0)
+    mip_gap: float = Field(1e-6, ge=0.0)
+    solver: str = "highs"
+
+
+class BudgetConstraint(_Strict):
+    """Cap on $/hour; the MILP then maximises the served rate (a uniform admitted share of every class)."""
+
+    kind: Literal["budget"]
+    max_cost_per_hour: float = Field(gt=0.0)
+
+
+class AvailabilityConstraint(_Strict):
+    """At most ``max_gpus`` GPUs of one type (an instance of TP degree t counts t GPUs)."""
+
+    kind: Literal["availability"]
+    gpu: str
+    max_gpus: int = Field(ge=0)
+
+
+class GpuMixConstraint(_Strict):
+    """The share of one GPU type among all GPUs lies in [min_share, max_share]."""
+
+    kind: Literal["gpu_mix"]
+    gpu: str
+    min_share: float = Field(0.0, ge=0.0, le=1.0)
+    max_share: float = Field(1.0, ge=0.0, le=1.0)
+
+
+class MaxPoolsConstraint(_Strict):
+    kind: Literal["max_pools"]
+    count: int = Field(ge=1)
+
+
+class MaxTypesConstraint(_Strict):
+    """At most ``count`` distinct GPU types in the fleet."""
+
+    kind: Literal["max_types"]
+    count: int = Field(ge=1)
+
+
+class NodeMultipleConstraint(_Strict):
+    """Whole nodes: the GPUs of one type (or of every type) come in multiples of ``gpus_per_node``."""
+
+    kind: Literal["node_multiple"]
+    gpus_per_node: int = Field(ge=1)
+    gpu: str | None = None
+
+
+class FixedConstraint(_Strict):
+    """Pin the GPU count of the pool with this window (opening it if ``gpus > 0``).
+
+    With a ``gpu_catalog``, ``gpu`` and ``tp`` pick the configuration (default:
+    the ``hardware`` block's).
+    """
+
+    kind: Literal["fixed"]
+    window_tokens: int = Field(gt=0)
+    gpus: int = Field(ge=0)
+    gpu: str | None = None
+    tp: int | None = Field(None, ge=1)
+
+
+UserConstraint = Annotated[
+    BudgetConstraint | AvailabilityConstraint | GpuMixConstraint | MaxPoolsConstraint | MaxTypesConstraint
+    | NodeMultipleConstraint | FixedConstraint,
+    Field(discriminator="kind"),
+]
+
+
+class FleetInstanceSpec(_Strict):
+    """The whole ``kind: fleet`` instance file."""
+
+    kind: Literal["fleet"]
+    name: str
+    description: str = ""
+    preset: Literal["paper", "fleetsim_compatible"] = "paper"
+    workload: WorkloadSpec
+    hardware: HardwareSpec
+    gpu_catalog: GpuCatalogSpec | None = None
+    pools: PoolsSpec
+    compression: CompressionSpec = CompressionSpec()
+    slo: SloSpec
+    cost: CostSpec = CostSpec()
+    solve: SolveSpec = SolveSpec()
+    constraints: list[UserConstraint] = []

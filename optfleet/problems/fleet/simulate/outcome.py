@@ -1,0 +1,89 @@
+"""``optfleet simulate`` for fleet instances: pick the plan (a file, or a method's), simulate it, compare with the evaluator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from optfleet.errors import InfeasibleError, InputError
+from optfleet.instance.loader import read_document
+from optfleet.progress import Progress
+from optfleet.results import json_safe
+from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
+from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.simulate.compare import comparison_table
+from optfleet.problems.fleet.simulate.run import SimulationResult, simulate_plan
+
+
+@dataclass(frozen=True)
+class SimulationOutcome:
+    """A simulated plan, the evaluator's verdict on it and the analytic-vs-simulated table."""
+
+    instance: str
+    plan: Plan
+    evaluation: FleetEvaluation
+    result: SimulationResult
+    comparison: pd.DataFrame
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        return json_safe({
+            "instance": self.instance, "kind": "fleet", "plan": self.plan.to_dict(), "mode": r.mode, "requests": r.requests,
+            "reps": r.reps, "seed": r.seed, "warmup_share": r.warmup_share,
+            "metrics": {scope: {m: {"mean": v[0], "ci95": v[1]} for m, v in values.items()} for scope, values in r.metrics.items()},
+            "comparison": self.comparison.to_dict(orient="records"),
+        })
+
+    def text(self) -> str:
+        from optfleet.problems.fleet.report import render_simulation
+
+        r = self.result
+        return "\n".join([
+            f"instance {self.instance}: plan {self.plan.to_dict()}",
+            f"{r.mode} mode, {r.requests} requests x {r.reps} replications (seed {r.seed}); mean +- 95 % half-width",
+            "",
+            render_simulation(r),
+            "",
+            "analytic (evaluator) vs simulated:",
+            self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}"),
+        ])
+
+
+def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Mapping[str, Any] | str | Path | None = None,
+                      progress: Progress, requests: int = 200_000, reps: int = 3, seed: int = 0, mode: str = "slots") -> SimulationOutcome:
+    """Simulate ``plan`` (a Plan, its mapping, or a JSON file written by ``solve --out``/``--json``), else the plan of
+    ``method`` (default ``sweep``), on the loaded fleet instance."""
+    problem = loaded.problem
+    if requests < 1:
+        raise InputError("--requests", requests, "need at least one request per replication")
+    if seed < 0:
+        raise InputError("--seed", seed, "must be >= 0")
+    if plan is None:
+        results = loaded.kind.run(problem, method or "sweep", progress)
+        chosen = results[0]
+        if chosen.plan is None:
+            raise InfeasibleError(f"{chosen.method}: {chosen.note}")
+        plan = chosen.plan
+    elif not isinstance(plan, Plan):
+        plan = Plan.from_dict(_plan_document(plan))
+    evaluation = evaluate(problem, plan)
+    result = simulate_plan(problem, plan, requests=requests, reps=reps, seed=seed, mode=mode,
+                           progress=lambda done, total: progress("simulate: replication", done, total))
+    return SimulationOutcome(problem.name, plan, evaluation, result, comparison_table(evaluation, result))
+
+
+def _plan_document(source: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
+    """A plan mapping: given, or read from a file holding a plan, a ``solve`` result or its ``results[0]``."""
+    data = source if isinstance(source, Mapping) else read_document(Path(source))
+    if "pools" in data:
+        return data
+    if "plan" in data:
+        return data["plan"]
+    for key in ("results", "rows"):
+        if data.get(key) and isinstance(data[key], list) and "plan" in data[key][0]:
+            return data[key][0]["plan"]
+    raise InputError("--plan", str(source), "holds no plan (expected plan.json, or the JSON of optfleet solve)")

@@ -1,0 +1,87 @@
+"""Text for people about profiled-fleet results: a plan per GPU type and bucket (``solve``), every method side by side (``gap``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from optfleet import tables
+from optfleet.api import GapOutcome, SolveOutcome
+from optfleet.results import format_cost
+from optfleet.problems.profiled_fleet.evaluator import ProfiledEvaluation
+from optfleet.problems.profiled_fleet.problem import ProfiledProblem
+from optfleet.solvers import SolveReport
+
+
+def render_plan(problem: ProfiledProblem, evaluation: ProfiledEvaluation, report: SolveReport | None = None) -> str:
+    """Headline, one row per GPU type (GPUs, load, utilisation, $/h), one row per bucket (rate and shares)."""
+    plan = evaluation.plan
+    lines = [
+        f"instance {problem.name}: {problem.rate_rps:g} req/s over {len(problem.demand_buckets)} buckets, "
+        f"{problem.splitting}, utilisation cap {problem.max_utilisation:g}",
+        f"{plan.method}: {plan.describe_gpus()}; {format_cost(evaluation.cost_per_hour)}; serves {evaluation.served_rps:,.4g} of "
+        f"{evaluation.demand_rps:,.4g} req/s" + ("" if evaluation.feasible else "; INFEASIBLE: " + "; ".join(evaluation.violations)),
+    ]
+    if report is not None:
+        lines.append(f"solver: {report.summary}")
+    types = pd.DataFrame([
+        {
+            "GPU": t.name,
+            "GPUs": t.gpus,
+            "GPUs/instance": t.gpus_per_instance,
+            "load (instances)": t.load_instances,
+            "util %": 100 * t.utilisation,
+            "req/s": t.served_rps,
+            "$/h": t.cost_per_hour,
+        }
+        for t in evaluation.types
+    ])
+    buckets = pd.DataFrame([
+        {
+            "input tokens": f"{b.input_from_tokens}-{b.input_to_tokens}",
+            "output tokens": f"{b.output_from_tokens}-{b.output_to_tokens}",
+            "req/s": b.rate_rps,
+            **{f"% {name}": 100 * share for name, share in zip(plan.gpu_names, plan.routing[b.index], strict=True)},
+        }
+        for b in problem.demand_buckets
+    ])
+    lines += ["", _table(types), "", _table(buckets)]
+    if evaluation.checks:
+        lines += ["", "constraints:"]
+        lines += [f"  {'ok  ' if c.holds else 'FAIL'} {c.label}: {c.detail}" for c in evaluation.checks]
+    return "\n".join(lines)
+
+
+def render_solve(outcome: SolveOutcome) -> str:
+    """The text of ``optfleet solve`` on a profiled fleet: the plan of the chosen method."""
+    problem = outcome.loaded.problem
+    main = outcome.main[0]
+    if main.evaluation is None:
+        return f"instance {problem.name}: {main.method}: no plan: {main.note}"
+    return render_plan(problem, main.evaluation, main.report)
+
+
+def render_gap(outcome: GapOutcome) -> str:
+    """The ``optfleet gap`` table: core columns, GPUs per type and served rate, then mixed vs best single type."""
+    problem = outcome.loaded.problem
+    (reference,) = outcome.references.values()
+    lines = [f"instance {problem.name}: gap = distance to the bound in % of the bound; bound: {reference.reason}", ""]
+    extra = {"gpus": ("GPUs", tables.text), "served_rps": ("served req/s", tables.number(4))}
+    lines.append(tables.render(tables.core_frame(outcome.rows, extra)))
+    lines += tables.notes(outcome.rows)
+    mixed = (outcome.summary or {}).get("mixed_vs_best_single_type")
+    if mixed is not None:
+        lines.append(f"mixed fleet {format_cost(mixed['mixed_cost_per_hour'])} vs best single type {mixed['best_single_type']} "
+                     f"{format_cost(mixed['best_single_cost_per_hour'])}: {mixed['savings_pct']:.1f} % saved")
+    return "\n".join(lines)
+
+
+def describe(problem: ProfiledProblem) -> str:
+    """What ``optfleet validate`` prints about a valid profiled-fleet instance."""
+    return (f"valid profiled_fleet instance '{problem.name}': {problem.rate_rps:g} req/s, {len(problem.demand_buckets)} buckets, "
+            f"GPU types {', '.join(problem.gpu_names)}, {problem.splitting}; solve: method {problem.method}, solver {problem.solver}")
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_string(index=False, float_format=lambda v: f"{v:,.3f}")

@@ -1,0 +1,149 @@
+"""Typed schema of a ``kind: profiled_fleet`` instance file (validated with pydantic).
+
+A profiled fleet sizes GPU pools from *measured* throughput instead of a
+queueing model (Mélange, Griggs et al., "Mélange: Cost Efficient Large
+Language Model Serving by Exploiting GPU Heterogeneity", arXiv:2404.14527,
+2024; solver at github.com/tyler-griggs/melange-release).  Requests are
+bucketed on a grid of input-length x output-length ranges; for every GPU type
+the file gives ``max_rps[i][o]``, the largest request rate of bucket (i, o)
+that **one instance** of ``gpus_per_instance`` GPUs sustains within the
+service's latency SLO (with the default ``gpus_per_instance: 1`` that is
+per GPU, as in Mélange's tables).  ``0`` marks a bucket the type cannot serve
+within the SLO.
+
+Only what one field can check is checked here; everything that needs two
+fields (table shapes against the bucket edges, shares summing to 1, catalog
+prices, constraint GPU names) is checked in ``optfleet.problems.profiled_fleet.problem``,
+which raises :class:`~optfleet.errors.InputError` naming the field.  Units are
+in the field names; unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from optfleet.problems.fleet.schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, _Strict
+
+NonNegative = Annotated[float, Field(ge=0.0)]
+TokenEdge = Annotated[int, Field(ge=0)]
+
+
+class BucketGridSpec(_Strict):
+    """Bucket edges in tokens: ``k + 1`` edges make ``k`` ranges ``[e_0, e_1), [e_1, e_2), ...``.
+
+    The last edge is the largest length the table covers.  Any number of
+    input and output ranges is allowed (Mélange's example uses 2 x 2).
+    """
+
+    input_edges_tokens: list[TokenEdge] = Field(min_length=2)
+    output_edges_tokens: list[TokenEdge] = Field(min_length=2)
+
+    @field_validator("input_edges_tokens", "output_edges_tokens")
+    @classmethod
+    def _increasing(cls, edges: list[int]) -> list[int]:
+        for lower, upper in zip(edges, edges[1:]):
+            if upper <= lower:
+                raise ValueError(f"edges must increase strictly (got {lower} then {upper})")
+        return edges
+
+
+class ProfiledWorkloadSpec(_Strict):
+    """Total arrival rate and the share of requests in each bucket, ``shares[input][output]`` (sum 1)."""
+
+    rate_rps: float = Field(gt=0.0)
+    shares: list[list[NonNegative]] = Field(min_length=1)
+
+
+class ProfiledGpuSpec(_Strict):
+    """One GPU type: price, instance size and the profiled throughput table.
+
+    ``max_rps[i][o]`` is in requests/s per instance of ``gpus_per_instance``
+    GPUs (per GPU when that is 1).  ``cost_per_gpu_hour`` defaults to the
+    hardware catalog's price when ``name`` is a catalog GPU.
+    """
+
+    name: str = Field(min_length=1)
+    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+    gpus_per_instance: int = Field(1, ge=1)
+    max_rps: list[list[NonNegative]] = Field(min_length=1)
+
+
+class ProfiledRoutingSpec(_Strict):
+    """How a bucket may be split between GPU types, and how full an instance may run.
+
+    * ``splitting: slices`` (default): each bucket is cut into
+      ``slices_per_bucket`` equal slices and each slice goes to one type
+      (Mélange's ``slice_factor``; 1 = the whole bucket to one type);
+    * ``splitting: fractional``: any share of a bucket to any type.
+
+    ``max_utilisation`` caps each instance's load at that fraction of its
+    profiled capacity (1.0 = the table as measured, Mélange's reading).
+    """
+
+    splitting: Literal["slices", "fractional"] = "slices"
+    slices_per_bucket: int = Field(1, ge=1)
+    max_utilisation: float = Field(1.0, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _slices_only_when_sliced(self) -> "ProfiledRoutingSpec":
+        if self.splitting == "fractional" and "slices_per_bucket" in self.model_fields_set:
+            raise ValueError("slices_per_bucket applies only to splitting: slices (fractional splitting has no slices)")
+        return self
+
+
+class ProfiledSolveSpec(_Strict):
+    """The method ``optfleet solve`` runs (a registered method of the kind, checked when it runs) and the MILP's
+    options: time limit, relative gap and solver (``highs``, or a Pyomo solver installed here by its name)."""
+
+    method: str = "milp"
+    time_limit_s: float = Field(60.0, gt=0.0)
+    mip_gap: float = Field(1e-6, ge=0.0)
+    solver: str = "highs"
+
+
+class ProfiledBudgetConstraint(_Strict):
+    """Cost cap in $/hour; the model then **maximises the served rate** (req/s), ties broken by cost.
+
+    ``admission: per_bucket`` admits each bucket at its own share (drops the
+    requests that cost most to serve first); ``uniform`` admits every bucket
+    at one common share.  With slices, admission is in whole slices.
+    """
+
+    kind: Literal["budget"]
+    max_cost_per_hour: float = Field(gt=0.0)
+    admission: Literal["per_bucket", "uniform"] = "per_bucket"
+
+
+class ProfiledNodeMultipleConstraint(_Strict):
+    """Whole nodes: the GPU count of type ``gpu`` is a multiple of ``gpus_per_node``."""
+
+    kind: Literal["node_multiple"]
+    gpu: str
+    gpus_per_node: int = Field(8, ge=1)
+
+
+ProfiledConstraint = Annotated[
+    AvailabilityConstraint
+    | ProfiledBudgetConstraint
+    | GpuMixConstraint
+    | MaxTypesConstraint
+    | ProfiledNodeMultipleConstraint,
+    Field(discriminator="kind"),
+]
+
+
+class ProfiledFleetSpec(_Strict):
+    """The whole ``kind: profiled_fleet`` instance file."""
+
+    kind: Literal["profiled_fleet"]
+    name: str
+    description: str = ""
+    source: str = ""
+    buckets: BucketGridSpec
+    workload: ProfiledWorkloadSpec
+    gpus: list[ProfiledGpuSpec] = Field(min_length=1)
+    routing: ProfiledRoutingSpec = ProfiledRoutingSpec()
+    solve: ProfiledSolveSpec = ProfiledSolveSpec()
+    constraints: list[ProfiledConstraint] = []
