@@ -1,1 +1,3 @@
-"""Pyomo formulations, one module per problem (build -> model, extract -> plan). Filled by the MILP issues."""
+"""Pyomo formulations, one module per problem: ``build`` -> model, ``extract`` -> a solution record in numbers,
+``warm_start`` <- a plan.  The layer beneath the problem kinds: it imports only optfleet.errors,
+optfleet.queueing, optfleet.hardware and itself (tests/test_layers.py)."""

@@ -19,63 +19,69 @@ Variables
 
 Constraints
     (1) whole_instances[g]  n[g] = k_g instances[g]
-    (2) route[b]            sum_g x[b,g] = 1
+    (2) route[b]            sum_g x[b,g] = 1      (= served_b under the served objective)
     (3) slice_link[b,g]     s x[b,g] = slices[b,g]          (s = 1: a whole bucket to one type)
     (4) capacity[g]         load_instances[g] = sum_b L[b,g] x[b,g] <= u instances[g]
-    objective               min cost = sum_g p_g n[g]    ($/hour)
+    cost                    cost = sum_g p_g n[g]    ($/hour);  served_rps = sum_b lambda_b sum_g x[b,g]
 
 With ``s = 1`` and ``u = 1`` this is Mélange's ILP exactly (its ``x_ij``
 binary, ``y_j`` integer, ``sum_i x_ij L_ij <= y_j``); with slices it is
 Mélange's ``slice_factor``; fractional splitting drops (3).
 
-User constraints (instance ``constraints:`` or :func:`add_constraint`), one
-registered function per kind, each filling a named block ``m.user_<kind>_<i>``:
+Objectives (``OBJECTIVES``, chosen when the model is built and recorded as
+``m.objective_name``):
 
-    availability   n[g] <= max_gpus
-    budget         cost <= max_cost_per_hour; route rows become sum_g x[b,g] = served_b
-                   (per_bucket) or = served (uniform); objective: max served_rps =
-                   sum_b lambda_b sum_g x[b,g]  (the driver then minimises cost at that rate)
-    gpu_mix        min_share sum_h n[h] <= n[g] <= max_share sum_h n[h]
-    max_types      n[g] <= N_g used[g], sum_g used[g] <= count   (used binary, N_g the bound on n[g])
-    node_multiple  n[g] = gpus_per_node nodes[g], nodes integer
+    cost      route rows (2) = 1;  objective: min cost
+    served    (a budget cap) route rows (2) = served_b, ``served[b]`` in [0, 1] per bucket
+              (``admission: per_bucket``) or one ``served`` (``uniform``);  objective:
+              max served_rps  (the driver then minimises cost at that rate: :func:`minimise_cost_at`)
 
-Python constraints go straight on the model: ``m = build(problem);
-m.cap = pyo.Constraint(expr=m.cost <= 6); solve(m)``.
+User constraints (instance ``constraints:``) are declared by the driver, each
+a Block ``m.user_<kind>_<i>`` (the contract: models/constraints.py; the
+formulations: models/profiled_constraints.py).  Python constraints go straight
+on the model: ``m = build(problem); m.cap = pyo.Constraint(expr=m.cost <= 6);
+solve(m)``.  :func:`extract` returns the solution in numbers
+(:class:`ProfiledSolution`; the driver makes it a plan).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyomo.environ as pyo
 
-from optfleet.problems.profiled_fleet.plan import ProfiledPlan
-from optfleet.problems.profiled_fleet.problem import ProfiledProblem, require_servable
+from optfleet.models.constraints import COST, SERVED, start_user_constraints
+from optfleet.models.linear import total
+
+if TYPE_CHECKING:
+    from optfleet.problems.profiled_fleet.problem import ProfiledProblem
 
 SERVED_FLOOR_TOLERANCE = 1e-6  # relative: served rate kept when the driver re-solves for the cheapest plan
+SHARE_ZERO = 1e-9  # a fractional share at or below this is solver noise
 
 
-def build(problem: ProfiledProblem, gpu_bounds: dict[str, int] | None = None) -> pyo.ConcreteModel:
-    """The MILP of ``problem`` with its declarative constraints (see the module docstring).
+def build(problem: ProfiledProblem, gpu_bounds: dict[str, int] | None = None, objective: str = COST) -> pyo.ConcreteModel:
+    """The MILP of ``problem`` (see the module docstring) with the objective ``OBJECTIVES[objective]``.
 
-    ``gpu_bounds`` overrides the upper bound on each ``n[g]`` (default
-    ``problem.gpu_upper_bounds()``).  Raises InfeasibleError at once if a
-    bucket with demand has no type that can serve it.
+    ``gpu_bounds`` overrides the upper bound on each ``n[g]`` (default ``problem.gpu_upper_bounds()``).  A
+    bucket with demand that no type can serve leaves the empty route row ``0 = 1``: the model is infeasible.
     """
-    require_servable(problem)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}")
+    goal = OBJECTIVES[objective]
     m = pyo.ConcreteModel(name=f"profiled:{problem.name}")
     m.problem = problem
     m.gpu_bounds = dict(gpu_bounds or problem.gpu_upper_bounds())
-    m.user_blocks = []
+    m.objective_name = objective
+    m.user_constraints = []
     add_gpu_vars(m)
     add_routing_vars(m)
-    add_route_rows(m)
+    goal.route_rows(m)
     add_capacity_rows(m)
-    add_cost_objective(m)
-    for i, spec in enumerate(problem.constraints):
-        add_constraint(m, spec, f"user_{spec.kind}_{i}")
+    add_cost_and_served_rate(m)
+    goal.objective(m)
     return m
 
 
@@ -103,14 +109,8 @@ def add_routing_vars(m: pyo.ConcreteModel) -> None:
 
 
 def _routed(m: pyo.ConcreteModel, b: int):
-    return sum(m.x[b, g] for g in m.G if (b, g) in m.BG)
-
-
-def add_route_rows(m: pyo.ConcreteModel) -> None:
-    """(2) ``route[b]: sum_g x[b,g] = 1`` and the expression ``served_rps = sum_b lambda_b sum_g x[b,g]``."""
-    problem: ProfiledProblem = m.problem
-    m.route = pyo.Constraint(m.B, rule=lambda m, b: _routed(m, b) == 1)
-    m.served_rps = pyo.Expression(expr=sum(problem.buckets[b].rate_rps * _routed(m, b) for b in m.B))
+    """``sum_g x[b,g]``: the share of bucket b routed anywhere."""
+    return total([m.x[b, g] for g in m.G if (b, g) in m.BG])
 
 
 def add_capacity_rows(m: pyo.ConcreteModel) -> None:
@@ -123,129 +123,90 @@ def add_capacity_rows(m: pyo.ConcreteModel) -> None:
     m.capacity = pyo.Constraint(m.G, rule=lambda m, g: m.load_instances[g] <= problem.max_utilisation * m.instances[g])
 
 
-def add_cost_objective(m: pyo.ConcreteModel) -> None:
-    """``cost = sum_g p_g n[g]`` ($/hour) and ``objective: min cost``."""
+def add_cost_and_served_rate(m: pyo.ConcreteModel) -> None:
+    """``cost = sum_g p_g n[g]`` ($/hour) and ``served_rps = sum_b lambda_b sum_g x[b,g]`` (req/s)."""
     problem: ProfiledProblem = m.problem
     price = {g.name: g.cost_per_gpu_hour for g in problem.gpus}
     m.cost = pyo.Expression(expr=sum(price[g] * m.n[g] for g in m.G))
-    m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
+    m.served_rps = pyo.Expression(expr=sum(problem.buckets[b].rate_rps * _routed(m, b) for b in m.B))
 
 
-# ---------------------------------------------------------------- user constraints
+# ---------------------------------------------------------------- objectives
 
 
 @dataclass(frozen=True)
-class ConstraintKind:
-    """A registered constraint kind: ``add`` fills its block; ``start`` sets the block's own variables for a MIP start."""
+class ProfiledObjective:
+    """One registered objective: its route rows (2), the objective itself, and the MIP start of its variables."""
 
-    add: Callable[[pyo.Block, pyo.ConcreteModel, Any], None]
-    start: Callable[[pyo.Block, pyo.ConcreteModel, Any], None]
-
-
-CONSTRAINT_KINDS: dict[str, ConstraintKind] = {}
+    route_rows: Callable[[pyo.ConcreteModel], None]
+    objective: Callable[[pyo.ConcreteModel], None]
+    start: Callable[[pyo.ConcreteModel], None]
 
 
-def _no_start(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    """Blocks without variables of their own need nothing for a MIP start."""
+def add_full_route_rows(m: pyo.ConcreteModel) -> None:
+    """(2) ``route[b]: sum_g x[b,g] = 1``."""
+    m.route = pyo.Constraint(m.B, rule=lambda m, b: _routed(m, b) == 1)
 
 
-def register_constraint(kind: str, start: Callable[[pyo.Block, pyo.ConcreteModel, Any], None] = _no_start):
-    """Decorator: register ``add(block, model, spec)`` as the constraint kind ``kind``."""
-
-    def decorate(add: Callable[[pyo.Block, pyo.ConcreteModel, Any], None]):
-        CONSTRAINT_KINDS[kind] = ConstraintKind(add, start)
-        return add
-
-    return decorate
+def add_cost_objective(m: pyo.ConcreteModel) -> None:
+    """``objective: min cost``."""
+    m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
 
 
-def add_constraint(m: pyo.ConcreteModel, spec: Any, name: str | None = None) -> pyo.Block:
-    """Add one constraint (a schema object, or anything with the same fields) as the block ``m.<name>``."""
-    name = name or f"user_{spec.kind}_{len(m.user_blocks)}"
-    block = pyo.Block()
-    setattr(m, name, block)
-    CONSTRAINT_KINDS[spec.kind].add(block, m, spec)
-    m.user_blocks.append((block, spec))
-    return block
+def add_served_route_rows(m: pyo.ConcreteModel) -> None:
+    """``served[b]`` (``admission: per_bucket``) or ``served`` (``uniform``) in [0, 1] and (2) ``route[b]:
+    sum_g x[b,g] = served_b``."""
+    if m.problem.budget.admission == "per_bucket":
+        m.served = pyo.Var(m.B, bounds=(0, 1))
+        m.route = pyo.Constraint(m.B, rule=lambda m, b: _routed(m, b) == m.served[b])
+    else:
+        m.served = pyo.Var(bounds=(0, 1))
+        m.route = pyo.Constraint(m.B, rule=lambda m, b: _routed(m, b) == m.served)
 
 
-@register_constraint("availability")
-def add_availability(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    """``n[g] <= max_gpus``."""
-    block.cap = pyo.Constraint(expr=m.n[spec.gpu] <= spec.max_gpus)
+def add_served_objective(m: pyo.ConcreteModel) -> None:
+    """``objective: max served_rps``."""
+    m.objective = pyo.Objective(expr=m.served_rps, sense=pyo.maximize)
 
 
-def _start_budget(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
+def _start_served(m: pyo.ConcreteModel) -> None:
+    """``served_b``: the share of bucket b the plan routes (uniform: the least of them)."""
     routed = {b: sum(pyo.value(m.x[b, g]) for g in m.G if (b, g) in m.BG) for b in m.B}
-    if spec.admission == "per_bucket":
+    if m.problem.budget.admission == "per_bucket":
         for b in m.B:
-            block.served[b].set_value(routed[b])
+            m.served[b].set_value(routed[b])
     else:
-        block.served.set_value(min(routed.values(), default=1.0))
+        m.served.set_value(min(routed.values(), default=1.0))
 
 
-@register_constraint("budget", start=_start_budget)
-def add_budget(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    """``cost <= max_cost_per_hour``; route rows admit ``served`` shares; objective ``max served_rps``."""
-    block.cap = pyo.Constraint(expr=m.cost <= spec.max_cost_per_hour)
-    m.route.deactivate()
-    if spec.admission == "per_bucket":
-        block.served = pyo.Var(m.B, bounds=(0, 1))
-        block.route = pyo.Constraint(m.B, rule=lambda _, b: _routed(m, b) == block.served[b])
-    else:
-        block.served = pyo.Var(bounds=(0, 1))
-        block.route = pyo.Constraint(m.B, rule=lambda _, b: _routed(m, b) == block.served)
-    m.objective.deactivate()
-    block.objective = pyo.Objective(expr=m.served_rps, sense=pyo.maximize)
-
-
-@register_constraint("gpu_mix")
-def add_gpu_mix(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    """``min_share sum_h n[h] <= n[g] <= max_share sum_h n[h]`` (trivial sides omitted)."""
-    total = sum(m.n[h] for h in m.G)
-    if spec.min_share > 0.0:
-        block.min_share = pyo.Constraint(expr=m.n[spec.gpu] >= spec.min_share * total)
-    if spec.max_share < 1.0:
-        block.max_share = pyo.Constraint(expr=m.n[spec.gpu] <= spec.max_share * total)
-
-
-def _start_max_types(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    for g in m.G:
-        block.used[g].set_value(1 if pyo.value(m.n[g]) > 0.5 else 0)
-
-
-@register_constraint("max_types", start=_start_max_types)
-def add_max_types(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    """``n[g] <= N_g used[g]`` and ``sum_g used[g] <= count`` (``N_g`` = the bound on ``n[g]``)."""
-    block.used = pyo.Var(m.G, domain=pyo.Binary)
-    block.link = pyo.Constraint(m.G, rule=lambda _, g: m.n[g] <= m.gpu_bounds[g] * block.used[g])
-    block.count = pyo.Constraint(expr=sum(block.used[g] for g in m.G) <= spec.count)
-
-
-def _start_node_multiple(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    block.nodes.set_value(round(pyo.value(m.n[spec.gpu]) / spec.gpus_per_node))
-
-
-@register_constraint("node_multiple", start=_start_node_multiple)
-def add_node_multiple(block: pyo.Block, m: pyo.ConcreteModel, spec: Any) -> None:
-    """``n[g] = gpus_per_node nodes[g]``, ``nodes`` integer."""
-    block.nodes = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, m.gpu_bounds[spec.gpu] // spec.gpus_per_node))
-    block.link = pyo.Constraint(expr=m.n[spec.gpu] == spec.gpus_per_node * block.nodes)
+OBJECTIVES: dict[str, ProfiledObjective] = {
+    COST: ProfiledObjective(add_full_route_rows, add_cost_objective, start=lambda m: None),
+    SERVED: ProfiledObjective(add_served_route_rows, add_served_objective, start=_start_served),
+}
 
 
 def minimise_cost_at(m: pyo.ConcreteModel, served_rps: float) -> None:
-    """Second phase of a budget model: keep ``served_rps`` (to a relative 1e-6) and minimise cost instead."""
+    """Second phase of a served-objective model: keep ``served_rps`` (to a relative 1e-6) and minimise cost instead."""
     for objective in list(m.component_data_objects(pyo.Objective, active=True)):
         objective.deactivate()
     m.served_floor = pyo.Constraint(expr=m.served_rps >= served_rps - SERVED_FLOOR_TOLERANCE * max(1.0, served_rps))
-    m.objective.activate()
+    m.cost_objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
 
 
-# ---------------------------------------------------------------- plans in and out
+# ---------------------------------------------------------------- solutions out, plans in
 
 
-def extract(m: pyo.ConcreteModel, method: str = "milp") -> ProfiledPlan:
-    """The plan of a solved model: integer GPUs per type and routing shares per bucket.
+@dataclass(frozen=True)
+class ProfiledSolution:
+    """A solved model in numbers (the driver makes it a plan): ``gpus[g]`` per type (``m.G`` order) and
+    ``routing[b][g]``, the share of bucket b sent to type g (every bucket, 0 where not routed)."""
+
+    gpus: tuple[int, ...]
+    routing: tuple[tuple[float, ...], ...]
+
+
+def extract(m: pyo.ConcreteModel) -> ProfiledSolution:
+    """The solution of a solved model: integer GPUs per type and routing shares per bucket.
 
     Shares are cleaned of solver noise: with slices they are the integer
     slice counts over ``s``; fractional shares below 1e-9 become 0.
@@ -263,13 +224,14 @@ def extract(m: pyo.ConcreteModel, method: str = "milp") -> ProfiledPlan:
                 row.append(round(pyo.value(m.slices[bucket.index, g])) / s)
             else:
                 value = min(1.0, max(0.0, pyo.value(m.x[bucket.index, g])))
-                row.append(value if value > 1e-9 else 0.0)
+                row.append(value if value > SHARE_ZERO else 0.0)
         routing.append(tuple(row))
-    return ProfiledPlan(method, problem.gpu_names, gpus, tuple(routing))
+    return ProfiledSolution(gpus, tuple(routing))
 
 
-def warm_start(m: pyo.ConcreteModel, plan: ProfiledPlan) -> None:
-    """Load ``plan`` as the MIP start; every variable gets a value (user blocks through their ``start``).
+def warm_start(m: pyo.ConcreteModel, plan: Any) -> None:
+    """Load ``plan`` (a profiled plan: ``gpu_names``, ``gpus``, ``routing``) as the MIP start; every variable
+    gets a value (the objective's and each user constraint's through their ``start``).
 
     Variables the plan does not determine (e.g. ones a user added) start at 0.
     Shares on pairs the model does not have (a type that cannot serve the
@@ -287,5 +249,5 @@ def warm_start(m: pyo.ConcreteModel, plan: ProfiledPlan) -> None:
         m.x[b, g].set_value(share)
         if s is not None:
             m.slices[b, g].set_value(round(share * s))
-    for block, spec in m.user_blocks:
-        CONSTRAINT_KINDS[spec.kind].start(block, m, spec)
+    OBJECTIVES[m.objective_name].start(m)
+    start_user_constraints(m)

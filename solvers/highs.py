@@ -3,7 +3,9 @@
 HiGHS is driven through highspy directly: Pyomo's standard-form compiler
 (``pyomo.repn.plugins.standard_form``, mixed form) turns the model's active
 constraints and objective into sparse arrays, which go to
-``Highs.passModel`` in one call; a MIP start goes through ``setSolution``;
+``Highs.passModel`` in one call (:func:`pass_model`, the one hand-over of
+arrays to HiGHS, also for the caching LP's blocks); a MIP start goes through
+``setSolution``;
 HiGHS reports the incumbent and the dual bound, and the incumbent is written
 back into the model's variables.  The compiler is 4-5x faster than Pyomo's
 persistent APPSI interface on the fleet MILP (0.13 s against 0.67 s on
@@ -141,8 +143,7 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
     args = _pass_model_args(form, integer)
     counts = {"solver_runs": 1, "mip_starts": 0, "feasible_mip_starts": 0}
     with highs_session(time_limit=time_limit, mip_gap=mip_gap, threads=threads, stream_log=stream_log) as (h, log):
-        if h.passModel(*args) == highspy.HighsStatus.kError:
-            raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
+        pass_model(h, args, f"model {model.name!r}")
         _set_target(h, known_bound, minimising)
         if warm_start and integer.any():
             start_solution = _solution(columns)
@@ -246,13 +247,12 @@ def solve_cases(
                 h.setOptionValue("time_limit", remaining)
             if stage == 0 and mip:
                 counts["lp_relaxations"] += 1
-                relaxed = _relaxation_bound(h, case_args, incumbent)
+                relaxed = _relaxation_bound(h, case_args, incumbent, f"the LP relaxation of a case of model {model.name!r}")
                 if relaxed < np.inf:
                     heapq.heappush(queue, (max(bound, relaxed), 1, c, max(bound, relaxed)))
                 continue
             counts["case_solves"] += 1
-            if h.passModel(*case_args) == highspy.HighsStatus.kError:
-                raise RuntimeError(f"HiGHS refused the arrays of model {model.name!r}")
+            pass_model(h, case_args, f"model {model.name!r}")
             _set_target(h, known_bound, True)
             h.setOptionValue("objective_bound", float(incumbent))
             if c == first:
@@ -308,11 +308,12 @@ def solve_cases(
     return SolveReport(status, objective_value, bound, gap, seconds, "highs", text, counts)
 
 
-def _relaxation_bound(h: highspy.Highs, case_args: tuple, cutoff: float) -> float:
-    """A lower bound on a case's optimum from its LP relaxation: the LP's optimum, +inf when the LP is
-    infeasible or its dual simplex passes ``cutoff`` (``objective_bound``), -inf when HiGHS stops
-    otherwise.  Presolve is off: on the fleet cases' LPs (a few hundred columns) it doubled the time."""
-    h.passModel(*case_args[:-1], np.zeros_like(case_args[-1]))
+def _relaxation_bound(h: highspy.Highs, case_args: tuple, cutoff: float, what: str) -> float:
+    """A lower bound on a case's optimum from its LP relaxation (``what``, for the error if HiGHS refuses
+    it): the LP's optimum, +inf when the LP is infeasible or its dual simplex passes ``cutoff``
+    (``objective_bound``), -inf when HiGHS stops otherwise.  Presolve is off: on the fleet cases' LPs (a
+    few hundred columns) it doubled the time."""
+    pass_model(h, (*case_args[:-1], np.zeros_like(case_args[-1])), what)
     h.setOptionValue("objective_bound", float(cutoff))
     h.setOptionValue("presolve", "off")
     h.setOptionValue("output_flag", False)
@@ -446,6 +447,13 @@ def highs_session(
         finally:
             os.unlink(log_path)
     log.text = console.text + log.text
+
+
+def pass_model(h: highspy.Highs, args: tuple, what: str) -> None:
+    """Hand HiGHS a model as arrays: ``h.passModel(*args)`` (column-wise, see :func:`_pass_model_args`); a
+    RuntimeError naming ``what`` (e.g. ``"model 'fleet:toy'"``) when HiGHS refuses them."""
+    if h.passModel(*args) == highspy.HighsStatus.kError:
+        raise RuntimeError(f"HiGHS refused the arrays of {what}")
 
 
 def _set_target(h, known_bound: float | None, minimising: bool) -> None:

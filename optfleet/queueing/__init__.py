@@ -1,7 +1,8 @@
-"""Queueing math: Erlang B/C in log space, Kimura's P99 wait, pool sizing."""
+"""Queueing math: Erlang B/C in log space, Kimura's P99 wait, pool sizing, Erlang-C load tables."""
 
 from optfleet.queueing.erlang import erlang_b, erlang_c, log_erlang_b
 from optfleet.queueing.kimura import wait_quantile_s
+from optfleet.queueing.load_limits import erlang_tables, wait_free_gpus
 from optfleet.queueing.sizing import INFEASIBLE, RELATIVE_TOLERANCE, cap_lower_bound_gpus, min_gpus, pool_is_feasible
 
 __all__ = [
@@ -10,8 +11,10 @@ __all__ = [
     "cap_lower_bound_gpus",
     "erlang_b",
     "erlang_c",
+    "erlang_tables",
     "log_erlang_b",
     "min_gpus",
     "pool_is_feasible",
+    "wait_free_gpus",
     "wait_quantile_s",
 ]

@@ -1,7 +1,7 @@
 """The hindsight-optimal cache schedule: prepare, build (Pyomo or highspy arrays), solve by simplex, extract, re-score.
 
 The LP is models/caching.py's interval LP (DESIGN.md section 4).  Two paths,
-one formulation (:func:`optfleet.models.caching.prepare`):
+one formulation (arrays from :func:`optfleet.problems.caching.lp_data.prepare`):
 
 * ``"highspy"``: the column-wise arrays go straight to ``highspy.Highs.passModel``,
   one diagonal block of the LP at a time (``decompose=False``: the whole LP
@@ -42,11 +42,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.caching.belady import tail_optimized_belady
 from optfleet.problems.caching.evaluate import TtftModel, evaluate_schedule
+from optfleet.problems.caching.lp_data import prepare, prepare_two_tier
 from optfleet.problems.caching.tiers import evaluate_two_tier
 from optfleet.problems.caching.trace import ConversationTrace
 from optfleet.models import caching as lp
 from optfleet.solvers import SolveReport, solve
-from optfleet.solvers.highs import HIGHS_STATUS, highs_session
+from optfleet.solvers.highs import HIGHS_STATUS, highs_session, pass_model
 from optfleet.solvers.report import ERROR, INFEASIBLE, OPTIMAL, TIME_LIMIT, relative_gap
 
 PATHS = ("auto", "pyomo", "highspy")
@@ -141,7 +142,7 @@ def solve_hindsight(
     if (customize is not None or solver != "highs") and path != "pyomo":
         raise ValueError("customize and solvers other than highs need the Pyomo path")
     start = time.perf_counter()
-    data = lp.prepare(trace, capacity_tokens, ttft, xi_ms, weights=weights, forced=forced)
+    data = prepare(trace, capacity_tokens, ttft, xi_ms, weights=weights, forced=forced)
     prepare_s = time.perf_counter() - start
     if data.n_columns == 0 and customize is None:
         # Nothing is worth caching (every turn is within xi, or the capacity is 0): TEL is the constant.
@@ -210,8 +211,7 @@ def _solve_highspy(data: lp.CacheLpData, time_limit_s: float | None, decompose: 
                     status, values[block.columns] = TIME_LIMIT, 0.0
                     continue
                 h.setOptionValue("time_limit", remaining)
-            if h.passModel(*block.pass_model_args) == highspy.HighsStatus.kError:
-                raise RuntimeError("HiGHS refused the hindsight LP arrays")
+            pass_model(h, block.pass_model_args, "the hindsight LP")
             h.run()
             runs += 1
             block_status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
@@ -259,11 +259,27 @@ class TwoTierResult:
 
     fast_tokens: NDArray[np.int64]
     slow_tokens: NDArray[np.int64]
-    status: str
-    objective: float
-    bound: float | None
-    gap: float | None
-    seconds: float
+    report: SolveReport  # objective: the schedule's TEL by evaluate_two_tier; seconds: the whole run
+
+    @property
+    def status(self) -> str:
+        return self.report.status
+
+    @property
+    def objective(self) -> float:
+        return float(self.report.objective)
+
+    @property
+    def bound(self) -> float | None:
+        return self.report.bound
+
+    @property
+    def gap(self) -> float | None:
+        return self.report.gap
+
+    @property
+    def seconds(self) -> float:
+        return self.report.seconds
 
 
 def solve_two_tier(
@@ -284,7 +300,7 @@ def solve_two_tier(
     default ``mip_gap = 0`` an optimal status proves it exact.
     """
     start = time.perf_counter()
-    data = lp.prepare_two_tier(trace, fast_capacity_tokens, slow_capacity_tokens, ttft, xi_ms, reload_ms_per_token, weights=weights)
+    data = prepare_two_tier(trace, fast_capacity_tokens, slow_capacity_tokens, ttft, xi_ms, reload_ms_per_token, weights=weights)
     if len(data.gap) == 0:
         # No gap's next turn exceeds xi: nothing is worth caching, TEL is the constant.
         report = SolveReport(OPTIMAL, data.tel_constant_ms, data.tel_constant_ms, 0.0, 0.0, "none")
@@ -299,4 +315,5 @@ def solve_two_tier(
     evaluation = evaluate_two_tier(trace, fast, slow, fast_capacity_tokens, slow_capacity_tokens, ttft, xi_ms,
                                    reload_ms_per_token, slo_ms=slo_ms, weights=weights, policy="two-tier-milp")
     gap = 0.0 if report.status == OPTIMAL and mip_gap == 0.0 else relative_gap(evaluation.tel_ms, report.bound)
-    return TwoTierResult(fast, slow, report.status, evaluation.tel_ms, report.bound, gap, time.perf_counter() - start)
+    scored = SolveReport(report.status, evaluation.tel_ms, report.bound, gap, time.perf_counter() - start, report.solver, report.log, report.counts)
+    return TwoTierResult(fast, slow, scored)

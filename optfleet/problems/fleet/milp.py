@@ -41,15 +41,19 @@ import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError, NoPlanInTimeError
+from optfleet.models.constraints import COST
+from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
-from optfleet.problems.fleet.milp_data import erlang_tables, prepare_milp_data
+from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
+from optfleet.problems.fleet.milp_plan import extract_plan
 from optfleet.problems.fleet.open_set_bounds import open_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.models import fleet as fleet_model
-from optfleet.models.fleet_constraints import LARGEST_BOUND, add_user_constraints, gpu_bounds
+from optfleet.models.fleet_constraints import LARGEST_BOUND
+from optfleet.queueing import erlang_tables
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import solve_cases
 from optfleet.solvers.report import TIME_LIMIT, relative_gap
@@ -79,34 +83,43 @@ class MilpResult:
 def solve_milp(
     problem: FleetProblem,
     *,
-    routing: str = "threshold",
-    max_pools: int = 2,
-    time_limit_s: float | None = 60.0,
-    mip_gap: float | None = 1e-6,
+    routing: str | None = None,
+    max_pools: int | None = None,
+    time_limit_s: float | None = None,
+    mip_gap: float | None = None,
     warm_start: bool = True,
     max_iterations: int = 6,
     customize: Callable[[pyo.ConcreteModel], None] | None = None,
-    solver: str = "highs",
+    solver: str | None = None,
 ) -> MilpResult:
     """Solve the fleet MILP (see the module docstring); InfeasibleError explains an infeasible instance.
+
+    ``routing``, ``max_pools``, ``time_limit_s``, ``mip_gap`` and ``solver`` default to the instance's ``solve:``
+    block, as in ``optfleet solve`` (``optfleet.solve`` is the same run with the baselines beside it).
 
     The instance's ``constraints:`` are added to every model built, then
     ``customize(model)`` if given: the Python hook for constraints of your own
     (e.g. ``m.cap = pyo.Constraint(expr=m.cost <= 500)``).
 
-    Each pool option's instances are bounded by ``gpu_bounds`` (models/fleet_constraints.py), proven
-    to keep an optimal plan under every constraint kind but ``gpu_mix``.  With ``gpu_mix`` or
-    ``customize`` (and the cost objective) the plan is certified afterwards: a plan beyond the bounds
-    costs at least ``min_j c_j (gpu_bound_j + 1)``; when that is below the plan's cost, the model is
-    solved once more with every plan up to that cost inside the bounds, which is exact.
+    Each pool option's instances are bounded by ``gpu_bounds`` (optfleet/problems/fleet/constraints.py),
+    proven to keep an optimal plan under every constraint kind whose bound is proven (all but
+    ``gpu_mix``).  With an unproven bound or ``customize`` (and the cost objective) the plan is certified
+    afterwards: a plan beyond the bounds costs at least ``min_j c_j (gpu_bound_j + 1)``; when that is
+    below the plan's cost, the model is solved once more with every plan up to that cost inside the
+    bounds, which is exact.
     """
+    routing = problem.milp_routing if routing is None else routing
+    max_pools = problem.max_pools if max_pools is None else max_pools
+    time_limit_s = problem.time_limit_s if time_limit_s is None else time_limit_s
+    mip_gap = problem.mip_gap if mip_gap is None else mip_gap
+    solver = problem.solver if solver is None else solver
     data = prepare_milp_data(problem)
     bounds = gpu_bounds(data, problem.constraints)
     settings = dict(routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
                     max_iterations=max_iterations, customize=customize, solver=solver)
     result = _solve_within(problem, data, bounds, **settings)
-    certify = customize is not None or any(spec.kind == "gpu_mix" for spec in problem.constraints)
-    if certify and not any(spec.kind == "budget" for spec in problem.constraints):
+    certify = customize is not None or any(not FLEET_CONSTRAINTS[spec.kind].bound_proven for spec in problem.constraints)
+    if certify and FLEET_CONSTRAINTS.objective(problem.constraints) == COST:
         # A plan with more instances than gpu_bound[j] in some pool j costs at least c_j (gpu_bound[j] + 1).
         prices = np.array([option.cost_per_gpu_hour for option in data.pools])
         cost = result.evaluation.cost_per_hour
@@ -139,8 +152,9 @@ def _solve_within(
     def model_at(ratio_ms: np.ndarray, skip: int | None = None) -> pyo.ConcreteModel:
         constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
         model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
-                                  gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints))
-        add_user_constraints(model, problem.constraints, skip=skip)
+                                  gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints),
+                                  objective=FLEET_CONSTRAINTS.objective(constraints))
+        FLEET_CONSTRAINTS.declare_all(model, problem.constraints, skip=skip)
         if customize is not None:
             customize(model)
         return model
@@ -171,11 +185,11 @@ def _solve_within(
                     f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
                     "infeasibility: raise solve.time_limit_s"
                 )
-            raise InfeasibleError(_explain(problem, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s, solver=solver).has_solution,
+            raise InfeasibleError(_explain(problem, data, max_pools, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s, solver=solver).has_solution,
                                            customized=customize is not None))
         if report.bound is not None:
             solved.append((ratio.copy(), report.bound))
-        plan = fleet_model.extract(model)
+        plan = extract_plan(model)
         evaluation = evaluate(problem, plan)
         updated = ratio.copy()
         tabled = []  # pools below their table size: only there does R_j enter the model
@@ -303,16 +317,76 @@ def _sweep_plan(problem: FleetProblem) -> Plan | None:
         return None
 
 
-def _explain(problem: FleetProblem, report: SolveReport, feasible_without: Callable[[int], bool], customized: bool = False) -> str:
-    """Why no plan exists: the TTFT floor of the homogeneous pool, or the user constraints whose removal helps
-    (with a Python hook, which can only be judged within the model's ``gpu_bound``)."""
-    evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
-    if evaluation.pools[0].min_gpus < 0:
-        return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(evaluation, 'long')}"
+def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report: SolveReport, feasible_without: Callable[[int], bool],
+             customized: bool = False) -> str:
+    """Why no plan exists: requests that no pool option can serve within the TTFT floor, the TTFT floor of the
+    homogeneous pool, or the user constraints whose removal helps (with a Python hook, which can only be judged
+    within the model's ``gpu_bound``).  The homogeneous pool is checked first when the instance has one GPU
+    configuration (its message names the pool and the prefill it needs)."""
+    if not problem.heterogeneous:
+        evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
+        if evaluation.pools[0].min_gpus < 0:
+            return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(evaluation, 'long')}"
+    floor = _stranded_class(data) or _floor_tail(data)
+    if floor is not None:
+        return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {floor}"
+    if not _covered_by(data, max_pools):
+        return (f"MILP {report.status}: pool limit (8): no {max_pools} pool options that meet the TTFT floor hold every request length "
+                f"together (solve.max_pools = {max_pools}; raise it, or offer more windows)")
     culprits = [f"constraints[{i}] ({spec.kind})" for i, spec in enumerate(problem.constraints) if feasible_without(i)]
     if culprits:
         return f"MILP {report.status}: the user constraints exclude every plan; dropping any one of {', '.join(culprits)} makes the instance feasible"
     if customized:
         return (f"MILP {report.status} ({report.summary}): the constraints added in Python (customize) exclude every plan with at most "
                 "gpu_bound[j] instances in pool option j; a constraint that needs more raises m.gpu_bound[j] in the same hook")
-    return f"MILP {report.status} ({report.summary}); the homogeneous fleet is feasible, so the user constraints together exclude every plan"
+    return f"MILP {report.status} ({report.summary}); every request length has a pool option that meets the TTFT floor, so the user constraints together exclude every plan"
+
+
+def _stranded_class(data: FleetMilpData) -> str | None:
+    """The first length class with traffic that no pool option can serve, in words: every option whose window holds
+    it has no TTFT floor level under the SLO (its one-chunk prefill plus an iteration already exceeds it); None if
+    every class has such an option.  Compressed service counts only when every request of the band may be
+    compressed (p_c = 1)."""
+    usable = np.array([option.levels > 0 for option in data.pools])
+    holds = data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
+    for k in np.flatnonzero(data.mass > 0):
+        if not (holds[k] & usable).any():
+            fitting = [data.pools[j] for j in np.flatnonzero(holds[k])]
+            where = ", ".join(f"{o.gpu} w{o.window_tokens}" for o in fitting[:4]) + (" ..." if len(fitting) > 4 else "")
+            return (f"requests of {int(data.class_total_above[k]) + 1:,}-{int(data.class_total_to[k]):,} tokens fit only pool options "
+                    f"({where}) whose P99 prefill floor exceeds the SLO of {data.problem.ttft_p99_ms:g} ms")
+    return None
+
+
+def _covered_by(data: FleetMilpData, max_pools: int) -> bool:
+    """Whether some ``max_pools`` pool options with a TTFT floor level under the SLO hold every class with traffic
+    (True, unchecked, when there are more than ``OPEN_SET_LIMIT`` such sets)."""
+    usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
+    size = min(max_pools, len(usable))
+    if size < 1 or math.comb(len(usable), size) > OPEN_SET_LIMIT:
+        return size >= 1
+    holds = (data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress)[data.mass > 0]
+    combos = np.array(list(itertools.combinations(usable, size)), dtype=np.int64).reshape(-1, size)
+    return bool(holds[:, combos].any(axis=2).all(axis=0).any())
+
+
+def _floor_tail(data: FleetMilpData) -> str | None:
+    """The traffic whose prefill floor exceeds the SLO on every pool option that holds it, in words, when it is more
+    than the 1 % tail a P99 allows (each pool may have 1 % of its traffic above its top floor level, so all pools
+    together 1 % of all traffic); None otherwise.  Per class the least such share over the usable options holding
+    it, compressed service counted for the compressible share ``p_c`` of the band."""
+    pc = data.problem.compressible_fraction
+    usable = np.array([option.levels > 0 for option in data.pools])
+    top = np.array([max(option.levels - 1, 0) for option in data.pools])
+    options = np.arange(len(data.pools))
+    plain = np.where(data.fits & usable, data.above[:, top], np.inf).min(axis=1)
+    compressed = np.where(data.can_compress & usable, data.compressed_above[:, options, top], np.inf).min(axis=1)
+    tail = (1 - pc) * plain + pc * np.minimum(plain, compressed) if pc > 0 else plain
+    tail = np.where(np.isfinite(tail), tail, data.mass)  # a class no usable option holds is all tail
+    total = float(data.mass.sum())
+    if tail.sum() <= 0.01 * total * (1 + 1e-9):
+        return None
+    worst = int(np.argmax(tail))
+    return (f"{100 * tail.sum() / total:.2f} % of the traffic has a prefill floor above the SLO of {data.problem.ttft_p99_ms:g} ms on "
+            f"every pool option that holds it (most of it requests of {int(data.class_total_above[worst]) + 1:,}-"
+            f"{int(data.class_total_to[worst]):,} tokens), more than the 1 % a P99 leaves out")

@@ -16,14 +16,15 @@
   the values ``(m + 1) t_j``, m = 0, 1, ... prefill chunks; levels above the
   SLO are dropped.  "P99 floor <= level m" is exactly "mass with more than m
   chunks <= 1 % of the pool's mass", linear in the routing.
-* **Erlang-C table**: ``N_j`` is the smallest GPU count at which a pool
+* **Erlang-C table size**: ``N_j`` is the smallest GPU count at which a pool
   loaded to the cap ``rho_max`` has Erlang C <= 0.01, hence Kimura's
   ``W99 = 0``; Erlang C at a fixed utilisation falls with the number of
   servers, so the cap alone guarantees zero wait for every ``n >= N_j``.
   Below ``N_j``, ``a_max[n, m]`` is the largest load meeting
-  ``W99 <= SLO - level_m``, computed at a given ``R_j = E[S^2]/E[S]``
-  (the pool's ``(1 + Cs^2) E[S]``), which depends on the routing: the solver
-  driver re-computes it from each solution and re-solves until it is stable.
+  ``W99 <= SLO - level_m`` (optfleet/queueing/load_limits.py), computed when
+  the model is built at a given ``R_j = E[S^2]/E[S]`` (the pool's
+  ``(1 + Cs^2) E[S]``), which depends on the routing: the solver driver
+  re-computes it from each solution and re-solves until it is stable.
 
 Supported: the ``paper`` TTFT rule with flat iteration time (the default
 preset).  The ``fleetsim`` rule's mean floor and length-scaled iteration need
@@ -37,13 +38,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from optfleet.errors import InputError, NotApplicableError
+from optfleet.errors import NotApplicableError
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
-from optfleet.queueing import erlang_c, wait_quantile_s
-
-CAP_WAIT_PROBABILITY = 0.01
-TABLE_MARGIN = 1e-6  # relative; below the wait limit only (see erlang_tables)
+from optfleet.queueing import wait_free_gpus
 
 
 @dataclass(frozen=True)
@@ -191,36 +189,5 @@ def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window:
     iteration = float(cfg.iteration_ms(0))
     levels = int(min(k_max + 1, np.floor(problem.ttft_p99_ms / iteration)))
     slots = cfg.slots_per_gpu
-    table = 1
-    while float(erlang_c(table * slots, problem.rho_max * table * slots)) > CAP_WAIT_PROBABILITY:
-        table += 1
-    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, table, factory.label, factory.gpu_name, factory.tp)
-
-
-def erlang_tables(options: tuple[PoolOption, ...], ratio_ms: NDArray[np.float64], slo_ms: float, rho_max: float) -> list[NDArray[np.float64]]:
-    """Per option j, ``a_max[n, m]``: the largest load of ``n < N_j`` GPUs meeting ``W99 <= SLO - (m+1) t_j``
-    at ``R_j = ratio_ms[j]`` (bisection, all options at once), less a relative ``TABLE_MARGIN`` where the wait
-    limit (not the cap) decides.
-
-    ``W99 = ln(C/0.01) R / (2 (c - a))`` with ``R = E[S^2]/E[S]`` (kimura.py) rises with ``a`` and with ``R``.
-    """
-    if not options:
-        return []
-    shapes = [(o.table_gpus, o.levels) for o in options]
-    servers = np.concatenate([(np.arange(o.table_gpus)[:, None] * o.slots_per_gpu * np.ones((1, o.levels))).ravel() for o in options])
-    budget_s = np.concatenate([((slo_ms - (np.arange(o.levels)[None, :] + 1) * o.iteration_ms) / 1000.0 * np.ones((o.table_gpus, 1))).ravel() for o in options])
-    # W99 depends on E[S] (1 + Cs^2) = R only
-    mean_s = np.concatenate([np.full(o.table_gpus * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
-    lo = np.zeros_like(servers)
-    hi = rho_max * servers
-    ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0) <= budget_s
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        ok = wait_quantile_s(servers, mid, mean_s, 0.0) <= budget_s
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-    # Loads strictly inside the wait limit keep a relative margin for the MILP solver's feasibility
-    # tolerance (a row met to 1e-7 could otherwise put W99 a hair above its budget).
-    flat = np.where(ok_hi, rho_max * servers, lo * (1.0 - TABLE_MARGIN))
-    ends = np.cumsum([rows * cols for rows, cols in shapes])[:-1]
-    return [part.reshape(shape) for part, shape in zip(np.split(flat, ends), shapes, strict=True)]
+    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, wait_free_gpus(slots, problem.rho_max),
+                      factory.label, factory.gpu_name, factory.tp)

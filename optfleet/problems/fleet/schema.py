@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from optfleet.instance.shared_schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LengthsSpec(_Strict):
+class LengthsSpec(Strict):
     """Where request lengths come from: exactly one of a CDF file, an inline CDF, or trace file(s)."""
 
     cdf_file: str | None = None
@@ -30,7 +28,7 @@ class LengthsSpec(_Strict):
         return self
 
 
-class SplitSpec(_Strict):
+class SplitSpec(Strict):
     """How ``L_total`` divides into input and output tokens (see optfleet.problems.fleet.workload.mix)."""
 
     rule: Literal["from_trace", "fixed_output_fraction", "output_fraction_normal"] = "fixed_output_fraction"
@@ -40,13 +38,13 @@ class SplitSpec(_Strict):
     quadrature_nodes: int = Field(16, ge=1, le=256)
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(Strict):
     rate_rps: float = Field(gt=0.0)
     lengths: LengthsSpec
     split: SplitSpec = SplitSpec()
 
 
-class IterationSpec(_Strict):
+class IterationSpec(Strict):
     """Iteration time ``t_iter = W + H n_max`` (flat) or ``W + H n_max L_total / L_scale`` (length_scaled).
 
     ``w_ms`` / ``h_ms_per_slot`` left out are derived from first principles
@@ -60,7 +58,7 @@ class IterationSpec(_Strict):
     length_scale_tokens: int = Field(8192, gt=0)
 
 
-class MemorySlotsSpec(_Strict):
+class MemorySlotsSpec(Strict):
     """Slots from memory: ``floor((tp (u HBM - reserved) - weights) / (kv_bytes_per_token C))``."""
 
     memory_utilisation: float = Field(0.90, gt=0.0, le=1.0)
@@ -69,7 +67,7 @@ class MemorySlotsSpec(_Strict):
     kv_dtype_bytes: int = Field(2, gt=0)
 
 
-class SlotsSpec(_Strict):
+class SlotsSpec(Strict):
     """KV slots per GPU instance at a context window C: exactly one rule.
 
     * ``table``: explicit ``{window_tokens: slots}``;
@@ -93,7 +91,7 @@ class SlotsSpec(_Strict):
         return self
 
 
-class HardwareSpec(_Strict):
+class HardwareSpec(Strict):
     """One GPU configuration: catalog names, tensor-parallel degree, iteration constants, slot rule."""
 
     profile: str | None = None
@@ -104,7 +102,7 @@ class HardwareSpec(_Strict):
     slots: SlotsSpec = SlotsSpec(formula="profile")
 
 
-class CatalogOverrideSpec(_Strict):
+class CatalogOverrideSpec(Strict):
     """Measured numbers replacing the derived ones for one GPU type (all TP degrees, or one)."""
 
     gpu: str
@@ -115,7 +113,7 @@ class CatalogOverrideSpec(_Strict):
     cost_per_gpu_hour: float | None = Field(None, gt=0.0)
 
 
-class GpuCatalogSpec(_Strict):
+class GpuCatalogSpec(Strict):
     """Catalog-wide pool options: every GPU type x TP degree x window (DESIGN.md section 3, heterogeneous).
 
     Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``
@@ -134,13 +132,13 @@ class GpuCatalogSpec(_Strict):
     overrides: list[CatalogOverrideSpec] = []
 
 
-class PoolsSpec(_Strict):
+class PoolsSpec(Strict):
     long_window_tokens: int = Field(gt=0)
     short_window_candidates: list[int] | None = None
     pool_routing_boundary_tokens: int | None = None
 
 
-class CompressionSpec(_Strict):
+class CompressionSpec(Strict):
     """Compress-and-Route: band ``B < L_total <= gamma B``, compressible share ``p_c``."""
 
     enabled: bool = True
@@ -150,7 +148,7 @@ class CompressionSpec(_Strict):
     retrofit_gamma: float = Field(1.5, ge=1.0)
 
 
-class SloSpec(_Strict):
+class SloSpec(Strict):
     """P99 TTFT target and utilisation cap.
 
     ``ttft_rule: paper`` checks ``W99 + P99_pool(prefill + one iteration)``;
@@ -162,11 +160,11 @@ class SloSpec(_Strict):
     ttft_rule: Literal["paper", "fleetsim"] = "paper"
 
 
-class CostSpec(_Strict):
+class CostSpec(Strict):
     cost_per_gpu_hour: float | None = Field(None, gt=0.0)
 
 
-class SolveSpec(_Strict):
+class SolveSpec(Strict):
     """Default method and the MILP's options (routing mode, max pools K, time limit, relative gap, solver).
 
     ``method`` is a registered method of the kind (``optfleet.problems.fleet.kind.methods``; checked when
@@ -182,43 +180,19 @@ class SolveSpec(_Strict):
     solver: str = "highs"
 
 
-class BudgetConstraint(_Strict):
+class BudgetConstraint(Strict):
     """Cap on $/hour; the MILP then maximises the served rate (a uniform admitted share of every class)."""
 
     kind: Literal["budget"]
     max_cost_per_hour: float = Field(gt=0.0)
 
 
-class AvailabilityConstraint(_Strict):
-    """At most ``max_gpus`` GPUs of one type (an instance of TP degree t counts t GPUs)."""
-
-    kind: Literal["availability"]
-    gpu: str
-    max_gpus: int = Field(ge=0)
-
-
-class GpuMixConstraint(_Strict):
-    """The share of one GPU type among all GPUs lies in [min_share, max_share]."""
-
-    kind: Literal["gpu_mix"]
-    gpu: str
-    min_share: float = Field(0.0, ge=0.0, le=1.0)
-    max_share: float = Field(1.0, ge=0.0, le=1.0)
-
-
-class MaxPoolsConstraint(_Strict):
+class MaxPoolsConstraint(Strict):
     kind: Literal["max_pools"]
     count: int = Field(ge=1)
 
 
-class MaxTypesConstraint(_Strict):
-    """At most ``count`` distinct GPU types in the fleet."""
-
-    kind: Literal["max_types"]
-    count: int = Field(ge=1)
-
-
-class NodeMultipleConstraint(_Strict):
+class NodeMultipleConstraint(Strict):
     """Whole nodes: the GPUs of one type (or of every type) come in multiples of ``gpus_per_node``."""
 
     kind: Literal["node_multiple"]
@@ -226,7 +200,7 @@ class NodeMultipleConstraint(_Strict):
     gpu: str | None = None
 
 
-class FixedConstraint(_Strict):
+class FixedConstraint(Strict):
     """Pin the GPU count of the pool with this window (opening it if ``gpus > 0``).
 
     With a ``gpu_catalog``, ``gpu`` and ``tp`` pick the configuration (default:
@@ -247,7 +221,7 @@ UserConstraint = Annotated[
 ]
 
 
-class FleetInstanceSpec(_Strict):
+class FleetInstanceSpec(Strict):
     """The whole ``kind: fleet`` instance file."""
 
     kind: Literal["fleet"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from optfleet.errors import InfeasibleError
-from optfleet.problems.profiled_fleet.evaluator import describe_constraint, evaluate
+from optfleet.problems.profiled_fleet.constraints import describe_constraint
+from optfleet.problems.profiled_fleet.evaluator import evaluate
 from optfleet.problems.profiled_fleet.greedy import GREEDY, greedy_cost_per_request, require_single_type_serves, single_type_plan
 from optfleet.problems.profiled_fleet.plan import ProfiledPlan
 from optfleet.problems.profiled_fleet.problem import ProfiledProblem

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from optfleet.problems.profiled_fleet.evaluator import describe_constraint
+from optfleet.problems.profiled_fleet.constraints import describe_constraint
 from optfleet.problems.profiled_fleet.problem import ProfiledProblem, unservable_message
 
 SHARE_SLACK = 1e-9

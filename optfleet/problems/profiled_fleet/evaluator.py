@@ -13,15 +13,14 @@ and the routing rules: every bucket with demand is fully routed (only a
 budget cap allows less, at one common share with ``admission: uniform``),
 nothing goes to a type with ``T[g,b] = 0``, shares are multiples of
 ``1/s`` with ``s`` slices per bucket, GPU counts are whole instances.  Each
-user constraint is re-checked by its own function in :data:`CHECKS`.  The
+user constraint is re-checked by the check registered with its kind
+(optfleet/problems/profiled_fleet/constraints.py).  The
 verdict lists every violation in words; ``feasible`` means there is none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from optfleet.errors import InputError
 from optfleet.problems.profiled_fleet.plan import ProfiledPlan
@@ -89,60 +88,6 @@ class ProfiledEvaluation:
         return sum(1 for t in self.types if t.gpus > 0)
 
 
-def describe_constraint(i: int, c: Any) -> str:
-    """``"constraints[0] (availability: A100-80GB <= 8 GPUs)"``: a constraint in words."""
-    if c.kind == "availability":
-        what = f"{c.gpu} <= {c.max_gpus} GPUs"
-    elif c.kind == "budget":
-        what = f"<= ${c.max_cost_per_hour:g}/h, {c.admission.replace('_', ' ')} admission"
-    elif c.kind == "gpu_mix":
-        what = f"{c.min_share:g} <= share of {c.gpu} <= {c.max_share:g}"
-    elif c.kind == "max_types":
-        what = f"at most {c.count} GPU type{'s' if c.count != 1 else ''}"
-    elif c.kind == "node_multiple":
-        what = f"{c.gpu} in whole nodes of {c.gpus_per_node}"
-    else:
-        what = c.kind
-    return f"constraints[{i}] ({c.kind}: {what})"
-
-
-def _check_availability(problem: ProfiledProblem, plan: ProfiledPlan, c: Any) -> tuple[bool, str]:
-    n = plan.gpus_of(c.gpu)
-    return n <= c.max_gpus, f"{n} {c.gpu} GPUs"
-
-
-def _check_budget(problem: ProfiledProblem, plan: ProfiledPlan, c: Any) -> tuple[bool, str]:
-    cost = plan_cost_per_hour(problem, plan)
-    return cost <= c.max_cost_per_hour * (1 + LOAD_TOLERANCE), f"${cost:,.2f}/h"
-
-
-def _check_gpu_mix(problem: ProfiledProblem, plan: ProfiledPlan, c: Any) -> tuple[bool, str]:
-    n, total = plan.gpus_of(c.gpu), plan.total_gpus
-    slack = LOAD_TOLERANCE * max(total, 1)
-    holds = c.min_share * total - slack <= n <= c.max_share * total + slack
-    share = f"{100 * n / total:.1f} %" if total else "no GPUs"
-    return holds, f"{n} of {total} GPUs are {c.gpu} ({share})"
-
-
-def _check_max_types(problem: ProfiledProblem, plan: ProfiledPlan, c: Any) -> tuple[bool, str]:
-    used = [name for name, n in zip(plan.gpu_names, plan.gpus, strict=True) if n > 0]
-    return len(used) <= c.count, f"{len(used)} type(s) used ({', '.join(used) or 'none'})"
-
-
-def _check_node_multiple(problem: ProfiledProblem, plan: ProfiledPlan, c: Any) -> tuple[bool, str]:
-    n = plan.gpus_of(c.gpu)
-    return n % c.gpus_per_node == 0, f"{n} {c.gpu} GPUs"
-
-
-CHECKS: dict[str, Callable[[ProfiledProblem, ProfiledPlan, Any], tuple[bool, str]]] = {
-    "availability": _check_availability,
-    "budget": _check_budget,
-    "gpu_mix": _check_gpu_mix,
-    "max_types": _check_max_types,
-    "node_multiple": _check_node_multiple,
-}
-
-
 def plan_cost_per_hour(problem: ProfiledProblem, plan: ProfiledPlan) -> float:
     """``sum_g price_g n_g`` in $/hour."""
     return sum(g.cost_per_gpu_hour * n for g, n in zip(problem.gpus, plan.gpus, strict=True))
@@ -206,25 +151,29 @@ def evaluate(problem: ProfiledProblem, plan: ProfiledPlan) -> ProfiledEvaluation
             )
         types.append(t)
 
-    checks = []
-    for i, c in enumerate(problem.constraints):
-        holds, detail = CHECKS[c.kind](problem, plan, c)
-        label = describe_constraint(i, c)
-        checks.append(ConstraintCheck(label, c.kind, holds, detail))
-        if not holds:
-            violations.append(f"{label} is violated: {detail}")
-
     demand = sum(b.rate_rps for b in problem.demand_buckets)
     served = sum(b.rate_rps * min(1.0, max(0.0, routed[b.index])) for b in problem.demand_buckets)
-    return ProfiledEvaluation(
+    evaluation = ProfiledEvaluation(
         plan=plan,
         types=tuple(types),
-        checks=tuple(checks),
+        checks=(),
         cost_per_hour=plan_cost_per_hour(problem, plan),
         served_rps=served,
         demand_rps=demand,
         violations=tuple(violations),
     )
+    return _with_constraint_checks(problem, evaluation) if problem.constraints else evaluation
+
+
+def _with_constraint_checks(problem: ProfiledProblem, evaluation: ProfiledEvaluation) -> ProfiledEvaluation:
+    """``evaluation`` with each user constraint re-checked by its registered check, and the broken ones among
+    its violations."""
+    from optfleet.problems.profiled_fleet.constraints import PROFILED_CONSTRAINTS, describe_constraint  # Pyomo (the formulations) only here
+
+    checks = tuple(ConstraintCheck(describe_constraint(i, c), c.kind, verdict.holds, verdict.detail)
+                   for i, c, verdict in PROFILED_CONSTRAINTS.verdicts(problem, evaluation, problem.constraints))
+    broken = tuple(f"{check.label} is violated: {check.detail}" for check in checks if not check.holds)
+    return replace(evaluation, checks=checks, violations=evaluation.violations + broken)
 
 
 def _check_plan_shape(problem: ProfiledProblem, plan: ProfiledPlan) -> None:

@@ -24,13 +24,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from optfleet.problems.fleet.schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, _Strict
+from optfleet.instance.shared_schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, Strict
 
 NonNegative = Annotated[float, Field(ge=0.0)]
 TokenEdge = Annotated[int, Field(ge=0)]
 
 
-class BucketGridSpec(_Strict):
+class BucketGridSpec(Strict):
     """Bucket edges in tokens: ``k + 1`` edges make ``k`` ranges ``[e_0, e_1), [e_1, e_2), ...``.
 
     The last edge is the largest length the table covers.  Any number of
@@ -49,14 +49,14 @@ class BucketGridSpec(_Strict):
         return edges
 
 
-class ProfiledWorkloadSpec(_Strict):
+class ProfiledWorkloadSpec(Strict):
     """Total arrival rate and the share of requests in each bucket, ``shares[input][output]`` (sum 1)."""
 
     rate_rps: float = Field(gt=0.0)
     shares: list[list[NonNegative]] = Field(min_length=1)
 
 
-class ProfiledGpuSpec(_Strict):
+class ProfiledGpuSpec(Strict):
     """One GPU type: price, instance size and the profiled throughput table.
 
     ``max_rps[i][o]`` is in requests/s per instance of ``gpus_per_instance``
@@ -70,7 +70,7 @@ class ProfiledGpuSpec(_Strict):
     max_rps: list[list[NonNegative]] = Field(min_length=1)
 
 
-class ProfiledRoutingSpec(_Strict):
+class ProfiledRoutingSpec(Strict):
     """How a bucket may be split between GPU types, and how full an instance may run.
 
     * ``splitting: slices`` (default): each bucket is cut into
@@ -93,7 +93,7 @@ class ProfiledRoutingSpec(_Strict):
         return self
 
 
-class ProfiledSolveSpec(_Strict):
+class ProfiledSolveSpec(Strict):
     """The method ``optfleet solve`` runs (a registered method of the kind, checked when it runs) and the MILP's
     options: time limit, relative gap and solver (``highs``, or a Pyomo solver installed here by its name)."""
 
@@ -103,7 +103,7 @@ class ProfiledSolveSpec(_Strict):
     solver: str = "highs"
 
 
-class ProfiledBudgetConstraint(_Strict):
+class ProfiledBudgetConstraint(Strict):
     """Cost cap in $/hour; the model then **maximises the served rate** (req/s), ties broken by cost.
 
     ``admission: per_bucket`` admits each bucket at its own share (drops the
@@ -116,7 +116,7 @@ class ProfiledBudgetConstraint(_Strict):
     admission: Literal["per_bucket", "uniform"] = "per_bucket"
 
 
-class ProfiledNodeMultipleConstraint(_Strict):
+class ProfiledNodeMultipleConstraint(Strict):
     """Whole nodes: the GPU count of type ``gpu`` is a multiple of ``gpus_per_node``."""
 
     kind: Literal["node_multiple"]
@@ -134,7 +134,7 @@ ProfiledConstraint = Annotated[
 ]
 
 
-class ProfiledFleetSpec(_Strict):
+class ProfiledFleetSpec(Strict):
     """The whole ``kind: profiled_fleet`` instance file."""
 
     kind: Literal["profiled_fleet"]

@@ -26,6 +26,8 @@ import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError
 from optfleet.models import profiled as model_lib
+from optfleet.models.constraints import SERVED
+from optfleet.problems.profiled_fleet.constraints import PROFILED_CONSTRAINTS
 from optfleet.problems.profiled_fleet.diagnose import explain_infeasible
 from optfleet.problems.profiled_fleet.evaluator import ProfiledEvaluation, evaluate
 from optfleet.problems.profiled_fleet.greedy import greedy_cost_per_request
@@ -83,7 +85,7 @@ def solve_profiled(
     if start is None and warm_start:
         start = greedy_cost_per_request(problem)
     base_bounds = problem.gpu_upper_bounds()
-    may_need_more = customize is not None or any(c.kind == "gpu_mix" for c in problem.constraints)
+    may_need_more = customize is not None or any(not PROFILED_CONSTRAINTS[c.kind].bound_proven for c in problem.constraints)
     widest = 2**MAX_BOUND_DOUBLINGS if may_need_more else 1
     scale = 1
     while True:
@@ -97,9 +99,9 @@ def solve_profiled(
                 raise InfeasibleError(f"no feasible plan: {_explain(problem, customize, widest)}")
             raise InfeasibleError(f"no plan found: {report.summary}")
         cost_report = None
-        if problem.budget is not None:
+        if model.objective_name == SERVED:
             model_lib.minimise_cost_at(model, float(pyo.value(model.served_rps)))
-            start_again = model_lib.extract(model, method)
+            start_again = extract_plan(model, method)
             cost_report = _solve(model, start_again, time_limit_s, mip_gap, problem.solver)
             if not cost_report.has_solution:  # cannot happen (the phase-1 plan is feasible) unless time ran out
                 raise InfeasibleError(f"the cost phase under the budget found no plan: {cost_report.summary}")
@@ -107,15 +109,23 @@ def solve_profiled(
         if not (may_need_more and at_bound and scale < 2**MAX_BOUND_DOUBLINGS):
             break
         scale *= 2
-    plan = model_lib.extract(model, method)
+    plan = extract_plan(model, method)
     evaluation = evaluate(problem, plan)
     if not evaluation.feasible:
         raise RuntimeError(f"internal error: the MILP's plan fails the evaluator: {'; '.join(evaluation.violations)}")
     return ProfiledResult(plan, evaluation, report, cost_report, time.perf_counter() - began, scale)
 
 
+def extract_plan(model: pyo.ConcreteModel, method: str = "milp") -> ProfiledPlan:
+    """The plan of a solved model (``models.profiled.extract``), named ``method``."""
+    solution = model_lib.extract(model)
+    return ProfiledPlan(method, model.problem.gpu_names, solution.gpus, solution.routing)
+
+
 def _model(problem: ProfiledProblem, bounds: dict[str, int], customize) -> pyo.ConcreteModel:
-    model = model_lib.build(problem, gpu_bounds=bounds)
+    """The MILP of ``problem`` within ``bounds``: its objective and constraint blocks, then ``customize``."""
+    model = model_lib.build(problem, gpu_bounds=bounds, objective=PROFILED_CONSTRAINTS.objective(problem.constraints))
+    PROFILED_CONSTRAINTS.declare_all(model, problem.constraints)
     if customize is not None:
         customize(model)
     return model
@@ -137,9 +147,6 @@ def _explain(problem: ProfiledProblem, customize, scale: int) -> str:
 
 def _is_feasible(problem: ProfiledProblem, customize, scale: int) -> bool:
     """Whether ``problem`` has any plan (a feasibility solve: stop at the first incumbent)."""
-    try:
-        model = _model(problem, problem.gpu_upper_bounds(scale=scale), customize)
-    except InfeasibleError:
-        return False
+    model = _model(problem, problem.gpu_upper_bounds(scale=scale), customize)
     report = solve(model, time_limit=FEASIBILITY_TIME_LIMIT_S, mip_gap=1.0, solver=problem.solver)
     return report.has_solution

@@ -1,0 +1,74 @@
+"""Erlang-C load limits of small pools: the tables the fleet MILP linearises (models/fleet.py, rows (7)).
+
+A pool of ``n`` GPUs with ``s`` KV slots each is an M/G/c queue with ``c = n s``
+slot-servers (sizing.py).  Loaded to the utilisation cap ``a = rho_max c``, its
+Erlang C falls as ``n`` grows (at a fixed utilisation more servers wait less):
+
+* :func:`wait_free_gpus` is ``N``, the fewest GPUs at which a pool at the cap has
+  ``C <= 0.01``, so Kimura's ``W99 = 0`` and the cap alone meets every wait
+  budget for ``n >= N``;
+* below ``N``, :func:`erlang_tables` gives ``a_max[n, m]``, the largest load of ``n``
+  GPUs whose ``W99 = ln(C/0.01) R / (2 (c - a))`` (kimura.py) is within the budget
+  ``SLO - (m+1) t`` of TTFT floor level ``m`` (iteration time ``t``), at the pool's
+  ``R = E[S^2]/E[S] = (1 + Cs^2) E[S]``.  ``W99`` rises with ``a`` and with ``R``,
+  so ``a_max`` is found by bisection and falls as ``R`` rises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from optfleet.queueing.erlang import erlang_c
+from optfleet.queueing.kimura import wait_quantile_s
+
+CAP_WAIT_PROBABILITY = 0.01  # Erlang C at or below this: Kimura's W99 is 0
+TABLE_MARGIN = 1e-6  # relative; below the wait limit only (see erlang_tables)
+BISECTION_STEPS = 60
+
+
+class TableShape(Protocol):
+    """What a table needs of a pool: slots per GPU, iteration time, floor levels and its size ``N``."""
+
+    slots_per_gpu: int
+    iteration_ms: float
+    levels: int
+    table_gpus: int
+
+
+def wait_free_gpus(slots_per_gpu: int, rho_max: float) -> int:
+    """``N``: the fewest GPUs (at least 1) whose pool, loaded to ``rho_max``, has Erlang C <= 0.01 (W99 = 0)."""
+    gpus = 1
+    while float(erlang_c(gpus * slots_per_gpu, rho_max * gpus * slots_per_gpu)) > CAP_WAIT_PROBABILITY:
+        gpus += 1
+    return gpus
+
+
+def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], slo_ms: float, rho_max: float) -> list[NDArray[np.float64]]:
+    """Per pool j, ``a_max[n, m]`` for ``n < N_j`` GPUs and floor level ``m``: the largest load meeting
+    ``W99 <= SLO - (m+1) t_j`` at ``R_j = ratio_ms[j]`` (bisection, all pools at once), capped at
+    ``rho_max n s_j`` and less a relative ``TABLE_MARGIN`` where the wait limit (not the cap) decides.
+    """
+    if not options:
+        return []
+    shapes = [(o.table_gpus, o.levels) for o in options]
+    servers = np.concatenate([(np.arange(o.table_gpus)[:, None] * o.slots_per_gpu * np.ones((1, o.levels))).ravel() for o in options])
+    budget_s = np.concatenate([((slo_ms - (np.arange(o.levels)[None, :] + 1) * o.iteration_ms) / 1000.0 * np.ones((o.table_gpus, 1))).ravel() for o in options])
+    # W99 depends on E[S] (1 + Cs^2) = R only
+    mean_s = np.concatenate([np.full(o.table_gpus * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
+    lo = np.zeros_like(servers)
+    hi = rho_max * servers
+    ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0) <= budget_s
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        ok = wait_quantile_s(servers, mid, mean_s, 0.0) <= budget_s
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    # Loads strictly inside the wait limit keep a relative margin for the MILP solver's feasibility
+    # tolerance (a row met to 1e-7 could otherwise put W99 a hair above its budget).
+    flat = np.where(ok_hi, rho_max * servers, lo * (1.0 - TABLE_MARGIN))
+    ends = np.cumsum([rows * cols for rows, cols in shapes])[:-1]
+    return [part.reshape(shape) for part, shape in zip(np.split(flat, ends), shapes, strict=True)]
