@@ -13,7 +13,7 @@ piece, ``decompose=False``).  The LP's phases are timed separately (prepare +
 arrays, HiGHS, total including the evaluator's re-scoring).  The run prints
 LP time / greedy time and checks that the LP's TEL equals the greedy's
 (Theorem 1: xi_tokens here is a whole number).  Writes
-benchmarks/results/caching_lp.json and caching_lp.md.
+benchmarks/out/ (benchmarks/results/ with --publish): caching_lp.json and caching_lp.md.
 
 Run: python benchmarks/bench_caching_lp.py [--whole-at-largest]
 """
@@ -28,8 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+from output import add_output_option, output_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 ALPHA_MS_PER_TOKEN, XI_MS, SEED = 0.5, 100.0, 7
 # (turns, capacity tokens, methods)
 PLAN_DEFAULT = [
@@ -78,6 +79,7 @@ def measure(turns: int, capacity: int, method: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
     parser.add_argument("--whole-at-largest", action="store_true", help="also pass the 1e6-turn LP to HiGHS in one piece (slow)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -102,8 +104,8 @@ def main() -> int:
                 summary.append({"turns": greedy["turns"], "capacity_tokens": capacity, "method": method,
                                 "lp_over_greedy_time": lp_row["seconds"] / greedy["seconds"], "tel_equal": equal})
                 print(f"    {method}: time / greedy time = {lp_row['seconds'] / greedy['seconds']:.1f}; TEL equal to greedy's: {equal}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "caching_lp.json").write_text(json.dumps({"runs": rows, "comparison": summary}, indent=2) + "\n")
+    results = output_folder(args)
+    (results / "caching_lp.json").write_text(json.dumps({"runs": rows, "comparison": summary}, indent=2) + "\n")
     lines = [
         f"Hindsight caching LP vs Tail-Optimized Belady (alpha {ALPHA_MS_PER_TOKEN} ms/token, xi {XI_MS:g} ms, seed {SEED}; "
         "peak RSS per subprocess includes trace generation).", "",
@@ -121,7 +123,7 @@ def main() -> int:
             f"| {r['turns']:,} | {r['capacity_tokens']:,} | {r['method']} | {r['status']} | {r['seconds']:.2f} | {phases[0]} | {phases[1]} | "
             f"{r['tel_ms']:,.1f} | {equal} | {ratio} | {sizes[0]} | {sizes[1]} | {sizes[2]} | {r['peak_rss_gb']:.2f} |"
         )
-    (RESULTS / "caching_lp.md").write_text("\n".join(lines) + "\n")
+    (results / "caching_lp.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

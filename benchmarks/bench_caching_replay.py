@@ -10,7 +10,7 @@ hindsight greedy) is timed and scored beside them, and so is ET-LRU with a
 64-step prompt survival (its default is 16 steps) to back that default.
 The target is at least 1e6 turns per minute for every policy.
 
-Writes benchmarks/results/caching_replay.json and caching_replay.md.
+Writes benchmarks/out/ (benchmarks/results/ with --publish): caching_replay.json and caching_replay.md.
 
 Run: python benchmarks/bench_caching_replay.py [--turns 1000000] [--capacities 2000,8000]
 """
@@ -30,8 +30,9 @@ from optfleet.problems.caching.generate import ConversationModel, LengthModel, g
 from optfleet.problems.caching.policies import ETLRU, POLICIES, CachePolicy, make_policy
 from optfleet.problems.caching.replay import replay
 
+from output import add_output_option, output_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 TARGET_TURNS_PER_MIN = 1_000_000
 TTFT = TtftModel(0.25, 0.0)
 XI_MS = 200.0
@@ -48,6 +49,7 @@ def row(label: str, trace, kept, seconds: float, capacity: int, kind: str) -> di
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
     parser.add_argument("--turns", type=int, default=1_000_000)
     parser.add_argument("--capacities", default="2000,8000", help="comma-separated capacities in tokens")
     parser.add_argument("--seed", type=int, default=1)
@@ -79,8 +81,8 @@ def main() -> int:
             "turns": len(trace), "conversations": trace.n_conversations, "seed": args.seed, "generate_seconds": generate_s,
             "ttft": {"alpha_ms_per_token": TTFT.alpha_ms_per_token, "beta_ms": TTFT.beta_ms}, "xi_ms": XI_MS,
             "target_turns_per_min": TARGET_TURNS_PER_MIN}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "caching_replay.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    results = output_folder(args)
+    (results / "caching_replay.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = [f"Replay of {len(trace):,} generated ShareGPT-like turns ({trace.n_conversations:,} conversations, generated in "
              f"{generate_s:.1f} s), TTFT 0.25 ms/token, xi 200 ms, optional caching; one run each, wall time of the replay alone.",
              "",
@@ -88,7 +90,7 @@ def main() -> int:
              "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['capacity_tokens']:,} | {r['policy']} | {r['kind']} | {r['turns_per_min']:,.0f} | {'yes' if r['meets_target'] else 'NO'} | "
               f"{r['seconds']:.2f} | {r['tel_ms']:,.0f} | {r['p90_ttft_ms']:.1f} | {r['p95_ttft_ms']:.1f} | {r['hit_rate']:.3f} |" for r in rows]
-    (RESULTS / "caching_replay.md").write_text("\n".join(lines) + "\n")
+    (results / "caching_replay.md").write_text("\n".join(lines) + "\n")
     default_policies = [r for r in rows if r["kind"] == "online replay" and r["policy"] in POLICIES]
     return 0 if all(r["meets_target"] for r in default_policies) else 1
 

@@ -7,7 +7,7 @@ options; the issue's "6 types x 4 windows x 2 TP x 50 classes") -- it times
 prepare + build + solve (with the R_j refreshes) of the mixed MILP and of the
 exact single-type MILP of each type, and prints mixed cost / best single-type
 cost and the times.  The scale case's gate is "proven optimal in <= 10 s".
-Writes benchmarks/results/heterogeneous.json and .md (quoted by the README).
+Writes benchmarks/out/ (benchmarks/results/ with --publish): heterogeneous.json and .md (quoted by the README).
 
 Run: python benchmarks/bench_heterogeneous.py [--time-limit 120]
 """
@@ -22,17 +22,17 @@ from pathlib import Path
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.fleet.milp import solve_milp
-from optfleet.problems.fleet import load_problem
+import optfleet
+from optfleet.instance.loader import read_document
+from optfleet.problems.fleet.kind import SINGLE_TYPE_PREFIX, run, single_type_methods
 from optfleet.problems.fleet.milp_data import prepare_milp_data
-from optfleet.problems.fleet.problem import FleetProblem, prepare
-from optfleet.problems.fleet.schema import FleetInstanceSpec
-from optfleet.instance.loader import LoadedInstance, read_document, validate_spec
-from optfleet.problems.fleet.presets import apply_defaults
-from optfleet.problems.fleet.methods import SINGLE_TYPE_PREFIX, run_method, single_type_methods
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.progress import silent
+
+from output import add_output_option, output_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "instances" / "fleet"
-RESULTS = ROOT / "benchmarks" / "results"
 INSTANCES = ("azure_2023_catalog", "lmsys_llama3_8b_catalog", "azure_2023_catalog_16_h100", "azure_2023_catalog_mix")
 SCALE_GATE_S = 10.0
 
@@ -42,10 +42,10 @@ def scale_case() -> FleetProblem:
     path = FLEET / "azure_2023_catalog.yaml"
     data = read_document(path)
     data["name"] = "scale-6-types"
-    data["workload"]["lengths"] = {"cdf_file": "data/lmsys_multiturn_cdf.json"}
+    data["workload"]["lengths"] = {"cdf_file": str(path.parent / "data" / "lmsys_multiturn_cdf.json")}  # a mapping's paths resolve against the working folder
     data["gpu_catalog"]["gpus"] = ["A100-80GB", "H100-SXM", "H200", "B200", "MI300X", "L40S"]
     data["compression"]["gamma_step"] = 0.05
-    return prepare(LoadedInstance(spec=validate_spec(FleetInstanceSpec, apply_defaults(data)), base_dir=path.parent))
+    return optfleet.load(data).problem
 
 
 def measure(problem: FleetProblem, time_limit_s: float) -> dict:
@@ -64,10 +64,10 @@ def measure(problem: FleetProblem, time_limit_s: float) -> dict:
     )
     singles = {}
     for method in single_type_methods(problem):
-        result = run_method(problem, method)
+        (result,) = run(problem, method, silent)
         singles[method.removeprefix(SINGLE_TYPE_PREFIX)] = {
             "cost": None if result.evaluation is None else result.evaluation.cost_per_hour,
-            "status": "infeasible" if result.evaluation is None else result.solve_report.status,
+            "status": "infeasible" if result.evaluation is None else result.report.status,
             "seconds": result.seconds,
         }
     row["single_type"] = singles
@@ -80,9 +80,10 @@ def measure(problem: FleetProblem, time_limit_s: float) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
     parser.add_argument("--time-limit", type=float, default=120.0)
     args = parser.parse_args()
-    problems = [load_problem(FLEET / f"{name}.yaml") for name in INSTANCES]
+    problems = [optfleet.load(FLEET / f"{name}.yaml").problem for name in INSTANCES]
     rows = []
     for problem in [*problems, scale_case()]:
         row = measure(problem, args.time_limit)
@@ -94,8 +95,8 @@ def main() -> int:
                   if "best_single_cost" in row else "no single type is feasible")
         print(f"{row['instance']:30s} {row['classes']} classes x {row['options']} options: {row['status']} ${row['cost']:,.2f}/h "
               f"in {row['seconds']:.1f} s ({row['solves']} solves); {versus}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "heterogeneous.json").write_text(json.dumps(rows, indent=2) + "\n")
+    results = output_folder(args)
+    (results / "heterogeneous.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = ["| instance | classes x options | K | status | mixed $/h | gap | MILP s (solves) | best single type $/h | mixed saves | single-type s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -112,7 +113,7 @@ def main() -> int:
     lines.append("")
     lines.append(f"Scale gate (6 types x 4 windows x 2 TP, {scale['classes']} classes, proven optimal in <= {SCALE_GATE_S:.0f} s): "
                  f"{verdict} ({scale['status']}, {scale['seconds']:.1f} s).")
-    (RESULTS / "heterogeneous.md").write_text("\n".join(lines) + "\n")
+    (results / "heterogeneous.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

@@ -5,7 +5,7 @@ fleetsim rule yet) and each MILP configuration -- restricted to the sweep's
 policy space, threshold routing K = 2, split routing K = 2 and K = 3 -- it
 times data preparation + build + solve (with the R_j refreshes), and prints
 MILP time / sweep time and MILP cost / sweep cost with the solver's status,
-bound and gap.  Writes benchmarks/results/milp.json and milp.md (quoted by
+bound and gap.  Writes benchmarks/out/ (benchmarks/results/ with --publish): milp.json and milp.md (quoted by
 the README).
 
 Run: python benchmarks/bench_milp.py [--time-limit 120]
@@ -21,22 +21,25 @@ from pathlib import Path
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.fleet.milp import solve_milp
-from optfleet.problems.fleet import evaluate, load_problem
+import optfleet
+from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.heuristics import sweep
 
+from output import add_output_option, output_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
 CONFIGS = (("sweep", 2), ("threshold", 2), ("split", 2), ("split", 3))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
     parser.add_argument("--time-limit", type=float, default=120.0)
     args = parser.parse_args()
     rows = []
     for name in WORKLOADS:
-        problem = load_problem(ROOT / f"instances/fleet/{name}.yaml")
+        problem = optfleet.load(ROOT / f"instances/fleet/{name}.yaml").problem
         start = time.perf_counter()
         try:
             swept = evaluate(problem, sweep(problem).plan).cost_per_hour
@@ -64,8 +67,8 @@ def main() -> int:
             rows.append(row)
             print(f"{name:16s} {routing:9s} K={max_pools} {report.summary}; total {seconds:.1f} s ({result.iterations} solves); "
                   f"MILP/sweep cost {report.objective / swept:.4f}, time x{seconds / sweep_s:,.0f}; windows {row['windows']} GPUs {row['gpus']}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "milp.json").write_text(json.dumps(rows, indent=2) + "\n")
+    results = output_folder(args)
+    (results / "milp.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = ["| workload | routing | K | status | $/h MILP | bound | gap | sweep $/h | MILP / sweep cost | windows (GPUs) | MILP s (solves) | sweep ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -75,7 +78,7 @@ def main() -> int:
         pools = ", ".join(f"{w} ({n})" for w, n in zip(r["windows"], r["gpus"], strict=True))
         lines.append(f"| {r['workload']} | {r['routing']} | {r['K']} | {r['status']} | {r['objective']:,.2f} | {r['bound']:,.2f} | {100 * r['gap']:.2g} % | "
                      f"{r['sweep_cost']:,.2f} | {r['objective'] / r['sweep_cost']:.4f} | {pools} | {r['seconds']:.1f} ({r['iterations']}) | {1000 * r['sweep_seconds']:.1f} |")
-    (RESULTS / "milp.md").write_text("\n".join(lines) + "\n")
+    (results / "milp.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

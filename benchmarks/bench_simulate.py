@@ -9,7 +9,7 @@
    default 4e5), one replication each, against the evaluator: utilisation and
    P99 TTFT per pool, relative errors, and the time each run took.
 
-Writes benchmarks/results/simulate.json and simulate.md (quoted by the README).
+Writes benchmarks/out/ (benchmarks/results/ with --publish): simulate.json and simulate.md (quoted by the README).
 Run: python benchmarks/bench_simulate.py [--requests 1000000] [--batching-requests 200000]
 """
 
@@ -23,12 +23,14 @@ from pathlib import Path
 
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.milp import solve_milp
-from optfleet.problems.fleet import evaluate, load_problem
+import optfleet
+from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.simulate import simulate_plan
 
+from output import add_output_option, output_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 CASES = [(w, p, m) for p in ("paper", "fleetsim_compatible") for w in ("azure_2023", "lmsys_multiturn", "agent_heavy") for m in ("sweep", "milp")]
 
 
@@ -44,11 +46,12 @@ def timed(problem, plan, requests: int, mode: str):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
     parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--batching-requests", type=int, default=400_000)
     args = parser.parse_args()
 
-    problem = load_problem(ROOT / "instances/fleet/agent_heavy.yaml", preset="fleetsim_compatible")
+    problem = optfleet.load(ROOT / "instances/fleet/agent_heavy.yaml", preset="fleetsim_compatible").problem
     plan = sweep(problem).plan
     _, seconds = timed(problem, plan, args.requests, "slots")
     speed = {"plan_gpus": sum(p.gpus for p in plan.pools), "requests": args.requests, "seconds": seconds, "requests_per_s": args.requests / seconds}
@@ -56,7 +59,7 @@ def main() -> int:
 
     rows, skipped = [], []
     for name, preset, method in CASES:
-        problem = load_problem(ROOT / f"instances/fleet/{name}.yaml", preset=preset)
+        problem = optfleet.load(ROOT / f"instances/fleet/{name}.yaml", preset=preset).problem
         try:
             plan = method_plan(problem, method)
         except (InfeasibleError, InputError) as exc:
@@ -87,8 +90,8 @@ def main() -> int:
                 print(f"{preset:20s} {name:16s} {method:5s} {mode:8s} {pool.name:6s} GPUs {pool.gpus:5d}  util {row['util_analytic']:.4f} vs {row['util_simulated']:.4f} "
                       f"({100 * row['util_rel_error']:+.2f} %)  P99 TTFT {row['ttft_p99_analytic_ms']:8.1f} vs {row['ttft_p99_simulated_ms']:8.1f} ms  "
                       f"SLO met {100 * row['slo_attainment']:.1f} %  [{seconds:.1f} s, {requests / seconds:,.0f} req/s]")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "simulate.json").write_text(json.dumps({"speed": speed, "validation": rows, "skipped": skipped}, indent=2) + "\n")
+    results = output_folder(args)
+    (results / "simulate.json").write_text(json.dumps({"speed": speed, "validation": rows, "skipped": skipped}, indent=2) + "\n")
     lines = [
         f"Speed: {speed['requests']:,} requests through a {speed['plan_gpus']:,}-GPU plan in {speed['seconds']:.1f} s "
         f"({speed['requests_per_s']:,.0f} requests/s, slot mode).",
@@ -103,7 +106,7 @@ def main() -> int:
         for r in rows
     ]
     lines += ["", *(f"- {line}" for line in skipped)]
-    (RESULTS / "simulate.md").write_text("\n".join(lines) + "\n")
+    (results / "simulate.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

@@ -6,7 +6,7 @@ what ``optfleet solve --method sweep`` runs) and, as the baseline, the same
 candidates scored one by one with the evaluator (route + exact pool statistics
 + sizing per candidate).  It checks both give the same best plan, prints the
 time per workload, the number of candidates and the speed-up, and writes
-benchmarks/results/sweep.json and sweep.md (quoted by the README).
+benchmarks/out/ (benchmarks/results/ with --publish): sweep.json and sweep.md (quoted by the README).
 
 Run: python benchmarks/bench_sweep.py [--repeat 15]
 """
@@ -28,8 +28,9 @@ from optfleet.problems.fleet.problem import FleetProblem, prepare
 from optfleet.problems.fleet.heuristics.sweep import sweep
 from optfleet.instance import load_instance
 
+from output import add_output_option, output_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
 PRESETS = ("paper", "fleetsim_compatible")
 
@@ -70,6 +71,7 @@ def median_seconds(fn, repeat: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
     rows = []
@@ -115,13 +117,13 @@ def main() -> int:
                   f"sweep {r['sweep_ms']:7.2f} ms  loop {r['evaluator_loop_ms']:8.1f} ms  x{r['speedup']:6.1f}  "
                   f"agree {r['loop_agrees']}  best {r['best']}")
     meta = {"python": sys.version.split()[0], "machine": platform.machine(), "processor": platform.processor() or "unknown", "repeat": args.repeat}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "sweep.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    results = output_folder(args)
+    (results / "sweep.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = ["| preset | workload | atoms | candidates | sweep ms (median) | evaluator loop ms | speed-up | same best plan | sweep best (B, gamma, GPUs) | $/h sweep vs homogeneous |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['preset']} | {r['workload']} | {r['atoms']} | {r['candidates']} | {r['sweep_ms']:.2f} | {r['evaluator_loop_ms']:.0f} | "
               f"{r['speedup']:.0f}x | {'yes' if r['loop_agrees'] else 'NO'} | {r['best']} | {_costs(r)} |" for r in rows]
-    (RESULTS / "sweep.md").write_text("\n".join(lines) + "\n")
+    (results / "sweep.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r["loop_agrees"] for r in rows) else 1
 
 

@@ -128,7 +128,7 @@ def solve(source: "Source | Loaded", method: str | None = None, *, progress: Pro
     loaded = load(source, **overrides)
     kind, problem = loaded.kind, loaded.problem
     chosen = method or kind.default_method(problem)
-    _check_methods(kind, problem, [chosen], "--method")
+    _check_methods(kind, problem, [chosen], "--method" if method else kind.overrides.get("method", "--method"))
     names = list(dict.fromkeys([chosen, *kind.solve_methods(problem, chosen)]))
     progress(f"solve {chosen}", 0, len(names))
     results = kind.run(problem, chosen, progress)

@@ -22,8 +22,8 @@ What a kind declares (:class:`ProblemKind`):
   a group's rows are compared with, and why;
 * ``describe``, ``render_solve``, ``render_gap``: text for people;
   ``facts(problem)`` and ``result_json(problem, result)``: JSON for programs;
-* ``overrides``: where the generic options (``time_limit_s``, ``solver``) live
-  in its instance files; ``simulate`` (optional): its simulator;
+* ``overrides``: where the generic options (``time_limit_s``, ``solver``,
+  ``method``) live in its instance files; ``simulate`` (optional): its simulator;
   ``gap_summary`` (optional): a comparison across the rows of a solve or a
   gap (e.g. savings against the homogeneous fleet with the closed forms, the
   mixed fleet against the best single GPU type); ``solve_files`` (optional): extra

@@ -123,6 +123,7 @@ def comparison_rows(results: Sequence[MethodResult], reference: Callable[[Sequen
     for result in results:
         groups.setdefault(result.group, []).append(result)
     references = {key: reference(members) for key, members in groups.items()}
+    own = list(dict.fromkeys(key for result in results for key in (*dict(result.group), *result.columns)))  # every row gets them all
     rows = []
     for result in results:
         ref = references[result.group]
@@ -137,6 +138,7 @@ def comparison_rows(results: Sequence[MethodResult], reference: Callable[[Sequen
             "gap_pct": gap_pct(result.objective, ref.bound, result.sense) if comparable else None,
             "seconds": result.seconds,
         }
+        row.update(dict.fromkeys(own))
         row.update(dict(result.group))
         row.update(result.columns)
         row["note"] = result.note

@@ -15,6 +15,8 @@ from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE
 
 from support import FLEET_INSTANCES
 
+pytestmark = pytest.mark.unit
+
 BASE: dict[str, Any] = yaml.safe_load((FLEET_INSTANCES / "toy.yaml").read_text())
 
 

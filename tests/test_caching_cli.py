@@ -18,6 +18,8 @@ from optfleet.errors import EXIT_BAD_INPUT
 
 from support import REPO
 
+pytestmark = pytest.mark.solved
+
 CACHING = REPO / "instances" / "caching"
 TINY = CACHING / "tiny.yaml"
 TINY_CSV = (CACHING / "tiny.csv").read_text()

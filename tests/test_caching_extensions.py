@@ -26,6 +26,8 @@ from optfleet.problems.caching.tiers import evaluate_two_tier, two_tier_belady
 
 from test_caching_hindsight import TEL_TOL, brute_force_tel, event_level_optimum, settings_, tel, traces
 
+pytestmark = pytest.mark.solved
+
 UNIT = TtftModel(1.0, 0.0)
 
 

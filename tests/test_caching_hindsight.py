@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 from optfleet.problems.caching import TtftModel, build_trace, evaluate_schedule
 from optfleet.problems.caching.belady import tail_optimized_belady, tel_safe_keep_tokens
 from optfleet.problems.caching.hindsight import solve_hindsight
+from optfleet.problems.caching.lp_data import prepare
 from optfleet.problems.caching.trace import ConversationTrace
 from optfleet.models import caching as lp
+
+pytestmark = pytest.mark.solved
 
 TEL_TOL = 1e-6
 
@@ -169,11 +172,11 @@ def test_greedy_keeps_at_most_the_tel_safe_budget_and_evicts_the_furthest():
 
 def test_only_gap_end_rows_are_built_and_the_matrix_is_an_interval_matrix():
     trace = build_trace(["a", "b", "c", "a", "b", "c"], [0, 1, 2, 3, 4, 5], [5] * 6, [5] * 6)
-    data = lp.prepare(trace, 5, TtftModel(1.0, 0.0), 0.0)
+    data = prepare(trace, 5, TtftModel(1.0, 0.0), 0.0)
     # Gaps 0, 1, 2 end at events 3, 4, 5: rows after events 2, 3, 4, never after 0 or 1.
     assert data.row_event.tolist() == [2, 3, 4]
     # With room for two histories only the row after event 2 (three open gaps, 30 tokens) can bind.
-    assert lp.prepare(trace, 20, TtftModel(1.0, 0.0), 0.0).row_event.tolist() == [2]
+    assert prepare(trace, 20, TtftModel(1.0, 0.0), 0.0).row_event.tolist() == [2]
     start, index = lp.column_rows(data)
     for j in range(data.n_columns):
         rows = index[start[j]:start[j + 1]]
@@ -198,7 +201,7 @@ def test_lagrangian_bound_at_the_optimal_duals_equals_the_optimum():
     rng = np.random.default_rng(4)
     n = 120
     trace = build_trace(rng.integers(0, 20, n), np.sort(rng.uniform(0, 60, n)), rng.integers(1, 50, n), rng.integers(1, 90, n))
-    data = lp.prepare(trace, 300, TtftModel(1.0, 0.0), 20.0)
+    data = prepare(trace, 300, TtftModel(1.0, 0.0), 20.0)
     model = lp.build(data)
     model.dual = pyo.Suffix(direction=pyo.Suffix.IMPORT)
     pyo.SolverFactory("appsi_highs").solve(model)

@@ -45,6 +45,8 @@ import optfleet
 
 from support import REPO
 
+pytestmark = pytest.mark.unit
+
 TINY = REPO / "instances" / "caching" / "tiny.yaml"
 UNIT_TTFT = TtftModel(1.0, 0.0)
 
@@ -274,3 +276,18 @@ def test_policy_construction_errors():
         make_policy("threshold-lru", threshold_tokens=-1)
     with pytest.raises(InputError, match="capacity_tokens"):
         replay(build_trace(["a"], [0.0], [1], [1]), LRU(), 0, UNIT_TTFT, 1.0)
+
+
+def test_a_registered_policy_can_be_named_in_an_instance_file():
+    from optfleet.problems.caching.policies import POLICIES, register_policy
+
+    document = {"kind": "caching", "name": "registered", "trace": {"file": str(TINY.parent / "tiny.csv")}, "capacity_tokens": [100],
+                "ttft": {"alpha_ms_per_token": 1.0}, "xi_ms": 50, "policies": ["lru", {"name": "plain-lru", "label": "mine"}]}
+    with pytest.raises(InputError, match=r"policies\.1.*unknown policy; registered policies: lru, .*belady"):
+        optfleet.load(document)
+    register_policy("plain-lru", POLICIES["lru"])
+    try:
+        rows = {r["method"]: r for r in optfleet.run_gap(document, ["lru", "mine"]).rows}
+        assert rows["mine"]["objective"] == rows["lru"]["objective"] == 110.0
+    finally:
+        POLICIES.pop("plain-lru")

@@ -15,6 +15,8 @@ from optfleet.errors import InputError
 
 from support import REPO
 
+pytestmark = pytest.mark.unit
+
 TINY_CSV = REPO / "instances" / "caching" / "tiny.csv"
 
 

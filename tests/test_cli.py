@@ -11,6 +11,8 @@ from optfleet.problems.fleet.plan import Plan
 
 from support import FLEET_INSTANCES
 
+pytestmark = pytest.mark.solved
+
 TOY = str(FLEET_INSTANCES / "toy.yaml")
 
 
@@ -71,3 +73,39 @@ def test_catalog_lists_gpus_and_models_with_sources(capsys):
     assert main(["catalog", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert all(row["source"] for row in rows)
+
+
+def test_out_pointing_at_a_file_or_an_unwritable_folder_is_refused_before_any_work(tmp_path, capsys):
+    existing = tmp_path / "report.txt"
+    existing.write_text("keep me")
+    assert main(["solve", TOY, "--out", str(existing)]) == 2
+    assert "--out" in capsys.readouterr().err and existing.read_text() == "keep me"
+    assert main(["gap", TOY, "--out", str(existing / "run")]) == 2  # below a file: no folder can be made there
+    assert "cannot be written" in capsys.readouterr().err and existing.read_text() == "keep me"
+
+
+def test_version_set_and_time_limit_options(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("optfleet ")
+    assert main(["solve", TOY, "--set", "workload.rate_rps=200", "--set", "solve.method=homogeneous", "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rate_rps"] == 200 and data["method"] == "homogeneous"
+    assert main(["solve", TOY, "--set", "workload.rate_rps"]) == 2
+    assert "--set" in capsys.readouterr().err
+    assert main(["solve", TOY, "--method", "milp", "--time-limit", "30", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["status"] == "optimal"
+
+
+def test_an_internal_error_is_one_line_with_exit_3_and_a_traceback_with_debug(capsys, monkeypatch):
+    import optfleet.api
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(optfleet.api, "validate", broken)
+    assert main(["validate", TOY]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ZeroDivisionError: a bug" in err and "--debug" in err
+    with pytest.raises(ZeroDivisionError):
+        main(["validate", TOY, "--debug"])

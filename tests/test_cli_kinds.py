@@ -11,6 +11,8 @@ from optfleet.cli import main
 
 from support import REPO
 
+pytestmark = pytest.mark.solved
+
 MELANGE = str(REPO / "instances" / "profiled" / "melange_example.yaml")
 TINY_CACHE = str(REPO / "instances" / "caching" / "tiny.yaml")
 

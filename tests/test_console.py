@@ -14,6 +14,8 @@ from optfleet.solvers.console import solver_console
 
 from support import REPO
 
+pytestmark = pytest.mark.solved
+
 CLI = [sys.executable, "-m", "optfleet"]
 
 

@@ -17,6 +17,8 @@ from optfleet.problems.fleet.workload.mix import RequestMix
 
 from support import FLEET_INSTANCES, PAPER_WORKLOADS, fleet_problem
 
+pytestmark = pytest.mark.unit
+
 
 def test_routing_conserves_mass_and_guarantees_the_compressed_length():
     problem = fleet_problem("azure_2023")

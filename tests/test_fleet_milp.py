@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError, NoPlanInTimeError
 from optfleet.problems.fleet.milp import _meets_tables, _restricted_bound, open_set_cases, solve_milp
-from optfleet.problems.fleet.milp_data import erlang_tables, prepare_milp_data
+from optfleet.problems.fleet.milp_data import prepare_milp_data
+from optfleet.problems.fleet.milp_plan import extract_plan
 from optfleet.models import fleet as fleet_model
+from optfleet.queueing import erlang_tables
 from optfleet.solvers import solve
 from optfleet.solvers.highs import solve_cases
 from optfleet.problems.fleet import Plan, PoolPlan, evaluate
@@ -25,6 +27,8 @@ from optfleet.problems.fleet.heuristics import size_plan, sweep
 from optfleet.instance import load_instance
 
 from support import FLEET_INSTANCES, fleet_problem
+
+pytestmark = pytest.mark.solved
 
 
 def test_toy_milp_matches_the_hand_optimum_in_every_routing_mode():
@@ -166,7 +170,7 @@ def test_models_solved_case_by_case_over_open_pool_sets_match_the_whole_model(ro
     assert report.objective == pytest.approx(expected.objective, rel=gap)
     # The bound is proven: never above the true optimum, even when each case stops within a 2 % gap.
     assert report.bound <= expected.objective + 1e-9 and report.bound >= report.objective * (1 - gap) - 1e-9
-    assert evaluate(problem, fleet_model.extract(by_case)).meets_slo
+    assert evaluate(problem, extract_plan(by_case)).meets_slo
 
 
 @pytest.mark.parametrize("name, routing, max_pools", [("toy_hetero", "split", 2), ("toy_hetero", "threshold", 3), ("toy", "split", 2)])

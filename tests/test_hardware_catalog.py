@@ -23,6 +23,8 @@ from optfleet.hardware import (
     slots_from_memory,
 )
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("name", "expected"),

@@ -35,6 +35,8 @@ from optfleet.hardware import (
 from optfleet.hardware.profiles import activation_gb_per_gpu
 from optfleet.problems.fleet.presets import HARDWARE_PROFILES
 
+pytestmark = pytest.mark.unit
+
 GIB = 2**30
 
 # Models measured by the publications but absent from the catalog (config.json values).

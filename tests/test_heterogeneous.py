@@ -22,6 +22,8 @@ from optfleet.problems.fleet.problem import FleetProblem, prepare
 
 from support import FLEET_INSTANCES, fleet_problem
 
+pytestmark = pytest.mark.solved
+
 TOY = FLEET_INSTANCES / "toy_hetero.yaml"
 
 
@@ -199,3 +201,9 @@ def test_shipped_catalog_instances_are_pinned(name: str) -> None:
 def test_an_override_of_the_hardware_blocks_own_configuration_is_refused() -> None:
     with pytest.raises(InputError, match="gpu_catalog.overrides\\[0\\]"):
         _toy(gpu_catalog={"gpus": ["A100-80GB"], "overrides": [{"gpu": "A100-80GB", "tp": 1, "w_ms": 2.0}]})
+
+
+def test_a_single_type_without_a_plan_is_explained_by_the_prefill_tail_it_cannot_serve() -> None:
+    (row,) = optfleet.run_gap(FLEET_INSTANCES / "azure_2023_catalog.yaml", ["milp:L40S"]).rows
+    assert row["status"] == "no_plan" and row["gap_pct"] is None
+    assert "TTFT floor constraints (4) cannot hold" in row["note"] and "% of the traffic has a prefill floor above the SLO" in row["note"]

@@ -33,9 +33,11 @@ from optfleet.problems.fleet.schema import (
     NodeMultipleConstraint,
 )
 from optfleet.models.fleet import service_gpu_bounds
-from optfleet.models.fleet_constraints import gpu_bounds
+from optfleet.problems.fleet.constraints import gpu_bounds
 
 from support import fleet_problem
+
+pytestmark = pytest.mark.solved
 
 TOY = fleet_problem("toy")
 WINDOWS = (2000, 4000)

@@ -10,6 +10,8 @@ from optfleet.problems.fleet.heuristics import sweep
 
 from support import fleet_problem
 
+pytestmark = pytest.mark.solved
+
 
 def _solve(name: str):
     problem = fleet_problem(name)

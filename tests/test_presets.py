@@ -8,6 +8,8 @@ from optfleet.problems.fleet.presets import apply_defaults
 
 from support import fleet_problem
 
+pytestmark = pytest.mark.unit
+
 
 def test_fleetopt_profile_slots_and_iteration():
     problem = fleet_problem("azure_2023")

@@ -39,10 +39,13 @@ from optfleet.models import profiled as model_lib
 from optfleet.problems.profiled_fleet import ProfiledPlan, evaluate, greedy_cost_per_request, plan_from_dict, single_type_plan
 from optfleet.problems.profiled_fleet.baselines import single_type_fleet
 from optfleet.problems.profiled_fleet.report import render_plan
-from optfleet.problems.profiled_fleet.solve import solve_profiled
+from optfleet.problems.profiled_fleet.constraints import PROFILED_CONSTRAINTS
+from optfleet.problems.profiled_fleet.solve import extract_plan, solve_profiled
 from optfleet.solvers import solve
 
 from support import REPO
+
+pytestmark = pytest.mark.solved
 
 INSTANCES = REPO / "instances" / "profiled"
 EXAMPLE = INSTANCES / "melange_example.yaml"
@@ -430,13 +433,13 @@ def test_python_constraints_on_the_built_model():
     m.cap = pyo.Constraint(expr=m.cost <= 6)
     report = solve(m)
     assert report.proven_optimal and report.objective == pytest.approx(5.69)
-    plan = model_lib.extract(m)
+    plan = extract_plan(m)
     assert evaluate(problem, plan).feasible
     m.tighter = pyo.Constraint(expr=m.cost <= 5.5)
     assert solve(m).status == "infeasible"
     # A declarative kind added from Python: one type only -> 2 A100-80GB.
     one_type = model_lib.build(problem)
-    block = model_lib.add_constraint(one_type, MaxTypesConstraint(kind="max_types", count=1))
+    block = PROFILED_CONSTRAINTS.add(one_type, MaxTypesConstraint(kind="max_types", count=1))
     assert block is one_type.user_max_types_0
     assert solve(one_type).objective == pytest.approx(7.34)
     # The same through the driver's hook; a constraint forcing more GPUs than the

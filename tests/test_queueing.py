@@ -43,6 +43,8 @@ from optfleet.queueing import (
     wait_quantile_s,
 )
 
+pytestmark = pytest.mark.unit
+
 _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 
 

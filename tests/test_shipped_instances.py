@@ -15,6 +15,8 @@ from optfleet.problems.fleet.heuristics import homogeneous, pool_routing, retrof
 
 from support import fleet_problem, needs_shared_data
 
+pytestmark = pytest.mark.unit
+
 # (instance, preset) -> homogeneous GPUs, sweep (B, gamma, GPUs per pool), pool routing (B, GPUs per pool)
 PINS = {
     ("azure_2023", "paper"): (445, (24576, 1.0, [325, 0]), (24576, [325, 0])),

@@ -21,6 +21,8 @@ from optfleet.problems.fleet.simulate.slots import fcfs_starts, queue_lengths
 
 from support import FLEET_INSTANCES, fleet_problem
 
+pytestmark = pytest.mark.unit
+
 
 def _poisson_arrivals(rate: float, count: int, rng: np.random.Generator) -> np.ndarray:
     return np.cumsum(rng.exponential(1.0 / rate, size=count))

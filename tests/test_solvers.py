@@ -13,6 +13,8 @@ from optfleet.errors import InputError
 from optfleet.solvers import solve
 from optfleet.solvers.highs import _compile, _pass_model_args, _without_columns, solve_cases, start_is_feasible
 
+pytestmark = pytest.mark.solved
+
 
 def knapsack(items: int = 3, seed: int = 0) -> pyo.ConcreteModel:
     """max sum v x  s.t. two knapsack rows, x binary."""

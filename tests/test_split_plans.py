@@ -14,6 +14,8 @@ from optfleet.problems.fleet.simulate import simulate_plan
 
 from support import fleet_problem
 
+pytestmark = pytest.mark.unit
+
 POOLS = (PoolPlan("short", 2000, 10), PoolPlan("long", 4000, 7))
 
 

@@ -9,6 +9,8 @@ from optfleet.problems.fleet.heuristics import homogeneous, pool_routing, retrof
 
 from support import fleet_problem
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def toy():

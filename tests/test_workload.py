@@ -14,6 +14,8 @@ from optfleet.problems.fleet.workload.trace import read_trace
 
 from support import FLEET_INSTANCES, fleet_problem, needs_shared_data
 
+pytestmark = pytest.mark.unit
+
 
 @st.composite
 def cdf_tables(draw):

@@ -17,17 +17,20 @@ uncached tokens within ``xi``); otherwise there is no bound.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optfleet.progress import Progress
 from optfleet.registry import ProblemKind
 from optfleet.results import MINIMISE, MethodResult, Reference, first_result
 from optfleet.problems.caching.policies import POLICIES
 from optfleet.problems.caching.problem import HINDSIGHT_POLICIES, CachingProblem, PolicyEntry, prepare
-from optfleet.problems.caching.runs import OPTIMUM, ScheduleRun, run_optimum, run_schedule
 from optfleet.problems.caching.schema import CachingInstanceSpec
 
+if TYPE_CHECKING:
+    from optfleet.problems.caching.runs import ScheduleRun
+
 UNIT = "TEL ms"
+OPTIMUM = "optimum"  # the hindsight LP's method name
 
 
 def methods(problem: CachingProblem) -> tuple[str, ...]:
@@ -43,6 +46,8 @@ def _entry(problem: CachingProblem, method: str) -> PolicyEntry:
 
 def run(problem: CachingProblem, method: str, progress: Progress) -> list[MethodResult]:
     """The method's schedule at every capacity, each scored by the evaluator (one result per capacity)."""
+    from optfleet.problems.caching.runs import run_optimum, run_schedule  # Pyomo and HiGHS only when schedules run
+
     results = []
     for i, capacity in enumerate(problem.capacities_tokens):
         progress(f"{method} at {capacity:,} tokens", i, len(problem.capacities_tokens))
@@ -51,7 +56,7 @@ def run(problem: CachingProblem, method: str, progress: Progress) -> list[Method
     return results
 
 
-def _result(method: str, capacity: int, schedule: ScheduleRun) -> MethodResult:
+def _result(method: str, capacity: int, schedule: "ScheduleRun") -> MethodResult:
     e = schedule.evaluation
     columns: dict[str, Any] = {"description": schedule.description, "tel_ms": e.tel_ms, "mean_ttft_ms": e.mean_ttft_ms}
     columns.update({f"p{p}_ttft_ms": v for p, v in e.percentile_ttft_ms.items()})

@@ -10,7 +10,7 @@ import numpy as np
 from optfleet.api import GapOutcome
 from optfleet.errors import InputError
 from optfleet.results import MethodResult
-from optfleet.problems.caching.runs import OPTIMUM
+from optfleet.problems.caching.kind import OPTIMUM
 
 
 def require_matplotlib(option: str, path: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from optfleet.problems.caching.evaluate import TtftModel
 from optfleet.problems.caching.generate import ConversationModel, LengthModel, generate_trace
 from optfleet.problems.caching.load import load_trace
-from optfleet.problems.caching.policies import POLICIES, CachePolicy, make_policy
+from optfleet.problems.caching.policies import CachePolicy, make_policy
 from optfleet.problems.caching.trace import ConversationTrace
 from optfleet.errors import InputError
 from optfleet.problems.caching.schema import CachingInstanceSpec, GeneratorSpec, LengthSpec
@@ -84,7 +84,11 @@ def prepare(loaded: LoadedInstance) -> CachingProblem:
         source = (f"generator (seed {generator.seed}, {generator.conversations} conversations, {model.conversation_rate_per_s:g}/s; "
                   f"turns {model.turn_rate_per_s:.4g}/s, end {model.end_rate_per_s:.4g}/s: mean {model.mean_turns:.3g} turns, "
                   f"mean gap {model.mean_gap_s:.4g} s)")
-    policies = tuple(PolicyEntry(p.label or p.name, p.name, p.model_dump(exclude={"name", "label"})) for p in spec.policies)
+    policies = tuple(
+        PolicyEntry(p.label or p.policy, p.policy, dict(p.params)) if p.name == "registered"
+        else PolicyEntry(p.label or p.name, p.name, p.model_dump(exclude={"name", "label"}))
+        for p in spec.policies
+    )
     return CachingProblem(
         name=spec.name,
         description=spec.description,

@@ -9,7 +9,7 @@ import pandas as pd
 from optfleet.api import GapOutcome, SolveOutcome
 from optfleet.results import MethodResult, Reference
 from optfleet.problems.caching.problem import CachingProblem
-from optfleet.problems.caching.runs import OPTIMUM
+from optfleet.problems.caching.kind import OPTIMUM
 
 
 def describe(problem: CachingProblem) -> str:

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.problems.caching.belady import tail_optimized_belady
 from optfleet.problems.caching.evaluate import CacheEvaluation, evaluate_schedule
-from optfleet.problems.caching.hindsight import HindsightResult, solve_hindsight
+from optfleet.problems.caching.kind import OPTIMUM
 from optfleet.problems.caching.problem import CachingProblem, PolicyEntry
 from optfleet.problems.caching.replay import replay
 
-OPTIMUM = "optimum"
+if TYPE_CHECKING:
+    from optfleet.problems.caching.hindsight import HindsightResult
+
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class ScheduleRun:
     evaluation: CacheEvaluation
     seconds: float
     kept_tokens: NDArray[np.int64]
-    optimum: HindsightResult | None = None
+    optimum: "HindsightResult | None" = None
 
 
 def run_schedule(problem: CachingProblem, entry: PolicyEntry, capacity_tokens: int) -> ScheduleRun:
@@ -53,6 +56,8 @@ def run_schedule(problem: CachingProblem, entry: PolicyEntry, capacity_tokens: i
 
 def run_optimum(problem: CachingProblem, capacity_tokens: int) -> ScheduleRun:
     """Solve the hindsight LP at ``capacity_tokens`` and evaluate its schedule."""
+    from optfleet.problems.caching.hindsight import solve_hindsight  # Pyomo and HiGHS only when the LP runs
+
     result = solve_hindsight(problem.trace, capacity_tokens, problem.ttft, problem.xi_ms, time_limit_s=problem.hindsight_time_limit_s,
                              forced=problem.forced_caching, solver=problem.hindsight_solver)
     evaluation = evaluate_schedule(problem.trace, result.kept_tokens, capacity_tokens, problem.ttft, problem.xi_ms,

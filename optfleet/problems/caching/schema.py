@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from optfleet.instance.shared_schema import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LengthSpec(_Strict):
+class LengthSpec(Strict):
     """A per-turn token-count distribution (see optfleet.problems.caching.generate.LengthModel).
 
     ``constant`` / ``geometric`` / ``lognormal`` need ``mean_tokens`` (lognormal
@@ -51,7 +49,7 @@ class LengthSpec(_Strict):
         return self
 
 
-class GeneratorSpec(_Strict):
+class GeneratorSpec(Strict):
     """The paper's stochastic model (optfleet.problems.caching.generate); first turn at birth.
 
     Give the model either by its rates (``turn_rate_per_s`` while alive and
@@ -78,7 +76,7 @@ class GeneratorSpec(_Strict):
         return self
 
 
-class TraceSpec(_Strict):
+class TraceSpec(Strict):
     """Exactly one of ``file`` (path relative to the instance) or ``generator``."""
 
     file: str | None = None
@@ -91,14 +89,14 @@ class TraceSpec(_Strict):
         return self
 
 
-class TtftSpec(_Strict):
+class TtftSpec(Strict):
     """``TTFT = alpha_ms_per_token * uncached_prompt_side_tokens + beta_ms``."""
 
     alpha_ms_per_token: float = Field(gt=0.0)
     beta_ms: float = Field(0.0, ge=0.0)
 
 
-class _PolicyBase(_Strict):
+class _PolicyBase(Strict):
     label: str | None = None  # the row name in reports (default: the policy name)
 
 
@@ -132,12 +130,40 @@ class BeladySpec(_PolicyBase):
     name: Literal["belady"]
 
 
-PolicySpec = Annotated[LruSpec | ThresholdLruSpec | TLruSpec | EtLruSpec | BeladySpec, Field(discriminator="name")]
+class RegisteredPolicySpec(_PolicyBase):
+    """A policy registered at run time (``optfleet.problems.caching.policies.register_policy``), named in the file
+    by its registered name; its other keys are the factory's parameters."""
 
-DEFAULT_POLICIES = ("lru", "threshold-lru", "t-lru", "end-aware-t-lru", "length-aware-t-lru", "et-lru", "belady")
+    name: Literal["registered"]
+    policy: str
+    params: dict[str, Any] = {}
 
 
-class HindsightSpec(_Strict):
+def _policy_item(item: Any) -> Any:
+    """A name becomes a spec; a name outside the built-in specs must be a registered policy (its other keys are
+    its parameters), else the error lists every policy that can be named."""
+    spec = {"name": item} if isinstance(item, str) else item
+    name = spec.get("name") if isinstance(spec, dict) else None
+    if not isinstance(name, str) or name in BUILT_IN_POLICIES or name == "registered":
+        return spec
+    from optfleet.problems.caching.policies import POLICIES  # the registry, open to policies registered at run time
+
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy; registered policies: {', '.join(dict.fromkeys([*BUILT_IN_POLICIES, *POLICIES]))}")
+    params = {k: v for k, v in spec.items() if k not in ("name", "label")}
+    return {"name": "registered", "policy": name, "label": spec.get("label") or name, "params": params}
+
+
+PolicySpec = Annotated[
+    Annotated[LruSpec | ThresholdLruSpec | TLruSpec | EtLruSpec | BeladySpec | RegisteredPolicySpec, Field(discriminator="name")],
+    BeforeValidator(_policy_item),
+]
+
+BUILT_IN_POLICIES = ("lru", "threshold-lru", "t-lru", "end-aware-t-lru", "length-aware-t-lru", "et-lru", "belady")
+DEFAULT_POLICIES = BUILT_IN_POLICIES
+
+
+class HindsightSpec(Strict):
     """The hindsight-optimal LP (optfleet.problems.caching.hindsight): whether ``gap`` runs it by default, its
     time limit, and its solver (``highs``, or a Pyomo solver installed here by its name)."""
 
@@ -146,7 +172,7 @@ class HindsightSpec(_Strict):
     solver: str = "highs"
 
 
-class CachingInstanceSpec(_Strict):
+class CachingInstanceSpec(Strict):
     """The whole ``kind: caching`` instance file.
 
     Capacities: exactly one of ``capacity_tokens`` or ``capacity_blocks``
@@ -174,17 +200,10 @@ class CachingInstanceSpec(_Strict):
     def _one_or_list(cls, value: Any) -> Any:
         return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
-    @field_validator("policies", mode="before")
-    @classmethod
-    def _names_as_specs(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"name": item} if isinstance(item, str) else item for item in value]
-        return value
-
     @field_validator("policies", mode="after")
     @classmethod
     def _unique_labels(cls, value: list[Any]) -> list[Any]:
-        labels = [p.label or p.name for p in value]
+        labels = [p.label or p.name for p in value]  # a registered policy's label defaults to its name
         repeated = sorted({x for x in labels if labels.count(x) > 1})
         if repeated:
             raise ValueError(f"policy labels must be unique; repeated: {', '.join(repeated)} (set label: on one of them)")

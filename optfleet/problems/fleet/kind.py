@@ -19,32 +19,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optfleet.errors import InfeasibleError, NotApplicableError
 from optfleet.progress import Progress
 from optfleet.registry import ProblemKind
 from optfleet.results import MAXIMISE, MINIMISE, MethodResult, Reference, first_result, no_plan
-from optfleet.problems.fleet.constraint_check import constraint_violations
-from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
-from optfleet.problems.fleet.heuristics import FLEET_METHODS
-from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
+from optfleet.problems.fleet.method_names import HEURISTICS
 from optfleet.problems.fleet.presets import apply_defaults
 from optfleet.problems.fleet.problem import FleetProblem, prepare
 from optfleet.problems.fleet.schema import FleetInstanceSpec
+
+if TYPE_CHECKING:
+    from optfleet.problems.fleet.evaluator import FleetEvaluation
 
 MILP = "milp"
 SINGLE_TYPE_PREFIX = "milp:"
 COST_UNIT = "$/h"
 SERVED_UNIT = "share served"
-# The budget objective is served - BUDGET_COST_WEIGHT x cost (models/fleet_constraints.py): its bound plus
-# BUDGET_COST_WEIGHT x the cap bounds the served share.
-BUDGET_COST_WEIGHT = 1e-9
 
 
 def methods(problem: FleetProblem) -> tuple[str, ...]:
     """The heuristics, ``milp`` and, over a multi-type catalog, ``milp:<type>`` per GPU type."""
-    return (*FLEET_METHODS, MILP, *single_type_methods(problem))
+    return (*HEURISTICS, MILP, *single_type_methods(problem))
 
 
 def single_type_methods(problem: FleetProblem) -> tuple[str, ...]:
@@ -59,6 +56,10 @@ def _budget(problem: FleetProblem) -> float | None:
 
 def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodResult]:
     """Run one method and score its plan; a method without a plan is a row with the reason."""
+    from optfleet.problems.fleet.constraint_check import constraint_violations
+    from optfleet.problems.fleet.evaluator import evaluate
+    from optfleet.problems.fleet.heuristics import FLEET_METHODS
+
     budget = _budget(problem)
     unit, sense = (SERVED_UNIT, MAXIMISE) if budget is not None else (COST_UNIT, MINIMISE)
     start = time.perf_counter()
@@ -68,8 +69,7 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
             from optfleet.problems.fleet.milp import solve_milp  # Pyomo and HiGHS only when a MILP runs
 
             restricted = problem if method == MILP else _restricted(problem, method)
-            exact = solve_milp(restricted, routing=problem.milp_routing, max_pools=problem.max_pools,
-                               time_limit_s=problem.time_limit_s, mip_gap=problem.mip_gap, solver=problem.solver)
+            exact = solve_milp(restricted)  # the instance's solve: block decides routing, K, limits and solver
             plan, report, iterations = exact.plan, exact.report, exact.iterations
         else:
             plan = FLEET_METHODS[method](problem)
@@ -96,7 +96,7 @@ def _restricted(problem: FleetProblem, method: str) -> FleetProblem:
     return problem.with_options(options)
 
 
-def _plan_columns(problem: FleetProblem, evaluation: FleetEvaluation) -> dict[str, Any]:
+def _plan_columns(problem: FleetProblem, evaluation: "FleetEvaluation") -> dict[str, Any]:
     """The fleet's own row columns: pools, instances and physical GPUs counted apart, costs, served share."""
     label = (lambda p: f"{p.gpu} {p.window_tokens}:{p.gpus}") if problem.heterogeneous else (lambda p: f"{p.window_tokens}:{p.gpus}")
     plan = evaluation.plan
@@ -124,7 +124,10 @@ def reference(problem: FleetProblem, results: Sequence[MethodResult]) -> Referen
     bound = milp.report.bound
     budget = _budget(problem)
     if budget is not None:
-        return Reference(min(1.0, bound + BUDGET_COST_WEIGHT * budget), "the MILP's proven bound on the served share (budget cap)")
+        from optfleet.models.fleet_objectives import SERVED_COST_WEIGHT
+
+        # The model maximises served - w cost with cost <= the cap, so its bound plus w x the cap bounds the served share.
+        return Reference(min(1.0, bound + SERVED_COST_WEIGHT * budget), "the MILP's proven bound on the served share (budget cap)")
     verdict = "optimum" if milp.report.proven_optimal else f"lower bound ({milp.report.status.replace('_', ' ')}: not proven optimal)"
     extra = f", after {milp.columns['table_iterations']} solves refreshing the Erlang tables" if (milp.columns.get("table_iterations") or 1) > 1 else ""
     return Reference(bound, f"the MILP's proven {verdict}{extra}")
@@ -133,6 +136,8 @@ def reference(problem: FleetProblem, results: Sequence[MethodResult]) -> Referen
 def gap_summary(problem: FleetProblem, results: Sequence[MethodResult]) -> dict[str, Any] | None:
     """Savings against the homogeneous fleet (closed forms beside), and the mixed catalog fleet against the
     cheapest single-type fleet."""
+    from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
+
     homogeneous = first_result(results, "homogeneous")
     base = homogeneous.evaluation if homogeneous is not None else None
     summary: dict[str, Any] = {}
@@ -195,10 +200,25 @@ def _render_gap(outcome: Any) -> str:
     return render_gap(outcome)
 
 
-def _describe(problem: FleetProblem) -> str:
-    from optfleet.problems.fleet.report import describe
-
-    return describe(problem)
+def describe(problem: FleetProblem) -> str:
+    """What ``optfleet validate`` prints about a valid fleet instance."""
+    mix = problem.mix
+    long_pool = problem.pool(problem.long_window_tokens)
+    lines = [
+        f"valid fleet instance '{problem.name}'",
+        f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
+        f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
+        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots/GPU at the long window {problem.long_window_tokens}, "
+        f"${long_pool.cost_per_gpu_hour:g}/instance-hour",
+        f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
+        f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",
+        f"  solve: method {problem.method}, MILP routing {problem.milp_routing}, K = {problem.max_pools}, solver {problem.solver}",
+    ]
+    if problem.heterogeneous:
+        lines.append(f"  gpu catalog: {len(problem.options)} configurations ({', '.join(o.label for o in problem.options)}) "
+                     f"at windows {', '.join(str(w) for w in problem.option_windows)}")
+        lines += [f"    left out: {reason}" for reason in problem.skipped_options]
+    return "\n".join(lines)
 
 
 def _solve_files(outcome: Any) -> dict[str, str]:
@@ -214,16 +234,16 @@ KIND = ProblemKind(
     prepare=prepare,
     methods=methods,
     default_method=lambda problem: problem.method,
-    solve_methods=lambda problem, chosen: tuple(FLEET_METHODS),
+    solve_methods=lambda problem, chosen: HEURISTICS,
     gap_methods=lambda problem: methods(problem),
     run=run,
     reference=reference,
-    describe=_describe,
+    describe=describe,
     render_solve=_render_solve,
     render_gap=_render_gap,
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap"},
+    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
     preprocess=apply_defaults,
     simulate=_simulate,
     gap_summary=gap_summary,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -11,9 +12,9 @@ from optfleet.api import GapOutcome, SolveOutcome
 from optfleet.results import MethodResult, first_result, format_cost, json_safe
 from optfleet.problems.fleet.evaluator import FleetEvaluation
 from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
-from optfleet.problems.fleet.heuristics.sweep import sweep
-from optfleet.problems.fleet.problem import FleetProblem
-from optfleet.problems.fleet.simulate.run import SimulationResult
+
+if TYPE_CHECKING:
+    from optfleet.problems.fleet.simulate.run import SimulationResult
 
 
 def _pool_table(evaluation: FleetEvaluation) -> str:
@@ -118,39 +119,20 @@ def render_gap(outcome: GapOutcome) -> str:
     return "\n".join(lines)
 
 
-def describe(problem: FleetProblem) -> str:
-    """What ``optfleet validate`` prints about a valid fleet instance."""
-    mix = problem.mix
-    long_pool = problem.pool(problem.long_window_tokens)
-    lines = [
-        f"valid fleet instance '{problem.name}'",
-        f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
-        f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
-        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots/GPU at the long window {problem.long_window_tokens}, "
-        f"${long_pool.cost_per_gpu_hour:g}/instance-hour",
-        f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
-        f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",
-        f"  solve: method {problem.method}, MILP routing {problem.milp_routing}, K = {problem.max_pools}, solver {problem.solver}",
-    ]
-    if problem.heterogeneous:
-        lines.append(f"  gpu catalog: {len(problem.options)} configurations ({', '.join(o.label for o in problem.options)}) "
-                     f"at windows {', '.join(str(w) for w in problem.option_windows)}")
-        lines += [f"    left out: {reason}" for reason in problem.skipped_options]
-    return "\n".join(lines)
-
-
 def solve_files(outcome: SolveOutcome) -> dict[str, str]:
     """``plan.json`` (read back by ``simulate --plan``) and, for the sweep, its candidate table ``candidates.csv``."""
     main = outcome.main[0]
     files: dict[str, str] = {}
     if main.plan is not None:
         files["plan.json"] = json.dumps(json_safe(main.plan.to_dict()), indent=2)
-    if outcome.method == "sweep":
+    if outcome.method == "sweep" and main.plan is not None:
+        from optfleet.problems.fleet.heuristics.sweep import sweep
+
         files["candidates.csv"] = sweep(outcome.loaded.problem).candidates.to_csv(index=False)
     return files
 
 
-def render_simulation(result: SimulationResult) -> str:
+def render_simulation(result: "SimulationResult") -> str:
     """Simulated metrics per pool and for the fleet: ``mean +- half-width`` per cell."""
     columns = ["utilisation", "wait_p50_ms", "wait_p99_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "slo_attainment", "queue_p99", "requests"]
     rows = []

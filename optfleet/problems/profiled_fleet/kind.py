@@ -60,6 +60,7 @@ def run(problem: ProfiledProblem, method: str, progress: Progress) -> list[Metho
         columns={
             "gpus": plan.describe_gpus(),
             "total_gpus": plan.total_gpus,
+            "instances": sum(n // gpu.gpus_per_instance for n, gpu in zip(plan.gpus, problem.gpus, strict=True)),
             "gpus_by_type": dict(zip(problem.gpu_names, plan.gpus, strict=True)),
             "cost_per_hour": evaluation.cost_per_hour,
             "served_rps": evaluation.served_rps,
@@ -112,6 +113,12 @@ def facts(problem: ProfiledProblem) -> dict[str, Any]:
             "splitting": problem.splitting, "max_utilisation": problem.max_utilisation}
 
 
+def describe(problem: ProfiledProblem) -> str:
+    """What ``optfleet validate`` prints about a valid profiled-fleet instance."""
+    return (f"valid profiled_fleet instance '{problem.name}': {problem.rate_rps:g} req/s, {len(problem.demand_buckets)} buckets, "
+            f"GPU types {', '.join(problem.gpu_names)}, {problem.splitting}; solve: method {problem.method}, solver {problem.solver}")
+
+
 def _report(name: str):
     def call(*args: Any) -> Any:
         from optfleet.problems.profiled_fleet import report
@@ -132,11 +139,11 @@ KIND = ProblemKind(
     gap_methods=methods,
     run=run,
     reference=reference,
-    describe=_report("describe"),
+    describe=describe,
     render_solve=_report("render_solve"),
     render_gap=_report("render_gap"),
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap"},
+    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
     gap_summary=gap_summary,
 )

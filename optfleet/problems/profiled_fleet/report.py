@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import pandas as pd
 
@@ -67,7 +66,7 @@ def render_gap(outcome: GapOutcome) -> str:
     problem = outcome.loaded.problem
     (reference,) = outcome.references.values()
     lines = [f"instance {problem.name}: gap = distance to the bound in % of the bound; bound: {reference.reason}", ""]
-    extra = {"gpus": ("GPUs", tables.text), "served_rps": ("served req/s", tables.number(4))}
+    extra = {"gpus": ("GPUs", tables.text), "instances": ("instances", tables.text), "served_rps": ("served req/s", tables.number(4))}
     lines.append(tables.render(tables.core_frame(outcome.rows, extra)))
     lines += tables.notes(outcome.rows)
     mixed = (outcome.summary or {}).get("mixed_vs_best_single_type")
@@ -75,12 +74,6 @@ def render_gap(outcome: GapOutcome) -> str:
         lines.append(f"mixed fleet {format_cost(mixed['mixed_cost_per_hour'])} vs best single type {mixed['best_single_type']} "
                      f"{format_cost(mixed['best_single_cost_per_hour'])}: {mixed['savings_pct']:.1f} % saved")
     return "\n".join(lines)
-
-
-def describe(problem: ProfiledProblem) -> str:
-    """What ``optfleet validate`` prints about a valid profiled-fleet instance."""
-    return (f"valid profiled_fleet instance '{problem.name}': {problem.rate_rps:g} req/s, {len(problem.demand_buckets)} buckets, "
-            f"GPU types {', '.join(problem.gpu_names)}, {problem.splitting}; solve: method {problem.method}, solver {problem.solver}")
 
 
 def _table(frame: pd.DataFrame) -> str:

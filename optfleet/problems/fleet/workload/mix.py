@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 NORMAL_FRACTION_CLIP = (0.02, 0.95)
 
@@ -85,6 +84,8 @@ def split_normal_fraction(
     Returns ``(l_in, l_out, weight)`` with ``nodes`` atoms per input length.
     """
     levels = (np.arange(nodes) + 0.5) / nodes
+    from scipy import stats  # imported here: scipy.stats costs 0.4 s of start-up and only this split needs it
+
     fractions = np.clip(mean + sd * stats.norm.ppf(levels), *NORMAL_FRACTION_CLIP) if sd > 0 else np.clip(np.full(nodes, mean), *NORMAL_FRACTION_CLIP)
     pairs = [split_fixed_fraction(l_total, f) for f in fractions]
     l_in = np.concatenate([p[0] for p in pairs])

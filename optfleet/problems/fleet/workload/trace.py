@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 AZURE_COLUMNS = {"ContextTokens": "l_in", "GeneratedTokens": "l_out", "TIMESTAMP": "t"}
 
@@ -40,6 +43,8 @@ def read_trace(path: Path, field: str) -> RequestTrace:
     """Load an Azure-format or generic trace file; errors name ``field``, the column and the row."""
     if not path.is_file():
         raise InputError(field, str(path), "file not found")
+    import pandas as pd  # imported here: pandas costs a quarter second of start-up; only traces need it
+
     try:
         if path.suffix.lower() == ".parquet":
             frame = pd.read_parquet(path)
@@ -63,7 +68,9 @@ def read_trace(path: Path, field: str) -> RequestTrace:
     return RequestTrace(columns["l_in"], columns["l_out"])
 
 
-def _token_column(values: pd.Series, field: str) -> NDArray[np.int64]:
+def _token_column(values: "pd.Series", field: str) -> NDArray[np.int64]:
+    import pandas as pd
+
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (numeric < 0) | (numeric != np.floor(numeric))
     if bad.any():

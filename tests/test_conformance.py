@@ -1,0 +1,152 @@
+"""The conformance suite every registered problem kind passes (as scikit-learn's ``check_estimator`` does).
+
+For each kind in :data:`optfleet.registry.KINDS` (a new kind adds one entry
+to :data:`KIND_CASES` and is done when this module passes):
+
+* every shipped instance of the kind loads, validates and says its name;
+* ``solve`` and ``gap`` through the Python API and through the CLI give the
+  same rows, every row has the core columns first, JSON round-trips, missing
+  values are ``null`` (never NaN), and a gap is empty exactly when no bound was
+  computed;
+* the kind's bad inputs exit 2 with one line naming the field and the value,
+  and nothing is written.
+
+Solving every shipped instance both ways is in the slow tier; the default run
+solves the smallest instance of each kind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import optfleet
+from optfleet.cli import main
+from optfleet.errors import EXIT_BAD_INPUT
+from optfleet.registry import KINDS, kind
+from optfleet.results import CORE_COLUMNS
+
+from support import REPO
+
+pytestmark = pytest.mark.solved
+
+INSTANCES = REPO / "instances"
+
+# kind -> its shipped instances' folder, its smallest instance, and bad inputs: (dotted field, value, text in the message)
+KIND_CASES: dict[str, dict[str, Any]] = {
+    "fleet": {
+        "folder": INSTANCES / "fleet",
+        "small": INSTANCES / "fleet" / "toy.yaml",
+        "bad": [("workload.rate_rps", -1, "-1"), ("slo.rho_max", 1.5, "1.5"), ("solve.method", "annealing", "annealing"),
+                ("solve.time_limit_s", 0, "0"), ("constraints", [{"kind": "carbon"}], "carbon")],
+    },
+    "profiled_fleet": {
+        "folder": INSTANCES / "profiled",
+        "small": INSTANCES / "profiled" / "melange_example.yaml",
+        "bad": [("workload.rate_rps", 0, "0"), ("workload.shares", [[0.5, 0.5]], "shares"), ("solve.method", "greedy", "greedy"),
+                ("routing.max_utilisation", 2, "2")],
+    },
+    "caching": {
+        "folder": INSTANCES / "caching",
+        "small": INSTANCES / "caching" / "tiny.yaml",
+        "bad": [("xi_ms", -1, "-1"), ("capacity_tokens", [0], "0"), ("policies", ["mru"], "mru"), ("ttft.alpha_ms_per_token", 0, "0")],
+    },
+}
+
+
+def _instances(name: str) -> list[Path]:
+    return sorted(p for p in KIND_CASES[name]["folder"].glob("*.yaml") if yaml.safe_load(p.read_text()).get("kind") == name)
+
+
+SHIPPED = [(name, path) for name in KINDS for path in _instances(name)]
+
+
+def test_every_registered_kind_has_a_conformance_entry_and_shipped_instances():
+    assert set(KIND_CASES) == set(KINDS)
+    for name in KINDS:
+        assert _instances(name), f"kind {name} ships no instance"
+        assert kind(name).name == name
+
+
+@pytest.mark.parametrize(("name", "path"), SHIPPED, ids=[f"{n}:{p.stem}" for n, p in SHIPPED])
+def test_every_shipped_instance_validates_through_api_and_cli(name, path, capsys):
+    validation = optfleet.validate(path)
+    assert validation.loaded.kind.name == name
+    assert validation.loaded.instance.spec.name in validation.text
+    assert main(["validate", str(path), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body == json.loads(json.dumps(validation.to_dict())) and body["kind"] == name and body["valid"]
+
+
+def _without_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with wall times and solver logs' times removed (they differ from run to run)."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("seconds", "time_s")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(rows)
+
+
+def _check_rows(rows: list[dict[str, Any]], references: list[dict[str, Any]]) -> None:
+    for row in rows:
+        assert list(row)[: len(CORE_COLUMNS)] == list(CORE_COLUMNS), list(row)
+        assert isinstance(row["feasible"], bool) and isinstance(row["objective_unit"], str)
+        if row["bound"] is None or not row["feasible"]:
+            assert row["gap_pct"] is None
+        for value in row.values():
+            assert not (isinstance(value, float) and not math.isfinite(value))
+    assert all("reason" in r and "bound" in r for r in references)
+
+
+def _same_answer(name: str, path: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    solved = optfleet.solve(path).to_dict()
+    code = main(["solve", str(path), "--json", "--quiet", "--out", str(tmp_path / "solve")])
+    cli = json.loads(capsys.readouterr().out)
+    assert code == (0 if any(r["status"] != "no_plan" for r in solved["results"]) else 1)
+    assert _without_times(cli["results"]) == _without_times(solved["results"])
+    assert _without_times(cli["baselines"]) == _without_times(solved["baselines"])
+    assert json.loads((tmp_path / "solve" / "result.json").read_text())["method"] == solved["method"]
+    _check_rows([*solved["results"], *solved["baselines"]], solved["references"])
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_api_and_cli_agree_on_the_smallest_instance(name, capsys, tmp_path):
+    path = KIND_CASES[name]["small"]
+    _same_answer(name, path, capsys, tmp_path)
+    outcome = optfleet.run_gap(path)
+    frame = optfleet.gap(path)
+    assert list(frame.columns[: len(CORE_COLUMNS)]) == list(CORE_COLUMNS)
+    assert main(["gap", str(path), "--json", "--quiet", "--out", str(tmp_path / "gap")]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert _without_times(cli["rows"]) == _without_times(outcome.to_dict()["rows"])
+    assert len(frame) == len(cli["rows"]) and list(frame["method"]) == [r["method"] for r in cli["rows"]]
+    _check_rows(cli["rows"], cli["references"])
+    assert (tmp_path / "gap" / "gap.csv").read_text().splitlines()[0].startswith(",".join(CORE_COLUMNS))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "path"), SHIPPED, ids=[f"{n}:{p.stem}" for n, p in SHIPPED])
+def test_api_and_cli_agree_on_every_shipped_instance(name, path, capsys, tmp_path):
+    _same_answer(name, path, capsys, tmp_path)
+
+
+BAD = [(name, field, value, text) for name in KINDS for field, value, text in KIND_CASES[name]["bad"]]
+
+
+@pytest.mark.parametrize(("name", "field", "value", "text"), BAD, ids=[f"{b[0]}:{b[1]}" for b in BAD])
+def test_bad_inputs_exit_2_naming_the_field_and_write_nothing(name, field, value, text, tmp_path, capsys):
+    out = tmp_path / "out"
+    setting = f"{field}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+    assert main(["solve", str(KIND_CASES[name]["small"]), "--set", setting, "--json", "--out", str(out)]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and field.split(".")[0] in lines[0] and text in lines[0], lines
+    assert captured.out == "" and not out.exists()
