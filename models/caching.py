@@ -1,4 +1,4 @@
-"""Hindsight prompt caching as an interval LP (DESIGN.md section 4), with forced caching, weights and a second tier.
+"""Hindsight prompt caching as an interval LP (Tail-Optimized Caching for LLM Inference, Zhang et al.), with forced caching, weights and a second tier.
 
 Source: Tail-Optimized Caching for LLM Inference (TEL, the TEL-safe budget,
 Tail-Optimized Belady and its Theorem 1); notation of

@@ -1,4 +1,4 @@
-"""Declarative constraint kinds: one contract for every problem kind's ``constraints:`` (DESIGN.md section 2).
+"""Declarative constraint kinds: one contract for every problem kind's ``constraints:`` (docs/architecture.md).
 
 A constraint kind (``budget``, ``availability``, ``gpu_mix``, ...) is one
 :class:`ConstraintKind` record in its problem kind's :class:`ConstraintRegistry`

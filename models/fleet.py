@@ -1,4 +1,4 @@
-"""Fleet provisioning as a Pyomo MILP over length classes and pool options (DESIGN.md section 3).
+"""Fleet provisioning as a Pyomo MILP over length classes and pool options (FleetOpt, Chen et al. 2026).
 
 Sets: classes k (milp_data.py), pool options j (windows), floor levels m of
 pool j, small GPU counts q < N_j of pool j (the Erlang-C table).
@@ -72,12 +72,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyomo.environ as pyo
 from numpy.typing import NDArray
-
-from optfleet.errors import InputError
 from optfleet.models.constraints import COST, start_user_constraints
 from optfleet.models.fleet_objectives import OBJECTIVES
 from optfleet.models.fleet_routing import ROUTING
 from optfleet.models.linear import weighted
+
+from optfleet.errors import InputError
 from optfleet.queueing import erlang_tables
 
 if TYPE_CHECKING:

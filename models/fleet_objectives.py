@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyomo.environ as pyo
-
 from optfleet.models.constraints import COST, SERVED
 from optfleet.models.linear import total
 

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyomo.environ as pyo
-
 from optfleet.models.fleet_objectives import OBJECTIVES
 from optfleet.models.linear import scaled, total
 

@@ -1,4 +1,4 @@
-"""Profiled-throughput fleet sizing as a Pyomo MILP (Mélange-style; DESIGN.md section 2 contracts).
+"""Profiled-throughput fleet sizing as a Pyomo MILP (Mélange-style; contracts in docs/architecture.md).
 
 Source: Griggs et al., "Mélange: Cost Efficient Large Language Model Serving
 by Exploiting GPU Heterogeneity", arXiv:2404.14527 (2024), section 5, and its
@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyomo.environ as pyo
-
 from optfleet.models.constraints import COST, SERVED, start_user_constraints
 from optfleet.models.linear import total
 

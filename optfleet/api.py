@@ -70,8 +70,9 @@ class SolveOutcome:
         return [r for r in self.results if r.method == self.method]
 
     @property
-    def has_plan(self) -> bool:
-        return any(r.has_plan for r in self.main)
+    def has_feasible_plan(self) -> bool:
+        """Whether the chosen method found a plan that meets every rule (the CLI's exit 0; else 1)."""
+        return any(r.has_plan and r.feasible for r in self.main)
 
     def to_dict(self) -> dict[str, Any]:
         kind, problem = self.loaded.kind, self.loaded.problem
@@ -96,15 +97,15 @@ class GapOutcome:
     methods: tuple[str, ...] = field(default=())
 
     @property
-    def has_plan(self) -> bool:
-        return any(r.has_plan for r in self.results)
+    def has_feasible_plan(self) -> bool:
+        """Whether some method found a plan that meets every rule (the CLI's exit 0; else 1)."""
+        return any(r.has_plan and r.feasible for r in self.results)
 
     def frame(self) -> "pd.DataFrame":
         """The rows as a DataFrame: core columns first, missing values as pandas NA."""
         import pandas as pd
 
-        frame = pd.DataFrame(list(self.rows))
-        return frame.astype(object).where(frame.notna(), pd.NA)
+        return pd.DataFrame(list(self.rows)).convert_dtypes()  # nullable dtypes: counts stay integers, gaps floats with NA
 
     def to_dict(self) -> dict[str, Any]:
         kind, problem = self.loaded.kind, self.loaded.problem
@@ -129,30 +130,35 @@ def solve(source: "Source | Loaded", method: str | None = None, *, progress: Pro
     kind, problem = loaded.kind, loaded.problem
     chosen = method or kind.default_method(problem)
     _check_methods(kind, problem, [chosen], "--method" if method else kind.overrides.get("method", "--method"))
+    _check_solver(loaded)
     names = list(dict.fromkeys([chosen, *kind.solve_methods(problem, chosen)]))
-    progress(f"solve {chosen}", 0, len(names))
-    results = kind.run(problem, chosen, progress)
+    results = _run_all(kind, problem, names[:1], progress, "solve", total=len(names), finish=False)
     if not all(r.available for r in results):
         raise InputError("--method", chosen, next(r.note for r in results if not r.available))
-    results = _by_group(results + _run_all(kind, problem, names[1:], progress, task="solve", offset=1, total=len(names)))
+    results = _by_group(results + _run_all(kind, problem, names[1:], progress, "solve", offset=1, total=len(names)))
     rows, references = comparison_rows(results, lambda group: kind.reference(problem, group))
     return SolveOutcome(loaded, chosen, tuple(results), tuple(rows), references)
 
 
-def run_gap(source: "Source | Loaded", methods: Sequence[str] | None = None, *, progress: Progress = silent, **overrides: Any) -> GapOutcome:
-    """Every method of ``methods`` (default: the kind's gap set) with its gap to the exact method's bound."""
+def run_gap(source: "Source | Loaded", methods: Sequence[str] | str | None = None, *, progress: Progress = silent,
+            **overrides: Any) -> GapOutcome:
+    """Every method of ``methods`` (a list or a comma-separated string; default: the kind's gap set) with its gap to
+    the exact method's bound."""
     loaded = load(source, **overrides)
     kind, problem = loaded.kind, loaded.problem
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
     names = list(dict.fromkeys(methods)) if methods else list(kind.gap_methods(problem))
     if not names:
         raise InputError("--methods", methods, f"no method named; known: {', '.join(kind.methods(problem))}")
     _check_methods(kind, problem, names, "--methods")
-    results = _by_group(_run_all(kind, problem, names, progress, task="gap"))
+    _check_solver(loaded)
+    results = _by_group(_run_all(kind, problem, names, progress, "gap"))
     rows, references = comparison_rows(results, lambda group: kind.reference(problem, group))
     return GapOutcome(loaded, tuple(results), tuple(rows), references, tuple(names))
 
 
-def gap(source: "Source | Loaded", methods: Sequence[str] | None = None, *, progress: Progress = silent, **overrides: Any) -> "pd.DataFrame":
+def gap(source: "Source | Loaded", methods: Sequence[str] | str | None = None, *, progress: Progress = silent, **overrides: Any) -> "pd.DataFrame":
     """:func:`run_gap` as a DataFrame (one row per method and group; core columns first).  ``frame.attrs``
     holds the instance name, the kind and each group's reference bound and reason."""
     outcome = run_gap(source, methods, progress=progress, **overrides)
@@ -175,8 +181,11 @@ class Validation:
 
 
 def validate(source: "Source | Loaded", **overrides: Any) -> Validation:
-    """Load, validate and prepare ``source`` and summarise it (an InputError names what is wrong)."""
+    """Load, validate and prepare ``source`` and summarise it (an InputError names what is wrong, the default method
+    and solver included)."""
     loaded = load(source, **overrides)
+    _check_methods(loaded.kind, loaded.problem, [loaded.kind.default_method(loaded.problem)], loaded.kind.overrides.get("method", "method"))
+    _check_solver(loaded)
     return Validation(loaded, loaded.kind.describe(loaded.problem))
 
 
@@ -188,7 +197,8 @@ def simulate(source: "Source | Loaded", *, method: str | None = None, plan: Any 
     loaded = load(source, **overrides)
     if loaded.kind.simulate is None:
         raise InputError("kind", loaded.kind.name, "this kind has no simulator")
-    if method is not None:
+    if plan is None:
+        method = method or loaded.kind.default_method(loaded.problem)
         _check_methods(loaded.kind, loaded.problem, [method], "--method")
     return loaded.kind.simulate(loaded, method=method, plan=plan, progress=progress, **settings)
 
@@ -203,14 +213,33 @@ def _check_methods(kind: ProblemKind, problem: Any, names: Sequence[str], option
         raise InputError(option, ",".join(unknown), f"unknown method for this {kind.name} instance; known: {', '.join(known)}")
 
 
+def _check_solver(loaded: Loaded) -> None:
+    """A solver other than HiGHS must be installed: said before any work, naming the field that asks for it."""
+    field_path = loaded.kind.overrides.get("solver")
+    if field_path is None:
+        return
+    node: Any = loaded.instance.spec
+    for part in field_path.split("."):
+        node = getattr(node, part, None)
+    if isinstance(node, str) and node != "highs":
+        from optfleet.solvers.highs import solver_factory
+
+        solver_factory(node, field_path)
+
+
 def _run_all(kind: ProblemKind, problem: Any, names: Sequence[str], progress: Progress, task: str, offset: int = 0,
-             total: int | None = None) -> list[MethodResult]:
+             total: int | None = None, finish: bool = True) -> list[MethodResult]:
+    """Run ``names`` in turn; the kind's own progress inside a method (e.g. per cache capacity) moves the display
+    within that method's share of the run."""
     total = len(names) + offset if total is None else total
     results: list[MethodResult] = []
     for i, name in enumerate(names):
-        progress(f"{task} {name}", offset + i, total)
-        results += kind.run(problem, name, progress)
-    progress(f"{task} done", total, total)
+        step = offset + i
+        progress(f"{task} {name}", step, total)
+        within = lambda label, done, of, step=step: progress(f"{task} {label}", step + (done / of if of else 0.0), total)  # noqa: E731
+        results += kind.run(problem, name, within)
+    if finish:
+        progress(f"{task} done", total, total)
     return results
 
 

@@ -2,12 +2,13 @@
 
 The CLI maps them to exit codes: :class:`InputError` -> 2 (bad input, nothing
 written), :class:`InfeasibleError` -> 1 (a valid instance with no feasible
-plan); anything else is an internal error -> 3.  Both carry one human-readable line; neither should ever surface as a
-traceback.
+plan); anything else is an internal error -> 3.  Both carry one human-readable line; neither should ever surface
+as a traceback.
 """
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 EXIT_OK = 0
@@ -31,7 +32,18 @@ class InputError(OptfleetError, ValueError):
         self.field = field
         self.value = value
         self.problem = problem
-        super().__init__(f"{field} = {value!r}: {problem}")
+        super().__init__(f"{field} = {short_repr(value)}: {problem}")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 160
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+_REPR.maxlevel = 3
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to a line: a message never spells out a huge value (an expanded YAML alias bomb, a trace)."""
+    return _REPR.repr(value)
 
 
 class InfeasibleError(OptfleetError):
@@ -40,7 +52,11 @@ class InfeasibleError(OptfleetError):
 
 class NoPlanInTimeError(InfeasibleError):
     """The solver's time limit passed before it found any plan: not proven infeasible.  The message
-    gives the limit and the lower bound proven by then."""
+    gives the limit and the lower bound proven by then; ``report`` is the solver's report (its bound holds)."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class NotApplicableError(InputError):

@@ -1,24 +1,29 @@
-"""One progress display for every long run: a line on stderr with done / total, rate and time left.
+"""One progress display for every long run: a line on stderr with the share done, the time spent and the time left.
 
-``progress(label, done, total)`` is what long-running code calls (before each
-unit of work and once at the end with ``done == total``).  The display stays
-silent for the first ``delay_s`` seconds, when stderr is not a terminal, or
-when the user asked for quiet (``--quiet``): a pipe or a log file never gets
-carriage-return noise, and short runs print nothing.
+``progress(label, done, total)`` is what long-running code calls: before each
+unit of work, and once at the end with ``done == total``; ``done`` may be
+fractional (a method's own steps move the display inside that method's share,
+optfleet/api.py).  On a terminal the line is redrawn every second while a step
+runs (a long solve shows that it is alive), from the second ``delay_s`` on, so
+short runs print nothing.  When stderr is not a terminal, or the user asked for
+quiet (``--quiet``), nothing is shown: a pipe or a log file never gets
+carriage-return noise.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, float, float], None]
 DELAY_S = 2.0  # runs shorter than this show nothing
+REDRAW_S = 1.0  # the line is redrawn this often while a step runs
 
 
-def silent(label: str, done: int, total: int) -> None:
+def silent(label: str, done: float, total: float) -> None:
     """The progress of a run nobody watches."""
 
 
@@ -27,15 +32,38 @@ def progress_display(task: str, *, quiet: bool = False, stream: TextIO | None = 
     out = sys.stderr if stream is None else stream
     if quiet or not out.isatty():
         return silent
-    start = time.perf_counter()
+    return _Display(task, out, delay_s)
 
-    def show(label: str, done: int, total: int) -> None:
-        elapsed = time.perf_counter() - start
-        if elapsed < delay_s:
-            return
-        rate = done / elapsed if elapsed > 0 else 0.0
-        left = f", about {(total - done) / rate:,.0f} s left" if 0 < done < total and rate > 0 else ""
-        line = f"{task}: {done}/{total} done, {rate:.2g}/s{left}; {label}"
-        print(f"\r\x1b[K{line}", end="\n" if done >= total else "", file=out, flush=True)
 
-    return show
+class _Display:
+    """The line of one run: the latest (label, done, total) and a daemon thread that redraws it every second."""
+
+    def __init__(self, task: str, out: TextIO, delay_s: float) -> None:
+        self.task, self.out, self.delay_s = task, out, delay_s
+        self.start = time.perf_counter()
+        self.state = ("", 0.0, 1.0)
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+        threading.Thread(target=self._redraw_while_running, daemon=True).start()
+
+    def __call__(self, label: str, done: float, total: float) -> None:
+        with self.lock:
+            self.state = (label, float(done), float(total))
+        if done >= total:
+            self.finished.set()
+            if time.perf_counter() - self.start >= self.delay_s:
+                self._draw(final=True)
+
+    def _redraw_while_running(self) -> None:
+        while not self.finished.wait(REDRAW_S):
+            if time.perf_counter() - self.start >= self.delay_s:
+                self._draw(final=False)
+
+    def _draw(self, final: bool) -> None:
+        with self.lock:
+            label, done, total = self.state
+        elapsed = time.perf_counter() - self.start
+        share = done / total if total > 0 else 1.0
+        left = f", about {elapsed * (1 - share) / share:,.0f} s left" if 0.0 < share < 1.0 else ""
+        line = f"{self.task}: {100 * share:.0f} % after {elapsed:,.0f} s{left}; {label}"
+        print(f"\r\x1b[K{line}", end="\n" if final else "", file=self.out, flush=True)

@@ -81,6 +81,17 @@ class ProblemKind:
     plot: Callable[["GapOutcome", Any], None] | None = None
 
 
+def lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported when first called: a kind names its heavy parts (solvers, pandas tables) without
+    importing them, so loading or validating an instance stays fast."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 def kind(name: str) -> ProblemKind:
     """The registered kind ``name`` (an InputError naming the registered kinds otherwise)."""
     if name not in KINDS:

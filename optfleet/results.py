@@ -141,7 +141,10 @@ def comparison_rows(results: Sequence[MethodResult], reference: Callable[[Sequen
         row.update(dict.fromkeys(own))
         row.update(dict(result.group))
         row.update(result.columns)
-        row["note"] = result.note
+        note = result.note
+        if comparable and ref.bound is not None and row["gap_pct"] is None:
+            note = "; ".join(filter(None, [note, "no finite gap: the bound is 0 and the objective is not"]))
+        row["note"] = note
         rows.append(row)
     return rows, references
 
@@ -167,3 +170,37 @@ def format_cost(cost_per_hour: float | None) -> str:
 def first_result(results: Iterable[MethodResult], method: str) -> MethodResult | None:
     """The first result of ``method`` (None when it did not run)."""
     return next((r for r in results if r.method == method), None)
+
+
+def exact_reference(results: Sequence[MethodResult], method: str, phrase: Callable[[MethodResult], Reference]) -> Reference:
+    """The reference of a group whose bound is exact method ``method``'s: None, with the reason, when it did not run,
+    does not apply or proved no bound; else ``phrase(result)`` (the kind states the bound in its own terms)."""
+    exact = first_result(results, method)
+    if exact is None:
+        return Reference(None, f"no bound: {method} did not run (add it to the methods)")
+    if not exact.available:
+        return Reference(None, f"no bound: {method} is {exact.note}")
+    if exact.report is None or exact.report.bound is None:
+        return Reference(None, f"no bound: {method} proved none ({exact.note or exact.status})")
+    return phrase(exact)
+
+
+def proven(report: SolveReport) -> str:
+    """``optimum`` for a run proven optimal, else ``bound (time limit: not proven optimal)`` and the like."""
+    return "optimum" if report.proven_optimal else f"bound ({report.status.replace('_', ' ')}: not proven optimal)"
+
+
+def mixed_vs_best_single(results: Sequence[MethodResult], mixed: str, prefix: str) -> dict[str, Any] | None:
+    """The mixed exact fleet (method ``mixed``) against the cheapest feasible single-type one (methods ``prefix<type>``):
+    both costs and the saving in % of the single-type cost; None unless both have feasible plans and cost is minimised."""
+    best_mixed = first_result(results, mixed)
+    singles = [r for r in results if r.method.startswith(prefix) and r.has_plan and r.feasible]
+    if best_mixed is None or not (best_mixed.has_plan and best_mixed.feasible) or best_mixed.sense != MINIMISE or not singles:
+        return None
+    best = min(singles, key=lambda r: r.objective)
+    return {
+        "mixed_cost_per_hour": best_mixed.objective,
+        "best_single_type": best.method.removeprefix(prefix),
+        "best_single_cost_per_hour": best.objective,
+        "savings_pct": 100 * (best.objective - best_mixed.objective) / best.objective,
+    }

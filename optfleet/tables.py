@@ -8,11 +8,14 @@ as ``$1,234.56/h``, gaps to two decimals, times in seconds).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from optfleet.results import format_cost
+
+if TYPE_CHECKING:
+    from optfleet.api import GapOutcome
 
 Formatter = Callable[[Any], str]
 
@@ -36,7 +39,8 @@ def objective(value: Any, unit: str) -> str:
         return "-"
     if unit == "$/h":
         return format_cost(value)
-    return f"{value:,.6g} {unit}".rstrip()
+    number = f"{value:,.1f}" if abs(value) >= 1000 else f"{value:,.6g}"
+    return f"{number} {unit}".rstrip()
 
 
 def core_frame(rows: Sequence[Mapping[str, Any]], extra: Mapping[str, tuple[str, Formatter]] | None = None) -> pd.DataFrame:
@@ -67,3 +71,18 @@ def notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def render(frame: pd.DataFrame) -> str:
     return frame.to_string(index=False)
+
+
+def single_group_gap(outcome: "GapOutcome", extra: Mapping[str, tuple[str, Formatter]]) -> str:
+    """The ``gap`` text of a kind whose rows form one group: the bound's reason, the table, the notes, and the
+    mixed-vs-best-single-type line when the kind's summary has one."""
+    (reference,) = outcome.references.values()
+    name = outcome.loaded.instance.spec.name
+    lines = [f"instance {name}: gap = distance to the bound in % of the bound; bound: {reference.reason}", ""]
+    lines.append(render(core_frame(outcome.rows, extra)))
+    lines += notes(outcome.rows)
+    mixed = (outcome.summary or {}).get("mixed_vs_best_single_type")
+    if mixed is not None:
+        lines.append(f"mixed fleet {format_cost(mixed['mixed_cost_per_hour'])} vs best single type {mixed['best_single_type']} "
+                     f"{format_cost(mixed['best_single_cost_per_hour'])}: {mixed['savings_pct']:.2f} % saved")
+    return "\n".join(lines)

@@ -43,6 +43,7 @@ Other solvers (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ...) are used through
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import tempfile
 import time
@@ -54,12 +55,6 @@ from typing import Any
 import highspy
 import numpy as np
 import pyomo.environ as pyo
-from pyomo.common.errors import InfeasibleConstraintException
-from pyomo.opt import TerminationCondition as LegacyCondition
-from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
-from scipy.sparse import csc_matrix
-
-from optfleet.errors import InputError
 from optfleet.solvers.console import solver_console
 from optfleet.solvers.report import (
     ERROR,
@@ -71,6 +66,12 @@ from optfleet.solvers.report import (
     SolveReport,
     relative_gap,
 )
+from pyomo.common.errors import InfeasibleConstraintException
+from pyomo.opt import TerminationCondition as LegacyCondition
+from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
+from scipy.sparse import csc_matrix
+
+from optfleet.errors import InputError
 
 HIGHS_STATUS = {
     highspy.HighsModelStatus.kOptimal: OPTIMAL,
@@ -96,11 +97,12 @@ _LEGACY_STATUS = {
 # Solver family -> (time-limit option, relative-gap option, threads option).
 _OPTION_NAMES = {
     "cbc": ("seconds", "ratio", "threads"),
-    "glpk": ("tmlim", "mipgap", None),
+    "glpk": ("tmlim", "mipgap", None),  # glpsol takes whole seconds (see _WHOLE_SECONDS)
     "gurobi": ("TimeLimit", "MIPGap", "Threads"),
     "cplex": ("timelimit", "mipgap", "threads"),
     "scip": ("limits/time", "limits/gap", None),
 }
+_WHOLE_SECONDS = {"glpk"}  # solver families whose time-limit option is an integer (rounded up)
 
 
 def solve(
@@ -495,16 +497,29 @@ def _pass_model_args(form, integer: np.ndarray) -> tuple:
     )
 
 
+def solver_factory(solver: str, field: str = "solve.solver") -> Any:
+    """The installed Pyomo solver ``solver`` (an InputError naming ``field`` when it is not installed here).  Pyomo's
+    own warning about a missing solver stays off stdout."""
+    with solver_console():
+        factory = pyo.SolverFactory(solver)
+        available = factory.available(exception_flag=False)
+    if not available:
+        raise InputError(field, solver, "this Pyomo solver is not installed here (HiGHS, the default, always is)")
+    return factory
+
+
 def _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream_log) -> SolveReport:
-    factory = pyo.SolverFactory(solver)
-    if not factory.available(exception_flag=False):
-        raise InputError("solve.solver", solver, "this Pyomo solver is not installed here (HiGHS, the default, always is)")
-    names = _OPTION_NAMES.get(solver.split("_")[0], (None, None, None))
+    factory = solver_factory(solver)
+    family = solver.split("_")[0]
+    names = _OPTION_NAMES.get(family, (None, None, None))
+    if time_limit is not None and family in _WHOLE_SECONDS:
+        time_limit = max(1, math.ceil(time_limit))
     options: dict[str, Any] = {}
     for name, value in zip(names, (time_limit, mip_gap, threads), strict=True):
         if name is not None and value is not None:
             options[name] = value
-    extra = {"warmstart": True} if warm_start else {}
+    # A MIP start only where the solver's Pyomo interface takes one (GLPK's does not: solved cold).
+    extra = {"warmstart": True} if warm_start and getattr(factory, "warm_start_capable", lambda: False)() else {}
     start = time.perf_counter()
     with solver_console(to_stderr=stream_log) as console:
         results = factory.solve(model, options=options, tee=stream_log, load_solutions=False, **extra)

@@ -77,3 +77,30 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     if objective is None or bound is None:
         return None
     return abs(objective - bound) / max(abs(objective), 1e-10)
+
+
+class FromSolveReport:
+    """Status, objective, bound, gap and seconds read from the record's ``report`` (a :class:`SolveReport`): result
+    records that carry more than the report (a schedule, a plan) hold one instead of copying its fields."""
+
+    report: SolveReport
+
+    @property
+    def status(self) -> str:
+        return self.report.status
+
+    @property
+    def objective(self) -> float:
+        return float(self.report.objective)
+
+    @property
+    def bound(self) -> float | None:
+        return self.report.bound
+
+    @property
+    def gap(self) -> float | None:
+        return self.report.gap
+
+    @property
+    def seconds(self) -> float:
+        return self.report.seconds

@@ -17,6 +17,14 @@ PAPER_WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
 needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not beside the checkout")
 
 
+AZURE_TRACE_FILES = [str(SHARED_DATA / "azure_llm_2023" / f"AzureLLMInferenceTrace_{part}.csv") for part in ("code", "conv")]
+
+
+def data_overrides(name: str) -> dict:
+    """Overrides that point an instance needing public data (not shipped) at the team's copy beside the checkout."""
+    return {"workload__lengths__trace_file": AZURE_TRACE_FILES} if name == "azure_2023_trace" else {}
+
+
 def fleet_problem(name: str, preset: str | None = None) -> FleetProblem:
     """The prepared FleetProblem of a shipped instance ``instances/fleet/<name>.yaml``."""
-    return prepare(load_instance(FLEET_INSTANCES / f"{name}.yaml", preset=preset))
+    return prepare(load_instance(FLEET_INSTANCES / f"{name}.yaml", preset=preset, **data_overrides(name)))

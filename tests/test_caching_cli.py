@@ -33,7 +33,8 @@ def test_gap_prints_one_table_per_capacity_with_the_optimum(capsys):
     assert out.count("hindsight LP: optimal, objective") == 2
     assert "capacity 100 tokens (6.25 blocks of 16); hindsight LP: optimal, objective 10.0 ms, bound 10.0 ms" in out
     lru_line = next(line for line in out.splitlines() if line.strip().startswith("lru "))
-    assert lru_line.split()[1:3] == ["110.0", "1000.00"]  # TEL and gap % to the optimum's 10 ms
+    # the core columns: status, feasible, objective (TEL), bound, gap % to the optimum's 10 ms
+    assert lru_line.split()[1:9] == ["heuristic", "yes", "110", "TEL", "ms", "10", "TEL", "ms"] and lru_line.split()[9] == "1,000.00"
 
 
 def test_gap_json_has_every_policy_at_every_capacity(capsys):

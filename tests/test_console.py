@@ -85,12 +85,16 @@ CACHING = "instances/caching/tiny.yaml"
         ("solve", FLEET, "--method", "milp", "--json"),
         ("gap", FLEET, "--json"),
         ("simulate", FLEET, "--method", "milp", "--requests", "2000", "--reps", "1", "--json"),
+        ("validate", FLEET, "--json"),
         ("solve", PROFILED, "--json"),
         ("gap", PROFILED, "--json"),
+        ("validate", PROFILED, "--json"),
+        ("solve", CACHING, "--json"),
         ("gap", CACHING, "--json"),
+        ("validate", CACHING, "--json"),
         ("catalog", "--json"),
     ],
-    ids=lambda argv: " ".join(argv[:2]),
+    ids=lambda argv: " ".join(argv[:2]).replace("instances/", ""),
 )
 def test_every_json_command_prints_exactly_one_json_document(argv):
     finished = _run(*argv)

@@ -114,7 +114,9 @@ def test_melange_example_single_types_greedy_and_gap_table():
     outcome = optfleet.run_gap(EXAMPLE)
     by = {r["method"]: r for r in outcome.rows}
     assert set(by) == {"milp", "milp:A10G", "milp:A100-80GB", "greedy-cost-per-request"}
-    assert by["milp:A10G"]["gpus_by_type"] == {"A10G": 12, "A100-80GB": 0}
+    assert by["milp:A10G"]["fleet"] == "12 A10G" and by["milp:A10G"]["gpus"] == 12 and by["milp:A10G"]["instances"] == 12
+    plans = {r["method"]: r["plan"] for r in outcome.to_dict()["rows"]}
+    assert plans["milp:A10G"]["gpus"] == {"A10G": 12, "A100-80GB": 0}
     assert by["milp:A10G"]["objective"] == pytest.approx(12.12) and by["milp:A10G"]["objective_unit"] == "$/h"
     assert by["milp:A100-80GB"]["cost_per_hour"] == pytest.approx(7.34)
     assert by["milp"]["gap_pct"] == pytest.approx(0.0, abs=1e-7)
@@ -124,7 +126,7 @@ def test_melange_example_single_types_greedy_and_gap_table():
     assert savings["best_single_type"] == "A100-80GB"
     assert savings["savings_pct"] == pytest.approx(100 * 0.64 / 7.34)
     text = outcome.text()
-    assert "milp:A10G" in text and "8.7 % saved" in text
+    assert "milp:A10G" in text and "8.72 % saved" in text
 
 
 def test_single_type_milp_equals_closed_form():

@@ -15,7 +15,7 @@ What is checked, and against what:
   with ``c``, ``B`` rises with ``a``, finite values up to ``c = 1e6`` and
   ``a/c = 0.999``, and broadcasting equals scalar calls.
 - Kimura's quantile ``W_q = ln(C/(1-q)) (1+Cs^2) E[S] / (2(c-a))`` (Kimura
-  1994, DESIGN.md section 3) on a hand-computed case, its zero and infinite
+  1994, FleetOpt, Chen et al. 2026) on a hand-computed case, its zero and infinite
   branches, its monotonicity in ``c`` and the tail equation it inverts.
 - ``min_gpus`` against a brute-force linear scan of ``pool_is_feasible``,
   minimality, the ``-1`` / zero-load conventions, vectorisation, and extreme

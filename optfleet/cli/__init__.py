@@ -15,13 +15,21 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from optfleet import __version__
 from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_OK, InfeasibleError, InputError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad option reported as the CLI's other input errors are: one line on stderr, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="optfleet", description="Exact models and literature heuristics for LLM fleets and prompt caches.",
         epilog="exit codes: 0 ok, 1 no feasible plan, 2 bad input, 3 internal error",
     )
@@ -45,12 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--solver", default=None, help="solver of the exact models: highs (default) or an installed Pyomo solver")
 
     solve = instance_command("solve", "solve an instance: the chosen method and the kind's baselines, scored by one evaluator")
-    solve.add_argument("--method", default=None, help="the method to run (default: the instance's solve.method, else the kind's)")
+    solve.add_argument("--method", default=None, help="the method to run (default: the instance's solve.method, else the kind's; "
+                       "validate --json lists an instance's methods)")
     solver_options(solve)
     solve.add_argument("--out", default=None, metavar="DIR", help="folder to write result.json and report.txt (and the kind's files)")
 
     gap = instance_command("gap", "every method's result and its gap to the exact method's proven bound")
-    gap.add_argument("--methods", default=None, help="comma-separated methods (default: the kind's comparison set)")
+    gap.add_argument("--methods", default=None, help="comma-separated methods (default: the kind's comparison set; "
+                     "validate --json lists an instance's methods)")
     solver_options(gap)
     gap.add_argument("--out", default=None, metavar="DIR", help="folder to write gap.csv and gap.json")
     gap.add_argument("--plot", default=None, metavar="PNG", help="write a plot of the results, for kinds that have one (needs the plot extra)")
@@ -61,15 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = instance_command("simulate", "simulate a plan (discrete events) and compare it with the evaluator, for kinds with a simulator")
     source = simulate.add_mutually_exclusive_group()
     source.add_argument("--plan", default=None, help="a plan file: plan.json of solve --out, or solve --json output")
-    source.add_argument("--method", default=None, help="simulate this method's plan (default: sweep)")
+    source.add_argument("--method", default=None, help="simulate this method's plan (default: the instance's solve.method)")
     simulate.add_argument("--requests", type=int, default=200_000, help="arrivals per replication (default 200000)")
     simulate.add_argument("--reps", type=int, default=3, help="replications, for 95 %% confidence intervals (default 3)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the first replication (default 0)")
-    simulate.add_argument("--mode", choices=["slots", "batching"], default="slots", help="slot servers, or continuous batching")
+    simulate.add_argument("--mode", choices=["slots", "batching"], default="slots", help="slot servers (default), or continuous batching")
     simulate.add_argument("--out", default=None, metavar="DIR", help="folder to write simulation.json and report.txt")
 
     catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources", description="list the GPU and model catalog with sources")
     catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
+    catalog.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     return parser
 
 

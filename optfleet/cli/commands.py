@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,10 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     chosen: dict[str, Any] = {"preset": args.preset, "time_limit_s": getattr(args, "time_limit", None), "solver": getattr(args, "solver", None)}
     for item in args.set:
         field, sep, text = item.partition("=")
-        if not sep or not field.strip():
+        if not sep or not field.strip() or not text.strip():
             raise InputError("--set", item, "expected FIELD=VALUE, e.g. --set workload.rate_rps=500")
+        if any(not part for part in field.strip().split(".")):
+            raise InputError("--set", item, "the field path has an empty part (two dots, or a dot at an end)")
         try:
             chosen[field.strip()] = yaml.safe_load(text)
         except yaml.YAMLError:
@@ -45,9 +47,18 @@ def out_folder(option: str, value: str | None) -> Path | None:
     existing = folder
     while not existing.exists():
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir() or not _can_create_in(existing):
         raise InputError(option, value, f"cannot be written here ({existing} is not a writable folder)")
     return folder
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried: permission bits do not tell for root, /proc, read-only mounts)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
 
 
 def write_files(folder: Path, files: dict[str, str]) -> None:
@@ -64,7 +75,7 @@ def solve_command(args: argparse.Namespace) -> int:
     if folder is not None:
         kind = outcome.loaded.kind
         write_files(folder, {"result.json": dump(data), "report.txt": text, **(kind.solve_files(outcome) if kind.solve_files else {})})
-    return EXIT_OK if outcome.has_plan else EXIT_INFEASIBLE
+    return EXIT_OK if outcome.has_feasible_plan else EXIT_INFEASIBLE
 
 
 def gap_command(args: argparse.Namespace) -> int:
@@ -82,13 +93,15 @@ def gap_command(args: argparse.Namespace) -> int:
         write_files(folder, {"gap.csv": outcome.frame().to_csv(index=False), "gap.json": dump(data)})
     if args.plot is not None:
         loaded.kind.plot(outcome, Path(args.plot))
-    return EXIT_OK if outcome.has_plan else EXIT_INFEASIBLE
+    return EXIT_OK if outcome.has_feasible_plan else EXIT_INFEASIBLE
 
 
 def _check_plot(loaded: api.Loaded, path: str) -> None:
-    """``--plot`` needs a kind with a plot and matplotlib (the ``plot`` extra): refused before any work."""
+    """``--plot`` needs a kind with a plot, a ``.png`` file name and matplotlib (the ``plot`` extra): refused before any work."""
     if loaded.kind.plot is None:
         raise InputError("--plot", path, f"kind {loaded.kind.name} has no plot")
+    if Path(path).is_dir() or Path(path).suffix.lower() != ".png":
+        raise InputError("--plot", path, "give the name of a .png file to write")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -125,7 +138,7 @@ def catalog_command(args: argparse.Namespace) -> int:
     for kind in ("gpu", "model"):
         frame = pd.DataFrame([r for r in rows if r["kind"] == kind]).drop(columns=["kind"])
         print(f"{kind.upper()}S")
-        print(frame.drop(columns=["source"]).to_string(index=False, float_format=lambda v: f"{v:g}"))
+        print(frame.drop(columns=["source"]).to_string(index=False, float_format=lambda v: f"{v:g}", na_rep="-"))
         print("sources:")
         for name, source in zip(frame["name"], frame["source"], strict=True):
             print(f"  {name}: {source}")

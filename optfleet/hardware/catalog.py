@@ -17,7 +17,7 @@ taken from the page named in each entry's ``source``.  They differ 2-4x between
 providers and move month to month; override them per instance
 (``cost_per_gpu_hour``) rather than trusting the defaults.
 
-Slot formulas (DESIGN.md section 3): a slot is one request's KV cache at the
+Slot formulas (FleetOpt, Chen et al. 2026): a slot is one request's KV cache at the
 pool's context window ``C``.  From memory, one instance of ``tp`` GPUs holds
 
     kv_tokens = floor((tp * (u * M_gpu - R) - W_model) / b_kv)

@@ -2,7 +2,7 @@
 
 A profile describes one *instance* -- ``tp`` GPUs of one type serving one
 model with tensor parallelism -- at one context window ``C``, in the terms of
-optfleet's service model (DESIGN.md section 3, ``optfleet.problems.fleet.pool_config``):
+optfleet's service model (FleetOpt, Chen et al. 2026, ``optfleet.problems.fleet.pool_config``):
 
     t_iter = W + H n          (n active slots; the flat model charges n = n_max)
     S      = (ceil(L_in / C_chunk) + L_out) t_iter

@@ -17,23 +17,22 @@ to its own field.  ``None`` values are ignored.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from optfleet.errors import InputError
+from optfleet.instance.documents import read_document
 from optfleet.registry import kind as registered_kind
 
 
 @dataclass(frozen=True)
 class LoadedInstance:
-    """A validated instance spec, its kind, the folder its relative paths resolve against, and the raw document
-    (overrides and defaults applied) it was validated from."""
+    """A validated instance spec, its kind, the folder its relative paths resolve against, and the document it was
+    read from with the overrides applied (before the kind's defaults: a reload with more overrides starts there)."""
 
     spec: Any
     base_dir: Path
@@ -46,20 +45,6 @@ class LoadedInstance:
     def resolve(self, relative: str) -> Path:
         path = Path(relative).expanduser()
         return path if path.is_absolute() else (self.base_dir / path).resolve()
-
-
-def read_document(path: Path) -> dict[str, Any]:
-    """Parse a YAML or JSON file into a mapping (JSON by ``.json`` suffix, YAML otherwise)."""
-    if not path.is_file():
-        raise InputError("instance", str(path), "file not found")
-    text = path.read_text()
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise InputError("instance", str(path), f"malformed {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {_first_line(exc)}") from None
-    if not isinstance(data, dict):
-        raise InputError("instance", str(path), "the top level must be a mapping of fields")
-    return data
 
 
 def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **overrides: Any) -> LoadedInstance:
@@ -76,25 +61,41 @@ def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **ove
         data, base_dir = read_document(path), path.resolve().parent
     kind = registered_kind(data.get("kind"))
     for name, value in overrides.items():
-        if value is not None:
-            _set_path(data, kind.overrides.get(name, name.replace("__", ".")), value)
+        if value is None:
+            continue
+        if name in OPTION_NAMES and name not in kind.overrides:
+            raise InputError(name, value, f"does not apply to kind {kind.name} (its options: {', '.join(kind.overrides) or 'none'})")
+        _set_path(data, kind.overrides.get(name, name.replace("__", ".")), value)
+    raw = copy.deepcopy(data)  # what a reload with other overrides starts from (the kind's defaults applied once)
     if kind.preprocess is not None:
         data = kind.preprocess(data)
-    return LoadedInstance(spec=validate_spec(kind.schema, data), base_dir=base_dir, document=data)
+    return LoadedInstance(spec=validate_spec(kind.schema, data), base_dir=base_dir, document=raw)
+
+
+# Generic option names (CLI --preset, --time-limit, --solver, ...) that each kind maps to its own fields.
+OPTION_NAMES = ("preset", "time_limit_s", "solver", "mip_gap", "method")
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``data[a][b]... = value`` for ``dotted = "a.b..."``, creating mappings on the way."""
+    """Set ``data[a][b]... = value`` for ``dotted = "a.b..."`` (a number indexes a list: ``constraints.0.gpus``),
+    creating mappings on the way."""
     *parents, last = dotted.split(".")
-    node = data
-    for i, key in enumerate(parents):
-        child = node.get(key)
+    node: Any = data
+    for i, key in enumerate([*parents, last]):
+        where = ".".join([*parents, last][: i + 1])
+        if isinstance(node, list):
+            if not key.isdigit() or int(key) >= len(node):
+                raise InputError(where, key, f"cannot set {dotted}: the list has {len(node)} entries (indices 0..{len(node) - 1})")
+            key = int(key)
+        elif not isinstance(node, dict):
+            raise InputError(where.rsplit(".", 1)[0], node, f"cannot set {dotted}: this field is not a mapping or a list")
+        if i == len(parents):
+            node[key] = value
+            return
+        child = node[key] if isinstance(node, list) else node.get(key)
         if child is None:
             child = node[key] = {}
-        if not isinstance(child, dict):
-            raise InputError(".".join(parents[: i + 1]), child, f"cannot set {dotted}: this field is not a mapping")
         node = child
-    node[last] = value
 
 
 def validate_spec(schema: type[BaseModel], data: Mapping[str, Any]) -> Any:
@@ -109,7 +110,3 @@ def validate_spec(schema: type[BaseModel], data: Mapping[str, Any]) -> Any:
         if error["type"] == "missing":
             value, message = None, "required field is missing"
         raise InputError(where, value, message) from None
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

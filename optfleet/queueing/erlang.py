@@ -7,7 +7,7 @@ Erlang B is the Poisson pmf/cdf ratio (Jagerman's identity):
 evaluated in log space with ``scipy.special`` (``gammaln`` for the pmf, the
 regularised upper incomplete gamma ``gammaincc(c+1, a) = P[X <= c]`` for the
 cdf), so no factorial or power of ``a`` is ever formed.  Erlang C follows
-from B (DESIGN.md section 3):
+from B (FleetOpt, Chen et al. 2026):
 
     C(c, a) = c B / (c - a (1 - B))     for a < c,   C = 1 for a >= c.
 

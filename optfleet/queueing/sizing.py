@@ -1,8 +1,8 @@
 """Minimum GPU count of one pool under a utilisation cap and a P99 wait budget.
 
 A pool of ``n`` GPUs with ``n_max`` KV slots each is an M/G/c queue with
-``c = n * n_max`` slot-servers and offered load ``a = lambda E[S]`` (DESIGN.md
-section 3).  It is feasible when
+``c = n * n_max`` slot-servers and offered load ``a = lambda E[S]`` (FleetOpt,
+Chen et al. 2026).  It is feasible when
 
     a / c <= rho_max                         (utilisation cap)
     W99(c) <= wait_budget_s                  (Kimura P99 wait, see kimura.py)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from optfleet.problems.caching.trace import ConversationTrace
 from optfleet.errors import InputError
+from optfleet.problems.caching.trace import ConversationTrace
 
 PERCENTILES = (50, 90, 95, 99)
 

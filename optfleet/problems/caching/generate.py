@@ -33,8 +33,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from optfleet.problems.caching.trace import ConversationTrace, build_trace
 from optfleet.errors import InputError
+from optfleet.problems.caching.trace import ConversationTrace, build_trace
 
 Distribution = Literal["constant", "geometric", "lognormal", "empirical"]
 

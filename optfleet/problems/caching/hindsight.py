@@ -1,6 +1,6 @@
 """The hindsight-optimal cache schedule: prepare, build (Pyomo or highspy arrays), solve by simplex, extract, re-score.
 
-The LP is models/caching.py's interval LP (DESIGN.md section 4).  Two paths,
+The LP is models/caching.py's interval LP (Tail-Optimized Caching for LLM Inference, Zhang et al.).  Two paths,
 one formulation (arrays from :func:`optfleet.problems.caching.lp_data.prepare`):
 
 * ``"highspy"``: the column-wise arrays go straight to ``highspy.Highs.passModel``,
@@ -40,22 +40,22 @@ import numpy as np
 import pyomo.environ as pyo
 from numpy.typing import ArrayLike, NDArray
 
+from optfleet.models import caching as lp
 from optfleet.problems.caching.belady import tail_optimized_belady
 from optfleet.problems.caching.evaluate import TtftModel, evaluate_schedule
 from optfleet.problems.caching.lp_data import prepare, prepare_two_tier
 from optfleet.problems.caching.tiers import evaluate_two_tier
 from optfleet.problems.caching.trace import ConversationTrace
-from optfleet.models import caching as lp
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import HIGHS_STATUS, highs_session, pass_model
-from optfleet.solvers.report import ERROR, INFEASIBLE, OPTIMAL, TIME_LIMIT, relative_gap
+from optfleet.solvers.report import ERROR, INFEASIBLE, OPTIMAL, TIME_LIMIT, FromSolveReport, relative_gap
 
 PATHS = ("auto", "pyomo", "highspy")
 # Relative agreement at which the LP optimum and the schedule's evaluated TEL are the same number.
 TEL_MATCH_RELATIVE = 1e-7
 
 @dataclass(frozen=True)
-class HindsightResult:
+class HindsightResult(FromSolveReport):
     """The hindsight schedule and the solver's verdict on it (``report``).
 
     ``report.objective``: the schedule's TEL (ms, by the evaluator); ``report.bound``: a proven lower bound
@@ -75,26 +75,6 @@ class HindsightResult:
     n_columns: int = 0
     n_rows: int = 0
     n_nonzeros: int = 0
-
-    @property
-    def status(self) -> str:
-        return self.report.status
-
-    @property
-    def objective(self) -> float:
-        return float(self.report.objective)
-
-    @property
-    def bound(self) -> float | None:
-        return self.report.bound
-
-    @property
-    def gap(self) -> float | None:
-        return self.report.gap
-
-    @property
-    def seconds(self) -> float:
-        return self.report.seconds
 
     @property
     def proven_optimal(self) -> bool:
@@ -254,32 +234,12 @@ def _solve_pyomo(data: lp.CacheLpData, time_limit_s: float | None, customize: Ca
 
 
 @dataclass(frozen=True)
-class TwoTierResult:
+class TwoTierResult(FromSolveReport):
     """The two-tier MILP's schedule (fast and slow tokens per gap) and the solver's verdict; TEL in ms."""
 
     fast_tokens: NDArray[np.int64]
     slow_tokens: NDArray[np.int64]
     report: SolveReport  # objective: the schedule's TEL by evaluate_two_tier; seconds: the whole run
-
-    @property
-    def status(self) -> str:
-        return self.report.status
-
-    @property
-    def objective(self) -> float:
-        return float(self.report.objective)
-
-    @property
-    def bound(self) -> float | None:
-        return self.report.bound
-
-    @property
-    def gap(self) -> float | None:
-        return self.report.gap
-
-    @property
-    def seconds(self) -> float:
-        return self.report.seconds
 
 
 def solve_two_tier(

@@ -19,18 +19,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from optfleet.progress import Progress
-from optfleet.registry import ProblemKind
-from optfleet.results import MINIMISE, MethodResult, Reference, first_result
 from optfleet.problems.caching.policies import POLICIES
 from optfleet.problems.caching.problem import HINDSIGHT_POLICIES, CachingProblem, PolicyEntry, prepare
+from optfleet.problems.caching.schema import OPTIMUM_METHOD as OPTIMUM
 from optfleet.problems.caching.schema import CachingInstanceSpec
+from optfleet.progress import Progress
+from optfleet.registry import ProblemKind, lazy
+from optfleet.results import MINIMISE, MethodResult, Reference, first_result
 
 if TYPE_CHECKING:
     from optfleet.problems.caching.runs import ScheduleRun
 
 UNIT = "TEL ms"
-OPTIMUM = "optimum"  # the hindsight LP's method name
+REPORT = "optfleet.problems.caching.report"  # the text renderers (imported when first used)
 
 
 def methods(problem: CachingProblem) -> tuple[str, ...]:
@@ -58,7 +59,7 @@ def run(problem: CachingProblem, method: str, progress: Progress) -> list[Method
 
 def _result(method: str, capacity: int, schedule: "ScheduleRun") -> MethodResult:
     e = schedule.evaluation
-    columns: dict[str, Any] = {"description": schedule.description, "tel_ms": e.tel_ms, "mean_ttft_ms": e.mean_ttft_ms}
+    columns: dict[str, Any] = {"policy": schedule.name, "description": schedule.description, "tel_ms": e.tel_ms, "mean_ttft_ms": e.mean_ttft_ms}
     columns.update({f"p{p}_ttft_ms": v for p, v in e.percentile_ttft_ms.items()})
     columns.update(violations=e.violations, hit_rate=e.hit_rate, peak_occupancy_tokens=e.peak_occupancy_tokens)
     report = None if schedule.optimum is None else schedule.optimum.report
@@ -75,7 +76,7 @@ def reference(problem: CachingProblem, results: Sequence[MethodResult]) -> Refer
             return Reference(optimum.objective, "the hindsight optimum")
         if report.bound is not None:
             return Reference(report.bound, "the hindsight LP's lower bound (optimum not proven: the gaps are upper bounds)")
-    belady = next((r for r in results if r.method in HINDSIGHT_POLICIES), None)
+    belady = next((r for r in results if r.columns.get("policy") in HINDSIGHT_POLICIES), None)
     whole = float(problem.safe_uncached_tokens).is_integer()
     if belady is not None and whole:
         return Reference(belady.objective, "Tail-Optimized Belady's TEL, optimal here (Theorem 1: unit weights, whole xi tokens)")
@@ -108,21 +109,6 @@ def gap_methods(problem: CachingProblem) -> tuple[str, ...]:
     return (*(p.label for p in problem.policies), *((OPTIMUM,) if problem.hindsight else ()))
 
 
-def _report(name: str):
-    def call(*args: Any) -> Any:
-        from optfleet.problems.caching import report
-
-        return getattr(report, name)(*args)
-
-    return call
-
-
-def _plot(outcome: Any, path: Any) -> None:
-    from optfleet.problems.caching.plot import plot_ttft_cdf
-
-    plot_ttft_cdf(outcome, path)
-
-
 KIND = ProblemKind(
     name="caching",
     summary="tail-optimal prompt caching: online policies (LRU, T-LRU, ...) against the hindsight-optimal schedule",
@@ -134,11 +120,11 @@ KIND = ProblemKind(
     gap_methods=gap_methods,
     run=run,
     reference=reference,
-    describe=_report("describe"),
-    render_solve=_report("render_solve"),
-    render_gap=_report("render_gap"),
+    describe=lazy(REPORT, "describe"),
+    render_solve=lazy(REPORT, "render_solve"),
+    render_gap=lazy(REPORT, "render_gap"),
     facts=facts,
     result_json=result_json,
     overrides={"time_limit_s": "hindsight.time_limit_s", "solver": "hindsight.solver"},
-    plot=_plot,
+    plot=lazy("optfleet.problems.caching.plot", "plot_ttft_cdf"),
 )

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optfleet.problems.caching.trace import ConversationTrace, build_trace
 from optfleet.errors import InputError
+from optfleet.problems.caching.trace import ConversationTrace, build_trace
 
 COLUMNS = ("conversation_id", "t", "q", "a")
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from optfleet.api import GapOutcome
-from optfleet.errors import InputError
-from optfleet.results import MethodResult
 from optfleet.problems.caching.kind import OPTIMUM
+from optfleet.results import MethodResult
+
+if TYPE_CHECKING:
+    from optfleet.api import GapOutcome
 
 
-def require_matplotlib(option: str, path: Path) -> None:
-    """Raise an InputError (exit 2, before any work) when matplotlib is not installed."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise InputError(option, str(path), "plotting needs matplotlib: pip install 'optfleet[plot]'") from None
-
-
-def plot_ttft_cdf(outcome: GapOutcome, path: Path) -> None:
+def plot_ttft_cdf(outcome: "GapOutcome", path: Path) -> None:
     """Write a PNG: per capacity, the empirical CDF of TTFT of every schedule, with ``xi`` and the SLO marked.
 
     The time axis ends just past the slowest schedule's 99.5th percentile.

@@ -66,9 +66,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from optfleet.errors import InputError
 from optfleet.problems.caching.evaluate import TtftModel
 from optfleet.problems.caching.trace import ConversationTrace
-from optfleet.errors import InputError
 
 # A tier-0 key is evicted before any tier-1 key: tokens a policy holds only
 # because forced caching inserted them (beyond its admission budget).
@@ -291,7 +291,7 @@ class ETLRU(CachePolicy):
     """ET-LRU: expected-TEL LRU, this module's reading of the paper's Algorithm 2.
 
     The text of Algorithm 2 was not available to us; this is our reading of
-    the DESIGN's description ("belief ``lambda_i exp(-mu (t - last))``").
+    the paper's description ("belief ``lambda_i exp(-mu (t - last))``").
     Under the stochastic model (conversation life ``Exp(mu)``, turns at rate
     ``lambda`` while alive) the belief that conversation ``i`` is still alive
     and returns at time ``t`` is ``lambda exp(-mu (t - tau_i))``, ``tau_i`` its

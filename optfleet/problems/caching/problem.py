@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from optfleet.errors import InputError
+from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.caching.evaluate import TtftModel
 from optfleet.problems.caching.generate import ConversationModel, LengthModel, generate_trace
 from optfleet.problems.caching.load import load_trace
 from optfleet.problems.caching.policies import CachePolicy, make_policy
-from optfleet.problems.caching.trace import ConversationTrace
-from optfleet.errors import InputError
 from optfleet.problems.caching.schema import CachingInstanceSpec, GeneratorSpec, LengthSpec
-from optfleet.instance.loader import LoadedInstance
+from optfleet.problems.caching.trace import ConversationTrace
 
 # Schedules computed in hindsight rather than by replay (optfleet.problems.caching.belady).
 HINDSIGHT_POLICIES = ("belady",)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from optfleet.errors import InputError
 from optfleet.problems.caching.evaluate import TtftModel
 from optfleet.problems.caching.policies import CachePolicy, ReplayContext
 from optfleet.problems.caching.trace import ConversationTrace
-from optfleet.errors import InputError
 
 
 @dataclass(frozen=True)

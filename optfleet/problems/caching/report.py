@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from optfleet.api import GapOutcome, SolveOutcome
-from optfleet.results import MethodResult, Reference
-from optfleet.problems.caching.problem import CachingProblem
+from optfleet import tables
 from optfleet.problems.caching.kind import OPTIMUM
+from optfleet.problems.caching.problem import CachingProblem
+from optfleet.results import MethodResult, Reference
+
+if TYPE_CHECKING:
+    from optfleet.api import GapOutcome, SolveOutcome
 
 
 def describe(problem: CachingProblem) -> str:
@@ -35,7 +36,7 @@ def render_problem(problem: CachingProblem) -> str:
 
 
 def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference, results: list[MethodResult]) -> str:
-    """One capacity's table: every schedule's TEL, gap, tail percentiles, violations and hit rate."""
+    """One capacity's table: the core columns (objective = TEL), then tail percentiles, violations and hit rate."""
     head = f"capacity {_capacity(capacity, problem.block_tokens)}"
     optimum = next((r for r in results if r.method == OPTIMUM and r.report is not None), None)
     if optimum is not None:
@@ -43,25 +44,15 @@ def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str,
         bound = "-" if o.bound is None else f"{o.bound:,.1f} ms"
         verdict = "optimal" if o.proven_optimal and o.gap == 0.0 else f"{o.status.replace('_', ' ')} (not proven optimal)"
         head += f"; hindsight LP: {verdict}, objective {o.objective:,.1f} ms, bound {bound}, {o.seconds:.2f} s"
-    head += f"; TEL gap vs {reference.reason}"
-    shown = []
-    for row in rows:
-        gap = row["gap_pct"]
-        shown.append({
-            "policy": row["method"],
-            "TEL ms": f"{row['tel_ms']:,.1f}",
-            "gap %": "inf" if gap is None and reference.bound is not None else ("-" if gap is None else f"{gap:.2f}"),
-            "P90 ms": f"{row['p90_ttft_ms']:,.1f}",
-            "P95 ms": f"{row['p95_ttft_ms']:,.1f}",
-            "P99 ms": f"{row['p99_ttft_ms']:,.1f}",
-            "violations": row["violations"],
-            "hit %": f"{100 * row['hit_rate']:.1f}",
-            "time s": f"{row['seconds']:.3f}",
-        })
-    return head + "\n" + pd.DataFrame(shown).to_string(index=False)
+    head += f"; bound: {reference.reason}"
+    extra = {
+        "p90_ttft_ms": ("P90 ms", tables.fixed(1)), "p95_ttft_ms": ("P95 ms", tables.fixed(1)), "p99_ttft_ms": ("P99 ms", tables.fixed(1)),
+        "violations": ("violations", tables.text), "hit_rate": ("hit %", lambda v: "-" if v is None else f"{100 * v:.1f}"),
+    }
+    return "\n".join([head, tables.render(tables.core_frame(rows, extra)), *tables.notes(rows)])
 
 
-def _by_capacity(outcome: SolveOutcome | GapOutcome) -> str:
+def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> str:
     problem = outcome.loaded.problem
     parts = []
     for group, reference in outcome.references.items():
@@ -71,12 +62,12 @@ def _by_capacity(outcome: SolveOutcome | GapOutcome) -> str:
     return "\n\n".join(parts)
 
 
-def render_gap(outcome: GapOutcome) -> str:
+def render_gap(outcome: "GapOutcome") -> str:
     """The text of ``optfleet gap`` on a caching instance: the instance, then one table per capacity."""
     return render_problem(outcome.loaded.problem) + "\n\n" + _by_capacity(outcome)
 
 
-def render_solve(outcome: SolveOutcome) -> str:
+def render_solve(outcome: "SolveOutcome") -> str:
     """The text of ``optfleet solve`` on a caching instance: the chosen schedule at every capacity."""
     return render_problem(outcome.loaded.problem) + "\n\n" + _by_capacity(outcome)
 

@@ -159,6 +159,7 @@ PolicySpec = Annotated[
     BeforeValidator(_policy_item),
 ]
 
+OPTIMUM_METHOD = "optimum"  # the hindsight LP's method name: no policy may take it as its label
 BUILT_IN_POLICIES = ("lru", "threshold-lru", "t-lru", "end-aware-t-lru", "length-aware-t-lru", "et-lru", "belady")
 DEFAULT_POLICIES = BUILT_IN_POLICIES
 
@@ -203,10 +204,20 @@ class CachingInstanceSpec(Strict):
     @field_validator("policies", mode="after")
     @classmethod
     def _unique_labels(cls, value: list[Any]) -> list[Any]:
-        labels = [p.label or p.name for p in value]  # a registered policy's label defaults to its name
+        """Labels name the methods of ``gap``: unique, never ``optimum`` (the hindsight LP), and never another policy's
+        name (``label: belady`` on an LRU row would pass LRU off as the hindsight greedy)."""
+        from optfleet.problems.caching.policies import POLICIES
+
+        names = [p.policy if p.name == "registered" else p.name for p in value]
+        labels = [p.label or name for p, name in zip(value, names, strict=True)]
         repeated = sorted({x for x in labels if labels.count(x) > 1})
         if repeated:
             raise ValueError(f"policy labels must be unique; repeated: {', '.join(repeated)} (set label: on one of them)")
+        reserved = {OPTIMUM_METHOD, *BUILT_IN_POLICIES, *POLICIES}
+        for label, name in zip(labels, names, strict=True):
+            if label in reserved and label != name:
+                raise ValueError(f"label {label!r} names a method of its own ({'the hindsight LP' if label == OPTIMUM_METHOD else 'a policy'}); "
+                                 f"choose another label for this {name} row")
         return value
 
     @property

@@ -3,7 +3,7 @@
 Whoever produced a plan (a baseline, the sweep, a MILP, a user's JSON file),
 ``evaluate(problem, plan)`` routes the exact request mix through it
 (routing.py), computes each pool's exact statistics (pool_stats.py) and its
-M/G/c queue at the plan's GPU count (DESIGN.md section 3):
+M/G/c queue at the plan's GPU count (FleetOpt, Chen et al. 2026):
 
     c = n n_max,  a = lambda_j E[S],  rho = a / c,
     C = ErlangC(c, a),  W99 = Kimura P99 wait,  TTFT99 = W99 + floor,

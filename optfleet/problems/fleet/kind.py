@@ -22,21 +22,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from optfleet.errors import InfeasibleError, NotApplicableError
-from optfleet.progress import Progress
-from optfleet.registry import ProblemKind
-from optfleet.results import MAXIMISE, MINIMISE, MethodResult, Reference, first_result, no_plan
 from optfleet.problems.fleet.method_names import HEURISTICS
 from optfleet.problems.fleet.presets import apply_defaults
 from optfleet.problems.fleet.problem import FleetProblem, prepare
 from optfleet.problems.fleet.schema import FleetInstanceSpec
+from optfleet.progress import Progress
+from optfleet.registry import ProblemKind, lazy
+from optfleet.results import MAXIMISE, MINIMISE, MethodResult, Reference, exact_reference, first_result, mixed_vs_best_single, no_plan, proven
 
 if TYPE_CHECKING:
     from optfleet.problems.fleet.evaluator import FleetEvaluation
 
 MILP = "milp"
 SINGLE_TYPE_PREFIX = "milp:"
+REPORT = "optfleet.problems.fleet.report"  # the text renderers (imported when first used)
 COST_UNIT = "$/h"
-SERVED_UNIT = "share served"
+SERVED_UNIT = "% served"
 
 
 def methods(problem: FleetProblem) -> tuple[str, ...]:
@@ -75,14 +76,14 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
             plan = FLEET_METHODS[method](problem)
     except NotApplicableError as exc:
         return [no_plan(method, time.perf_counter() - start, f"not available here: {exc}", objective_unit=unit, sense=sense, available=False)]
-    except InfeasibleError as exc:
-        return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=unit, sense=sense)]
+    except InfeasibleError as exc:  # a time limit without a plan keeps the solver's report: its bound still holds
+        return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=unit, sense=sense, report=getattr(exc, "report", None))]
     seconds = time.perf_counter() - start
     evaluation = evaluate(problem, plan)
     broken = constraint_violations(problem, evaluation)
     failing = [f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:,.1f} ms, utilisation {p.utilisation:.4f}" for p in evaluation.pools if not p.meets_slo]
     note = "; ".join([*(f"violates the SLO ({f})" for f in failing), *(f"breaks {b}" for b in broken)])
-    objective = evaluation.plan.served_share if budget is not None else evaluation.cost_per_hour
+    objective = 100 * evaluation.plan.served_share if budget is not None else evaluation.cost_per_hour
     return [MethodResult(
         method, plan, evaluation, seconds, objective=objective, objective_unit=unit, sense=sense,
         feasible=evaluation.meets_slo and not broken, report=report, note=note,
@@ -113,24 +114,24 @@ def _plan_columns(problem: FleetProblem, evaluation: "FleetEvaluation") -> dict[
 
 
 def reference(problem: FleetProblem, results: Sequence[MethodResult]) -> Reference:
-    """The ``milp`` method's proven bound (module docstring); None, with the reason, when it did not give one."""
-    milp = first_result(results, MILP)
-    if milp is None:
-        return Reference(None, "no bound: the MILP did not run (add milp to the methods)")
-    if not milp.available:
-        return Reference(None, f"no bound: the MILP is {milp.note}")
-    if milp.report is None or milp.report.bound is None:
-        return Reference(None, f"no bound: the MILP proved none ({milp.note or milp.status})")
-    bound = milp.report.bound
+    """The ``milp`` method's bound (module docstring); None, with the reason, when it gave none.
+
+    It is the bound of the model the plan was solved with: Erlang-C tables at the pools' ``R_j`` after the table
+    refreshes (milp.py), exact wherever the utilisation cap binds rather than the tables."""
+    return exact_reference(results, MILP, lambda milp: _phrase(problem, milp))
+
+
+def _phrase(problem: FleetProblem, milp: MethodResult) -> Reference:
     budget = _budget(problem)
     if budget is not None:
         from optfleet.models.fleet_objectives import SERVED_COST_WEIGHT
 
         # The model maximises served - w cost with cost <= the cap, so its bound plus w x the cap bounds the served share.
-        return Reference(min(1.0, bound + SERVED_COST_WEIGHT * budget), "the MILP's proven bound on the served share (budget cap)")
-    verdict = "optimum" if milp.report.proven_optimal else f"lower bound ({milp.report.status.replace('_', ' ')}: not proven optimal)"
-    extra = f", after {milp.columns['table_iterations']} solves refreshing the Erlang tables" if (milp.columns.get("table_iterations") or 1) > 1 else ""
-    return Reference(bound, f"the MILP's proven {verdict}{extra}")
+        bound = min(1.0, milp.report.bound + SERVED_COST_WEIGHT * budget)
+        return Reference(100 * bound, f"the MILP's proven {proven(milp.report)} of the served share (budget cap)")
+    solves = milp.columns.get("table_iterations") or 1
+    tables_note = f", after {solves} solves refreshing the Erlang tables" if solves > 1 else ""
+    return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)}{tables_note}")
 
 
 def gap_summary(problem: FleetProblem, results: Sequence[MethodResult]) -> dict[str, Any] | None:
@@ -153,16 +154,9 @@ def gap_summary(problem: FleetProblem, results: Sequence[MethodResult]) -> dict[
                 "corrected_pct": None if forecast is None else 100 * forecast.corrected,
             }
         summary["savings_vs_homogeneous"] = savings
-    singles = [r for r in results if r.method.startswith(SINGLE_TYPE_PREFIX) and r.feasible]
-    milp = first_result(results, MILP)
-    if singles and milp is not None and milp.feasible and _budget(problem) is None:
-        best = min(singles, key=lambda r: r.evaluation.cost_per_hour)
-        summary["mixed_vs_best_single_type"] = {
-            "mixed_cost_per_hour": milp.evaluation.cost_per_hour,
-            "best_single_type": best.method.removeprefix(SINGLE_TYPE_PREFIX),
-            "best_single_cost_per_hour": best.evaluation.cost_per_hour,
-            "savings_pct": 100 * (1 - milp.evaluation.cost_per_hour / best.evaluation.cost_per_hour),
-        }
+    mixed = mixed_vs_best_single(results, MILP, SINGLE_TYPE_PREFIX)
+    if mixed is not None:
+        summary["mixed_vs_best_single_type"] = mixed
     return summary or None
 
 
@@ -180,24 +174,6 @@ def result_json(problem: FleetProblem, result: MethodResult) -> dict[str, Any]:
 
 def facts(problem: FleetProblem) -> dict[str, Any]:
     return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule}
-
-
-def _simulate(*args: Any, **kwargs: Any) -> Any:
-    from optfleet.problems.fleet.simulate.outcome import simulate_instance  # scipy.stats only when simulating
-
-    return simulate_instance(*args, **kwargs)
-
-
-def _render_solve(outcome: Any) -> str:
-    from optfleet.problems.fleet.report import render_solve
-
-    return render_solve(outcome)
-
-
-def _render_gap(outcome: Any) -> str:
-    from optfleet.problems.fleet.report import render_gap
-
-    return render_gap(outcome)
 
 
 def describe(problem: FleetProblem) -> str:
@@ -221,12 +197,6 @@ def describe(problem: FleetProblem) -> str:
     return "\n".join(lines)
 
 
-def _solve_files(outcome: Any) -> dict[str, str]:
-    from optfleet.problems.fleet.report import solve_files
-
-    return solve_files(outcome)
-
-
 KIND = ProblemKind(
     name="fleet",
     summary="fleet provisioning (FleetOpt): M/G/c pools by context window, Compress-and-Route, the sweep and the exact MILP",
@@ -239,13 +209,14 @@ KIND = ProblemKind(
     run=run,
     reference=reference,
     describe=describe,
-    render_solve=_render_solve,
-    render_gap=_render_gap,
+    render_solve=lazy(REPORT, "render_solve"),
+    render_gap=lazy(REPORT, "render_gap"),
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
+    overrides={"preset": "preset", "time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap",
+               "method": "solve.method"},
     preprocess=apply_defaults,
-    simulate=_simulate,
+    simulate=lazy("optfleet.problems.fleet.simulate.outcome", "simulate_instance"),
     gap_summary=gap_summary,
-    solve_files=_solve_files,
+    solve_files=lazy(REPORT, "solve_files"),
 )

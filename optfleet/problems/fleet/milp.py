@@ -7,7 +7,7 @@ it re-scores the plan with the evaluator and refreshes R_j of the plan's pools
 below their table size N_j (above it the cap alone decides and R_j does not
 enter the model) from their actual traffic.  It re-solves, from the last plan,
 until the plan passes the evaluator and is optimal for the model at its own
-R_j (DESIGN.md section 3, requirement 3), or until the same cost comes back
+R_j (every plan the MILP returns passes the evaluator), or until the same cost comes back
 (alternative optima whose R_j differ, which would only oscillate).  The
 reported bound and gap are HiGHS's for the model the plan was solved with;
 every returned plan has passed the evaluator.
@@ -41,18 +41,18 @@ import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError, NoPlanInTimeError
+from optfleet.models import fleet as fleet_model
 from optfleet.models.constraints import COST
+from optfleet.models.fleet_constraints import LARGEST_BOUND
 from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
+from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
 from optfleet.problems.fleet.open_set_bounds import open_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
-from optfleet.problems.fleet.heuristics import sweep
-from optfleet.models import fleet as fleet_model
-from optfleet.models.fleet_constraints import LARGEST_BOUND
 from optfleet.queueing import erlang_tables
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import solve_cases
@@ -183,7 +183,7 @@ def _solve_within(
                 bound = "no lower bound yet" if report.bound is None else f"a lower bound of {report.bound:,.2f}"
                 raise NoPlanInTimeError(
                     f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
-                    "infeasibility: raise solve.time_limit_s"
+                    "infeasibility: raise solve.time_limit_s", report,
                 )
             raise InfeasibleError(_explain(problem, data, max_pools, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s, solver=solver).has_solution,
                                            customized=customize is not None))

@@ -1,6 +1,6 @@
 """A pool option: one GPU configuration serving at one context window.
 
-Service model (DESIGN.md section 3), per request with ``L_in``, ``L_out``:
+Service model (FleetOpt, Chen et al. 2026), per request with ``L_in``, ``L_out``:
 
     t_iter = W + H n_max                       (scaling "flat", the paper's text)
     t_iter = W + H n_max L_total / L_scale     (scaling "length_scaled", inference-fleet-sim)

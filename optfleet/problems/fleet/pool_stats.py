@@ -8,7 +8,7 @@ and the load-independent part of the P99 TTFT, by the instance's TTFT rule:
 
 * ``paper``: the weighted 0.99-quantile over the pool of
   ``(ceil(L_in/C_chunk) + 1) t_iter`` — prefill plus the first decode
-  iteration (DESIGN.md section 3; with flat iteration time this is exactly
+  iteration (FleetOpt, Chen et al. 2026; with flat iteration time this is exactly
   ``P99(prefill) + t_iter``);
 * ``fleetsim``: inference-fleet-sim's check, the pool *mean* of
   ``ceil(L_in/C_chunk) (W + H)`` (prefill at one active slot, no decode step).

@@ -12,7 +12,7 @@
   fraction, the peer's slot formula ``min(128*8192 // C, 65536 // ceil(C/16))``
   and its TTFT check (P99 wait + mean prefill at one active slot,
   ``ceil(L_in/chunk) (W + H)``, no first-decode iteration).
-* ``preset: paper`` (default) — DESIGN.md section 3: flat iteration
+* ``preset: paper`` (default) — FleetOpt, Chen et al. 2026: flat iteration
   ``W + H n_max``, TTFT = P99 wait + P99 over the pool of (prefill + one iteration).
 
 Precedence: a hardware profile only fills what the file leaves out; a
@@ -61,7 +61,7 @@ def apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
             raise InputError("hardware.profile", name, f"unknown hardware profile; known: {', '.join(HARDWARE_PROFILES)}")
         profile = dict(HARDWARE_PROFILES[name])
         price = profile.pop("cost_per_gpu_hour")
-        merged["hardware"] = _merge(profile, hardware, ())
+        merged["hardware"] = _merge(profile, hardware, ("hardware",))  # the file wins; its slots block replaces the profile's whole
         cost = merged.setdefault("cost", {})
         if isinstance(cost, dict):
             cost.setdefault("cost_per_gpu_hour", price)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from optfleet.errors import InputError
-from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.hardware import get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
 from optfleet.hardware.profiles import GpuProfile, derive_profile
-from optfleet.problems.fleet.schema import CatalogOverrideSpec, FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
 from optfleet.instance.loader import LoadedInstance
+from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.problems.fleet.schema import CatalogOverrideSpec, FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
 from optfleet.problems.fleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.problems.fleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
 from optfleet.problems.fleet.workload.trace import concatenate_traces, read_trace

@@ -8,24 +8,37 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from optfleet import tables
-from optfleet.api import GapOutcome, SolveOutcome
-from optfleet.results import MethodResult, first_result, format_cost, json_safe
-from optfleet.problems.fleet.evaluator import FleetEvaluation
+from optfleet.problems.fleet.evaluator import FleetEvaluation, PoolMetrics
 from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.results import MethodResult, first_result, format_cost, json_safe
 
 if TYPE_CHECKING:
+    from optfleet.api import GapOutcome, SolveOutcome
     from optfleet.problems.fleet.simulate.run import SimulationResult
 
 
-def _pool_table(evaluation: FleetEvaluation) -> str:
+def _physical_gpus(problem: FleetProblem, pool: PoolMetrics) -> int:
+    """GPUs of a pool: its instances times their tensor-parallel degree."""
+    return problem.configuration(pool.gpu).tp * pool.gpus
+
+
+def _gpu_count(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
+    """``113 GPUs``, or ``392 GPUs in 80 instances`` when instances span several GPUs."""
+    gpus = sum(_physical_gpus(problem, p) for p in evaluation.pools)
+    return f"{gpus} GPUs" if gpus == evaluation.total_gpus else f"{gpus} GPUs in {evaluation.total_gpus} instances"
+
+
+def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
     rows = []
     for p in evaluation.pools:
         rows.append({
             "pool": p.name,
             "GPU": p.gpu,
             "window": p.window_tokens,
-            "GPUs": p.gpus,
-            "slots/GPU": p.slots_per_gpu,
+            "instances": p.gpus,
+            "GPUs": _physical_gpus(problem, p),
+            "slots/instance": p.slots_per_gpu,
             "traffic %": 100 * p.share,
             "compressed %": 100 * p.compressed_share,
             "E[S] s": p.mean_service_ms / 1000,
@@ -35,15 +48,18 @@ def _pool_table(evaluation: FleetEvaluation) -> str:
             "TTFT floor ms": p.prefill_p99_ms + p.first_iteration_ms,
             "P99 TTFT ms": p.ttft_p99_ms,
             "binding": p.binding,
-            "$/h": p.cost_per_hour,
+            "cost": format_cost(p.cost_per_hour),
         })
-    return pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+    frame = pd.DataFrame(rows)
+    if (frame["instances"] == frame["GPUs"]).all():
+        frame = frame.drop(columns=["instances"]).rename(columns={"slots/instance": "slots/GPU"})
+    return frame.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
 
 
-def _method_row(result: MethodResult, homogeneous: FleetEvaluation | None) -> dict[str, object]:
+def _method_row(problem: FleetProblem, result: MethodResult, homogeneous: FleetEvaluation | None) -> dict[str, object]:
     e = result.evaluation
     if e is None:
-        return {"method": result.method, "B": "-", "gamma": "-", "GPUs per pool": "-", "GPUs": "-", "$/h": "-", "$/yr": "-",
+        return {"method": result.method, "B": "-", "gamma": "-", "GPUs per pool": "-", "GPUs": "-", "cost": "-", "$/yr": "-",
                 "savings %": "-", "SLO": "n/a" if not result.available else "infeasible", "naive %": "-", "corrected %": "-",
                 "time ms": f"{1000 * result.seconds:.1f}"}
     comparable = homogeneous is not None and e.plan.served_share >= 1.0
@@ -52,9 +68,9 @@ def _method_row(result: MethodResult, homogeneous: FleetEvaluation | None) -> di
         "method": result.method,
         "B": "rules" if e.plan.rules is not None else (e.plan.boundary_tokens or "-"),
         "gamma": "-" if e.plan.rules is not None else f"{e.plan.gamma:.1f}",
-        "GPUs per pool": "/".join(str(p.gpus) for p in e.pools),
-        "GPUs": e.total_gpus,
-        "$/h": f"{e.cost_per_hour:,.2f}",
+        "GPUs per pool": "/".join(str(_physical_gpus(problem, p)) for p in e.pools),
+        "GPUs": sum(_physical_gpus(problem, p) for p in e.pools),
+        "cost": format_cost(e.cost_per_hour),
         "$/yr": f"{e.cost_per_year:,.0f}",
         "savings %": f"{100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}" if comparable else "-",
         "SLO": "met" if e.meets_slo else "VIOLATED",
@@ -64,7 +80,7 @@ def _method_row(result: MethodResult, homogeneous: FleetEvaluation | None) -> di
     }
 
 
-def render_solve(outcome: SolveOutcome) -> str:
+def render_solve(outcome: "SolveOutcome") -> str:
     """The text printed by ``optfleet solve``: the chosen plan, its pools, then every method side by side."""
     problem = outcome.loaded.problem
     main = outcome.main[0]
@@ -81,11 +97,11 @@ def render_solve(outcome: SolveOutcome) -> str:
         e = main.evaluation
         boundary = e.plan.boundary_tokens
         if e.plan.rules is not None:
-            headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, split by {len(e.plan.rules)} length-class rules, "
+            headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, routed by {len(e.plan.rules)} length-class rules, "
         else:
             headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
         headline += ", ".join(f"n_{p.name} = {p.gpus}" for p in e.pools)
-        headline += f"; {e.total_gpus} GPUs, {format_cost(e.cost_per_hour)}, ${e.cost_per_year:,.0f}/yr"
+        headline += f"; {_gpu_count(problem, e)}, {format_cost(e.cost_per_hour)}, ${e.cost_per_year:,.0f}/yr"
         if homogeneous is not None and e.plan.served_share >= 1.0:
             headline += f", {100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}% below homogeneous"
         if e.plan.served_share < 1.0:
@@ -96,27 +112,16 @@ def render_solve(outcome: SolveOutcome) -> str:
                          "Erlang tables; the plan passes the evaluator")
         if main.note:
             lines.append(f"note: {main.note}")
-        lines += ["", _pool_table(e)]
+        lines += ["", _pool_table(problem, e)]
     lines += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):"]
-    lines.append(pd.DataFrame([_method_row(r, homogeneous) for r in outcome.results]).to_string(index=False))
+    lines.append(pd.DataFrame([_method_row(problem, r, homogeneous) for r in outcome.results]).to_string(index=False))
     lines += [f"  {r.method}: {r.note}" for r in outcome.results if r.evaluation is None and r.method != main.method]
     return "\n".join(lines)
 
 
-def render_gap(outcome: GapOutcome) -> str:
-    """The ``optfleet gap`` table: core columns, the pools, GPUs and instances, and the savings summary."""
-    problem = outcome.loaded.problem
-    (reference,) = outcome.references.values()
-    lines = [f"instance {problem.name}: gap = distance to the bound in % of the bound; bound: {reference.reason}", ""]
-    extra = {"pools": ("pools", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text)}
-    lines.append(tables.render(tables.core_frame(outcome.rows, extra)))
-    lines += tables.notes(outcome.rows)
-    summary = outcome.summary or {}
-    mixed = summary.get("mixed_vs_best_single_type")
-    if mixed is not None:
-        lines.append(f"mixed fleet {format_cost(mixed['mixed_cost_per_hour'])} vs best single type {mixed['best_single_type']} "
-                     f"{format_cost(mixed['best_single_cost_per_hour'])}: {mixed['savings_pct']:.2f} % saved")
-    return "\n".join(lines)
+def render_gap(outcome: "GapOutcome") -> str:
+    """The ``optfleet gap`` text: the core columns and the kind's own (see optfleet/tables.py)."""
+    return tables.single_group_gap(outcome, {"pools": ("pools", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text)})
 
 
 def solve_files(outcome: SolveOutcome) -> dict[str, str]:
@@ -128,7 +133,10 @@ def solve_files(outcome: SolveOutcome) -> dict[str, str]:
     if outcome.method == "sweep" and main.plan is not None:
         from optfleet.problems.fleet.heuristics.sweep import sweep
 
-        files["candidates.csv"] = sweep(outcome.loaded.problem).candidates.to_csv(index=False)
+        table = sweep(outcome.loaded.problem).candidates
+        sized = ["n_short", "n_long", "gpus", "cost_per_hour"]  # the sweep marks an infeasible candidate with -1 / inf here
+        table[sized] = table[sized].where(table["feasible"])
+        files["candidates.csv"] = table.convert_dtypes().to_csv(index=False)  # infeasible candidates: empty cells
     return files
 
 
@@ -141,7 +149,8 @@ def render_simulation(result: "SimulationResult") -> str:
         for name in columns:
             if name in metrics:
                 mean, half = metrics[name]
-                row[name] = f"{mean:,.4g}" if half != half else f"{mean:,.4g} +- {half:.2g}"
+                shown = half == half and half > 1e-9 * max(abs(mean), 1.0)  # no half-width for one replication or round-off
+                row[name] = f"{mean:,.4g} +- {half:.2g}" if shown else f"{mean:,.4g}"
             else:
                 row[name] = "-"
         rows.append(row)

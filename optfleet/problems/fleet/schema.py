@@ -114,7 +114,7 @@ class CatalogOverrideSpec(Strict):
 
 
 class GpuCatalogSpec(Strict):
-    """Catalog-wide pool options: every GPU type x TP degree x window (DESIGN.md section 3, heterogeneous).
+    """Catalog-wide pool options: every GPU type x TP degree x window (the FleetOpt model over a GPU catalog).
 
     Each (gpu, tp) serves ``hardware.model`` with ``hardware.iteration.chunk_tokens``
     (one prefill chunk for every option, as the MILP's floor levels need); its

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from optfleet.errors import InfeasibleError
-from optfleet.progress import Progress
-from optfleet.registry import ProblemKind
-from optfleet.results import MAXIMISE, MINIMISE, MethodResult, Reference, first_result, no_plan
 from optfleet.problems.profiled_fleet.evaluator import evaluate
 from optfleet.problems.profiled_fleet.greedy import GREEDY, greedy_cost_per_request
 from optfleet.problems.profiled_fleet.problem import ProfiledProblem, prepare
 from optfleet.problems.profiled_fleet.schema import ProfiledFleetSpec
+from optfleet.progress import Progress
+from optfleet.registry import ProblemKind, lazy
+from optfleet.results import MAXIMISE, MINIMISE, MethodResult, Reference, exact_reference, mixed_vs_best_single, no_plan, proven
 
 MILP = "milp"
 SINGLE_TYPE_PREFIX = "milp:"
@@ -58,10 +58,9 @@ def run(problem: ProfiledProblem, method: str, progress: Progress) -> list[Metho
         method, plan, evaluation, time.perf_counter() - began, objective=objective, objective_unit=unit, sense=sense,
         feasible=evaluation.feasible, report=report, note="; ".join(evaluation.violations),
         columns={
-            "gpus": plan.describe_gpus(),
-            "total_gpus": plan.total_gpus,
+            "fleet": plan.describe_gpus(),
+            "gpus": plan.total_gpus,
             "instances": sum(n // gpu.gpus_per_instance for n, gpu in zip(plan.gpus, problem.gpus, strict=True)),
-            "gpus_by_type": dict(zip(problem.gpu_names, plan.gpus, strict=True)),
             "cost_per_hour": evaluation.cost_per_hour,
             "served_rps": evaluation.served_rps,
         },
@@ -70,30 +69,15 @@ def run(problem: ProfiledProblem, method: str, progress: Progress) -> list[Metho
 
 def reference(problem: ProfiledProblem, results: Sequence[MethodResult]) -> Reference:
     """The ``milp`` method's proven bound; None, with the reason, when it gave none."""
-    milp = first_result(results, MILP)
-    if milp is None:
-        return Reference(None, "no bound: the MILP did not run (add milp to the methods)")
-    if milp.report is None or milp.report.bound is None:
-        return Reference(None, f"no bound: the MILP proved none ({milp.note or milp.status})")
     what = "served rate (budget cap)" if problem.budget is not None else "cost"
-    verdict = "optimum" if milp.report.proven_optimal else "bound (not proven optimal)"
-    return Reference(milp.report.bound, f"the MILP's proven {verdict} of the {what}")
+    return exact_reference(results, MILP, lambda milp: Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)} of the {what}"))
 
 
 def gap_summary(problem: ProfiledProblem, results: Sequence[MethodResult]) -> dict[str, Any] | None:
     """The mixed MILP against the cheapest feasible single-type fleet (None under a budget cap: the methods
     then serve different rates)."""
-    milp = first_result(results, MILP)
-    singles = [r for r in results if r.method.startswith(SINGLE_TYPE_PREFIX) and r.feasible]
-    if problem.budget is not None or milp is None or not milp.feasible or not singles:
-        return None
-    best = min(singles, key=lambda r: r.evaluation.cost_per_hour)
-    return {"mixed_vs_best_single_type": {
-        "mixed_cost_per_hour": milp.evaluation.cost_per_hour,
-        "best_single_type": best.method.removeprefix(SINGLE_TYPE_PREFIX),
-        "best_single_cost_per_hour": best.evaluation.cost_per_hour,
-        "savings_pct": 100 * (best.evaluation.cost_per_hour - milp.evaluation.cost_per_hour) / best.evaluation.cost_per_hour,
-    }}
+    mixed = None if problem.budget is not None else mixed_vs_best_single(results, MILP, SINGLE_TYPE_PREFIX)
+    return None if mixed is None else {"mixed_vs_best_single_type": mixed}
 
 
 def result_json(problem: ProfiledProblem, result: MethodResult) -> dict[str, Any]:
@@ -119,15 +103,6 @@ def describe(problem: ProfiledProblem) -> str:
             f"GPU types {', '.join(problem.gpu_names)}, {problem.splitting}; solve: method {problem.method}, solver {problem.solver}")
 
 
-def _report(name: str):
-    def call(*args: Any) -> Any:
-        from optfleet.problems.profiled_fleet import report
-
-        return getattr(report, name)(*args)
-
-    return call
-
-
 KIND = ProblemKind(
     name="profiled_fleet",
     summary="profiled-throughput fleets (Mélange): GPU types sized from measured max request rates per bucket",
@@ -140,8 +115,8 @@ KIND = ProblemKind(
     run=run,
     reference=reference,
     describe=describe,
-    render_solve=_report("render_solve"),
-    render_gap=_report("render_gap"),
+    render_solve=lazy("optfleet.problems.profiled_fleet.report", "render_solve"),
+    render_gap=lazy("optfleet.problems.profiled_fleet.report", "render_gap"),
     facts=facts,
     result_json=result_json,
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},

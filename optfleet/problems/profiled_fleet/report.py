@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from optfleet import tables
-from optfleet.api import GapOutcome, SolveOutcome
-from optfleet.results import format_cost
 from optfleet.problems.profiled_fleet.evaluator import ProfiledEvaluation
 from optfleet.problems.profiled_fleet.problem import ProfiledProblem
+from optfleet.results import format_cost
 from optfleet.solvers import SolveReport
+
+if TYPE_CHECKING:
+    from optfleet.api import GapOutcome, SolveOutcome
 
 
 def render_plan(problem: ProfiledProblem, evaluation: ProfiledEvaluation, report: SolveReport | None = None) -> str:
@@ -52,7 +55,7 @@ def render_plan(problem: ProfiledProblem, evaluation: ProfiledEvaluation, report
     return "\n".join(lines)
 
 
-def render_solve(outcome: SolveOutcome) -> str:
+def render_solve(outcome: "SolveOutcome") -> str:
     """The text of ``optfleet solve`` on a profiled fleet: the plan of the chosen method."""
     problem = outcome.loaded.problem
     main = outcome.main[0]
@@ -61,19 +64,10 @@ def render_solve(outcome: SolveOutcome) -> str:
     return render_plan(problem, main.evaluation, main.report)
 
 
-def render_gap(outcome: GapOutcome) -> str:
-    """The ``optfleet gap`` table: core columns, GPUs per type and served rate, then mixed vs best single type."""
-    problem = outcome.loaded.problem
-    (reference,) = outcome.references.values()
-    lines = [f"instance {problem.name}: gap = distance to the bound in % of the bound; bound: {reference.reason}", ""]
-    extra = {"gpus": ("GPUs", tables.text), "instances": ("instances", tables.text), "served_rps": ("served req/s", tables.number(4))}
-    lines.append(tables.render(tables.core_frame(outcome.rows, extra)))
-    lines += tables.notes(outcome.rows)
-    mixed = (outcome.summary or {}).get("mixed_vs_best_single_type")
-    if mixed is not None:
-        lines.append(f"mixed fleet {format_cost(mixed['mixed_cost_per_hour'])} vs best single type {mixed['best_single_type']} "
-                     f"{format_cost(mixed['best_single_cost_per_hour'])}: {mixed['savings_pct']:.1f} % saved")
-    return "\n".join(lines)
+def render_gap(outcome: "GapOutcome") -> str:
+    """The ``optfleet gap`` text: the core columns and the kind's own (see optfleet/tables.py)."""
+    return tables.single_group_gap(outcome, {"fleet": ("fleet", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text),
+             "served_rps": ("served req/s", tables.number(4))})
 
 
 def _table(frame: pd.DataFrame) -> str:

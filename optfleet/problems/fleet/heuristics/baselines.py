@@ -16,10 +16,10 @@ P99 TTFT SLO (fleet/plan_sizing.py).
 from __future__ import annotations
 
 from optfleet.errors import InfeasibleError
+from optfleet.problems.fleet.heuristics.sweep import best_plan, candidate_table
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import size_plan
 from optfleet.problems.fleet.problem import FleetProblem
-from optfleet.problems.fleet.heuristics.sweep import best_plan, candidate_table
 
 
 def homogeneous(problem: FleetProblem) -> Plan:

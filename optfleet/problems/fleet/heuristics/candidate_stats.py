@@ -2,7 +2,7 @@
 
 The sweep scores hundreds of routings of one request mix.  Instead of routing
 the atoms again for each, it precomputes prefix sums over the atoms sorted by
-``L_total`` (DESIGN.md: "precompute per-bin moments once; evaluate candidates
+``L_total`` ("precompute per-bin moments once; evaluate candidates
 vectorised").  With ``k = ceil(L_in/C_chunk)``, ``u = k + L_out`` and
 ``t_iter = W + H n_max phi(L)`` (``phi = 1`` flat, ``L / L_scale``
 length-scaled), the service time is ``S = u t_iter`` so

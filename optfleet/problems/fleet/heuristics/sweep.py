@@ -19,11 +19,11 @@ import pandas as pd
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.fleet.evaluator import evaluate
+from optfleet.problems.fleet.heuristics.candidate_stats import CandidateStats, CandidateTables
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.pool_stats import size_pools
 from optfleet.problems.fleet.problem import FleetProblem
-from optfleet.problems.fleet.heuristics.candidate_stats import CandidateStats, CandidateTables
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ import pandas as pd
 
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance.loader import read_document
-from optfleet.progress import Progress
-from optfleet.results import json_safe
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.simulate.compare import comparison_table
 from optfleet.problems.fleet.simulate.run import SimulationResult, simulate_plan
+from optfleet.progress import Progress
+from optfleet.results import json_safe
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,18 @@ class SimulationOutcome:
         from optfleet.problems.fleet.report import render_simulation
 
         r = self.result
+        pools = ", ".join(f"{p.name} {p.window_tokens}:{p.gpus}" + (f" ({p.gpu})" if p.gpu else "") for p in self.plan.pools)
+        spread = "mean +- 95 % half-width over replications" if r.reps > 1 else "one replication: no confidence interval"
         return "\n".join([
-            f"instance {self.instance}: plan {self.plan.to_dict()}",
-            f"{r.mode} mode, {r.requests} requests x {r.reps} replications (seed {r.seed}); mean +- 95 % half-width",
+            f"instance {self.instance}: plan {self.plan.method}: {pools}, gamma {self.plan.gamma:g}"
+            + (f", serves {100 * self.plan.served_share:.2f} %" if self.plan.served_share < 1 else ""),
+            f"{r.mode} mode, {r.requests} requests x {r.reps} replications (seed {r.seed}), the first {100 * r.warmup_share:.0f} % "
+            f"of each run discarded as warm-up; {spread}",
             "",
             render_simulation(r),
             "",
-            "analytic (evaluator) vs simulated:",
-            self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}"),
+            "analytic (evaluator) vs simulated (rel_error: relative error, - where the analytic value is 0):",
+            self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="-"),
         ])
 
 
@@ -77,13 +81,12 @@ def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Ma
 
 
 def _plan_document(source: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
-    """A plan mapping: given, or read from a file holding a plan, a ``solve`` result or its ``results[0]``."""
-    data = source if isinstance(source, Mapping) else read_document(Path(source))
+    """A plan mapping: given, or read from plan.json (``solve --out``) or the JSON of ``optfleet solve`` (its chosen
+    method's plan); anything else is refused naming ``--plan``."""
+    data = source if isinstance(source, Mapping) else read_document(Path(source), field="--plan")
     if "pools" in data:
         return data
-    if "plan" in data:
-        return data["plan"]
-    for key in ("results", "rows"):
-        if data.get(key) and isinstance(data[key], list) and "plan" in data[key][0]:
-            return data[key][0]["plan"]
-    raise InputError("--plan", str(source), "holds no plan (expected plan.json, or the JSON of optfleet solve)")
+    results = data.get("results")
+    if data.get("kind") == "fleet" and isinstance(results, list) and results and isinstance(results[0], Mapping) and "plan" in results[0]:
+        return results[0]["plan"]
+    raise InputError("--plan", str(source), "holds no fleet plan (expected plan.json of solve --out, or the JSON of optfleet solve)")

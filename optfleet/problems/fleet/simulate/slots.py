@@ -1,7 +1,7 @@
 """Slot-mode simulation: each pool is ``c = n n_max`` KV slots served FCFS.
 
 A request waits until a slot is free, then holds it for its whole service
-time ``S = (ceil(L_in/C_chunk) + L_out) t_iter`` (DESIGN.md section 3).  The
+time ``S = (ceil(L_in/C_chunk) + L_out) t_iter`` (FleetOpt, Chen et al. 2026).  The
 FCFS G/G/c recursion keeps a min-heap of the slots' free times: request i
 starts at ``max(arrival_i, earliest free time)`` and frees its slot at
 ``start + S_i``.  Service starts are then non-decreasing in arrival order, so

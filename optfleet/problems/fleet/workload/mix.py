@@ -3,9 +3,9 @@
 Every workload source (a CDF table of ``L_total``, or a request trace) becomes
 a :class:`RequestMix` — atoms ``(l_in, l_out)`` with probabilities, sorted by
 ``L_total`` — and every pool statistic the evaluator and the sweep use is an
-exact finite sum over those atoms (DESIGN.md section 3: no Monte-Carlo).
+exact finite sum over those atoms (FleetOpt, Chen et al. 2026: no Monte-Carlo).
 
-Input/output split rules (DESIGN.md section 3) applied to a total length L:
+Input/output split rules (FleetOpt, Chen et al. 2026) applied to a total length L:
 
 * ``from_trace``: the trace's own ``(l_in, l_out)`` pairs;
 * ``fixed_output_fraction(f)``: ``L_out = clip(round(f L), 1, L - 1)`` (the

@@ -1,0 +1,162 @@
+"""Read a YAML or JSON file into a mapping, refusing with one clear message anything that is not a sane document.
+
+Every refusal is an :class:`~optfleet.errors.InputError` naming the field (or option) that gave the path:
+
+* a missing path, a directory, or a file larger than :data:`MAX_DOCUMENT_BYTES`;
+* text that is not UTF-8 (a UTF-8 or UTF-16 byte-order mark is honoured), or binary data;
+* an empty document (nothing but blanks or comments);
+* malformed YAML or JSON, with the line and column;
+* a key given twice in one mapping (YAML and JSON would silently keep the last one);
+* nesting deeper than :data:`MAX_DEPTH`, or YAML aliases that expand to more than :data:`MAX_EXPANDED_VALUES`
+  values (an "alias bomb": a few lines that unfold into billions of values);
+* a top level that is not a mapping of fields.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from optfleet.errors import InputError
+
+MAX_DOCUMENT_BYTES = 64 * 2**20  # instance and plan files are small; larger data goes in trace or table files
+MAX_DEPTH = 64  # nesting levels; the deepest instance schema needs 6
+MAX_EXPANDED_VALUES = 1_000_000  # values a document may unfold into through YAML aliases
+
+
+def read_document(path: Path, field: str = "instance") -> dict[str, Any]:
+    """Parse a YAML or JSON file (JSON by the ``.json`` suffix) into a mapping; see the module docstring."""
+    text = read_text(path, field)
+    is_json = path.suffix.lower() == ".json"
+    if not _has_content(text, is_json):
+        raise InputError(field, str(path), "the file is empty")
+    try:
+        data = _parse_json(text) if is_json else _parse_yaml(text)
+    except RecursionError:
+        raise InputError(field, str(path), f"nested more than {MAX_DEPTH} levels deep") from None
+    except (json.JSONDecodeError, yaml.YAMLError, _DuplicateKey) as exc:
+        raise InputError(field, str(path), f"malformed {'JSON' if is_json else 'YAML'}: {_where(exc)}") from None
+    if _depth(data) > MAX_DEPTH:
+        raise InputError(field, str(path), f"nested more than {MAX_DEPTH} levels deep")
+    if not isinstance(data, dict):
+        raise InputError(field, str(path), f"the top level must be a mapping of fields, not a {type(data).__name__}")
+    return data
+
+
+def read_text(path: Path, field: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
+    """The text of ``path`` (UTF-8, or UTF-16 with its byte-order mark), or an InputError naming ``field``."""
+    if path.is_dir():
+        raise InputError(field, str(path), "is a directory, not a file")
+    if not path.is_file():
+        raise InputError(field, str(path), "file not found")
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise InputError(field, str(path), f"the file has {size:,} bytes, more than the {max_bytes:,} a document may have")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(field, str(path), f"cannot be read: {exc.strerror or exc}") from None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        encoding = "utf-8-sig"  # a UTF-8 byte-order mark is dropped, not read as part of the first key
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise InputError(field, str(path), f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
+    if "\x00" in text:
+        raise InputError(field, str(path), "is binary data, not text")
+    return text
+
+
+class _DuplicateKey(ValueError):
+    """A mapping with a key given twice (raised while parsing; reported as malformed input)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping and counting what aliases unfold into."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                mark = key_node.start_mark
+                raise _DuplicateKey(f"line {mark.line + 1}, column {mark.column + 1}: the key {key!r} is given twice in one mapping")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_yaml(text: str) -> Any:
+    node = yaml.compose(text, Loader=_StrictLoader)
+    if node is None:
+        return None
+    expanded = _expanded_size(node, {})
+    if expanded > MAX_EXPANDED_VALUES:
+        raise yaml.YAMLError(f"its aliases unfold into {expanded:,} values, more than the {MAX_EXPANDED_VALUES:,} allowed")
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values ``node`` unfolds into, each alias counted in full (memoised per node: linear time)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a node reached again while it is being counted (a recursive alias) counts once
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[key] = min(size, 10 * MAX_EXPANDED_VALUES)  # saturate: the sum of huge counts stays a small integer
+    return memo[key]
+
+
+def _parse_json(text: str) -> Any:
+    def pairs_to_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise _DuplicateKey(f"the key {key!r} is given twice in one object")
+            result[key] = value
+        return result
+
+    return json.loads(text, object_pairs_hook=pairs_to_dict)
+
+
+def _has_content(text: str, is_json: bool) -> bool:
+    """Whether ``text`` holds anything but blanks (and, in YAML, comments and document markers)."""
+    if is_json:
+        return bool(text.strip())
+    return any(line.strip() and not line.lstrip().startswith("#") and line.strip() not in ("---", "...") for line in text.splitlines())
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of parsed data (stops counting past MAX_DEPTH)."""
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def _where(exc: Exception) -> str:
+    """Where and what: ``line 3, column 7: ...`` for YAML and JSON errors."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return problem
