@@ -38,12 +38,16 @@ class InputError(OptfleetError, ValueError):
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 160
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
-_REPR.maxlevel = 3
+_REPR.maxlevel = 2
+
+
+MAX_VALUE_CHARS = 200
 
 
 def short_repr(value: Any) -> str:
     """``repr(value)`` cut to a line: a message never spells out a huge value (an expanded YAML alias bomb, a trace)."""
-    return _REPR.repr(value)
+    text = _REPR.repr(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
 
 
 class InfeasibleError(OptfleetError):

@@ -94,7 +94,9 @@ def lazy(module: str, name: str) -> Callable[..., Any]:
 
 def kind(name: str) -> ProblemKind:
     """The registered kind ``name`` (an InputError naming the registered kinds otherwise)."""
-    if name not in KINDS:
+    if name is None:
+        raise InputError("kind", name, f"the instance's kind is missing; give one of: {', '.join(KINDS)}")
+    if not isinstance(name, str) or name not in KINDS:
         raise InputError("kind", name, f"unknown instance kind; known: {', '.join(KINDS)}")
     return importlib.import_module(KINDS[name]).KIND
 

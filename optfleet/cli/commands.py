@@ -11,6 +11,7 @@ from typing import Any
 
 from optfleet import api
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InputError
+from optfleet.instance.documents import parse_yaml
 from optfleet.progress import progress_display
 
 
@@ -31,8 +32,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         if any(not part for part in field.strip().split(".")):
             raise InputError("--set", item, "the field path has an empty part (two dots, or a dot at an end)")
         try:
-            chosen[field.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError:
+            chosen[field.strip()] = parse_yaml(text, field.strip())
+        except (yaml.YAMLError, RecursionError):
             raise InputError("--set", item, "the value is not valid YAML") from None
     return chosen
 

@@ -120,6 +120,17 @@ class ModelSpec:
         active = self.params_billion if self.active_params_billion is None else self.active_params_billion
         return active * 1e9
 
+    def tp_problem(self, tp: int) -> str | None:
+        """Why tensor parallelism of degree ``tp`` cannot shard this model's KV cache, or None.
+
+        Each GPU of a TP group holds whole KV heads: ``kv_heads / tp`` of them when ``tp`` divides ``kv_heads``,
+        or one head replicated ``tp / kv_heads`` times when ``tp`` is a multiple of ``kv_heads`` (vLLM's rule).
+        Any other degree would split a head across GPUs, which no serving engine does.
+        """
+        if self.kv_heads % tp != 0 and tp % self.kv_heads != 0:
+            return f"does not divide {self.kv_heads} KV heads nor is a multiple of them"
+        return None
+
 
 _PRICE_NOTE = "prices vary by provider, region and month"
 
@@ -385,16 +396,27 @@ def get_model(name: str, field: str = "hardware.model") -> ModelSpec:
     return _lookup(_MODEL_KEYS, MODELS, name, field, "model")
 
 
-def _check_positive_int(field: str, value: int) -> None:
+def check_positive_int(field: str, value: object) -> None:
+    """InputError on ``field`` unless ``value`` is an int >= 1 (a bool is not a count)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(field, value, "must be an integer >= 1")
+
+
+def check_tensor_parallel(model: ModelSpec, tp: object, field: str = "hardware.tp") -> None:
+    """InputError on ``field`` unless ``tp`` is a TP degree that can shard ``model``'s KV heads
+    (:meth:`ModelSpec.tp_problem`), whatever the rest of the hardware block gives (a slot table, a KV budget)."""
+    check_positive_int(field, tp)
+    assert isinstance(tp, int)
+    problem = model.tp_problem(tp)
+    if problem is not None:
+        raise InputError(field, tp, f"{model.name}: tp {tp} {problem} (each GPU must hold whole KV heads)")
 
 
 def slots_from_kv_tokens(kv_tokens_per_gpu: int, window_tokens: int) -> int:
     """Slots per GPU from a KV budget: ``floor(kv_tokens_per_gpu / window_tokens)``."""
     if not kv_tokens_per_gpu >= 0:
         raise InputError("kv_tokens_per_gpu", kv_tokens_per_gpu, "must be >= 0")
-    _check_positive_int("window_tokens", window_tokens)
+    check_positive_int("window_tokens", window_tokens)
     return int(kv_tokens_per_gpu // window_tokens)
 
 
@@ -415,7 +437,7 @@ def kv_tokens_from_memory(
     weight_bytes_per_param)`` and ``b_kv = model.kv_bytes_per_token(
     kv_dtype_bytes)``.  0 means the model does not fit.
     """
-    _check_positive_int("tp", tp)
+    check_positive_int("tp", tp)
     if not 0 < memory_utilisation <= 1:
         raise InputError("memory_utilisation", memory_utilisation, "must be in (0, 1]")
     if not (math.isfinite(reserved_gb_per_gpu) and reserved_gb_per_gpu >= 0):
@@ -424,7 +446,7 @@ def kv_tokens_from_memory(
         raise InputError(
             "weight_bytes_per_param", weight_bytes_per_param, "must be finite and > 0"
         )
-    _check_positive_int("kv_dtype_bytes", kv_dtype_bytes)
+    check_positive_int("kv_dtype_bytes", kv_dtype_bytes)
     free_bytes = tp * (memory_utilisation * gpu.hbm_bytes - reserved_gb_per_gpu * _BYTES_PER_GB)
     free_bytes -= model.weight_bytes(weight_bytes_per_param)
     return max(0, math.floor(free_bytes / model.kv_bytes_per_token(kv_dtype_bytes)))
@@ -445,7 +467,7 @@ def slots_from_memory(
     0 when the model does not fit or a single window does not; callers turn 0
     into an error.
     """
-    _check_positive_int("window_tokens", window_tokens)
+    check_positive_int("window_tokens", window_tokens)
     kv_tokens = kv_tokens_from_memory(
         gpu,
         model,
@@ -465,7 +487,7 @@ def instance_cost_per_hour(
 
     ``price`` is ``cost_per_gpu_hour`` when given, else ``gpu.cost_per_gpu_hour``.
     """
-    _check_positive_int("tp", tp)
+    check_positive_int("tp", tp)
     price = gpu.cost_per_gpu_hour if cost_per_gpu_hour is None else cost_per_gpu_hour
     if not price >= 0:
         raise InputError("cost_per_gpu_hour", price, "must be >= 0")

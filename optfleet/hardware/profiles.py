@@ -98,6 +98,7 @@ from optfleet.hardware.catalog import (
     GPUS,
     GpuSpec,
     ModelSpec,
+    check_positive_int,
     get_gpu,
     get_model,
     instance_cost_per_hour,
@@ -470,17 +471,12 @@ def compute_ms_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, assumptions: P
 # ---------------------------------------------------------------------------
 
 
-def _check_positive_int(field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(field, value, "must be an integer >= 1")
-
-
 def _structural_problem(gpu: GpuSpec, model: ModelSpec, tp: int) -> str | None:
     """Why (gpu, model, tp) cannot be derived at all, or None."""
     if tp > MAX_TENSOR_PARALLEL:
         return f"tp {tp} exceeds one {MAX_TENSOR_PARALLEL}-GPU node; cross-node tensor parallelism is not modelled"
-    if model.kv_heads % tp != 0 and tp % model.kv_heads != 0:
-        return f"tp {tp} does not divide {model.kv_heads} KV heads nor is a multiple of them"
+    if model.tp_problem(tp) is not None:
+        return f"tp {tp} {model.tp_problem(tp)}"
     if tp > 1 and (gpu.interconnect is None or gpu.interconnect_gb_s is None):
         return f"{gpu.name} has no interconnect data; tp > 1 needs it"
     return None
@@ -512,8 +508,8 @@ def derive_profile(
     """
     gpu_spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu, field="gpu")
     model_spec = model if isinstance(model, ModelSpec) else get_model(model, field="model")
-    _check_positive_int("tp", tp)
-    _check_positive_int("window_tokens", window_tokens)
+    check_positive_int("tp", tp)
+    check_positive_int("window_tokens", window_tokens)
     a = ProfileAssumptions() if assumptions is None else assumptions
     o = ProfileOverrides() if overrides is None else overrides
     cost = instance_cost_per_hour(gpu_spec, tp, cost_per_gpu_hour)

@@ -6,9 +6,9 @@ Every refusal is an :class:`~optfleet.errors.InputError` naming the field (or op
 * text that is not UTF-8 (a UTF-8 or UTF-16 byte-order mark is honoured), or binary data;
 * an empty document (nothing but blanks or comments);
 * malformed YAML or JSON, with the line and column;
-* a key given twice in one mapping (YAML and JSON would silently keep the last one);
+* a key given twice in one mapping (YAML and JSON would silently keep the last one), named by its path;
 * nesting deeper than :data:`MAX_DEPTH`, or YAML aliases that expand to more than :data:`MAX_EXPANDED_VALUES`
-  values (an "alias bomb": a few lines that unfold into billions of values);
+  values (an "alias bomb": a few lines that unfold into billions of values), named by the field where it sits;
 * a top level that is not a mapping of fields.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from optfleet.errors import InputError
+from optfleet.instance.data_files import require_file
 
 MAX_DOCUMENT_BYTES = 64 * 2**20  # instance and plan files are small; larger data goes in trace or table files
 MAX_DEPTH = 64  # nesting levels; the deepest instance schema needs 6
@@ -35,10 +36,12 @@ def read_document(path: Path, field: str = "instance") -> dict[str, Any]:
     if not _has_content(text, is_json):
         raise InputError(field, str(path), "the file is empty")
     try:
-        data = _parse_json(text) if is_json else _parse_yaml(text)
+        data = parse_json(text) if is_json else parse_yaml(text, "")
     except RecursionError:
         raise InputError(field, str(path), f"nested more than {MAX_DEPTH} levels deep") from None
-    except (json.JSONDecodeError, yaml.YAMLError, _DuplicateKey) as exc:
+    except DuplicateKeyError as exc:
+        raise InputError(exc.path, exc.key, "duplicate key: given twice in one object; JSON would keep only the last") from None
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise InputError(field, str(path), f"malformed {'JSON' if is_json else 'YAML'}: {_where(exc)}") from None
     if _depth(data) > MAX_DEPTH:
         raise InputError(field, str(path), f"nested more than {MAX_DEPTH} levels deep")
@@ -49,10 +52,7 @@ def read_document(path: Path, field: str = "instance") -> dict[str, Any]:
 
 def read_text(path: Path, field: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The text of ``path`` (UTF-8, or UTF-16 with its byte-order mark), or an InputError naming ``field``."""
-    if path.is_dir():
-        raise InputError(field, str(path), "is a directory, not a file")
-    if not path.is_file():
-        raise InputError(field, str(path), "file not found")
+    require_file(path, field)
     try:
         size = path.stat().st_size
         if size > max_bytes:
@@ -73,36 +73,59 @@ def read_text(path: Path, field: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> st
     return text
 
 
-class _DuplicateKey(ValueError):
-    """A mapping with a key given twice (raised while parsing; reported as malformed input)."""
+class DuplicateKeyError(ValueError):
+    """A JSON object with a key given twice (raised by :func:`parse_json`; ``path`` is the key's dotted path)."""
+
+    def __init__(self, path: str, key: str) -> None:
+        super().__init__(path)
+        self.path, self.key = path, key
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping and counting what aliases unfold into."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                mark = key_node.start_mark
-                raise _DuplicateKey(f"line {mark.line + 1}, column {mark.column + 1}: the key {key!r} is given twice in one mapping")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _parse_yaml(text: str) -> Any:
-    node = yaml.compose(text, Loader=_StrictLoader)
+def parse_yaml(text: str, field: str) -> Any:
+    """YAML text parsed safely: a key given twice in one mapping, or aliases that unfold into more than
+    :data:`MAX_EXPANDED_VALUES` values, are refused naming the field path where they sit (under ``field`` for a
+    value given on its own, e.g. by ``--set``)."""
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
     if node is None:
         return None
-    expanded = _expanded_size(node, {})
-    if expanded > MAX_EXPANDED_VALUES:
-        raise yaml.YAMLError(f"its aliases unfold into {expanded:,} values, more than the {MAX_EXPANDED_VALUES:,} allowed")
-    loader = _StrictLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+    _check_nodes(node, field, {})
+    return yaml.safe_load(text)
+
+
+def _check_nodes(node: yaml.Node, path: str, sizes: dict[int, int]) -> None:
+    """Refuse duplicate keys and alias bombs below ``node`` (at dotted ``path``), walking each node once."""
+    if _expanded_size(node, sizes) <= MAX_EXPANDED_VALUES:
+        return _check_duplicates(node, path, set())
+    while True:  # down to the deepest mapping key whose value is too large: that is the field to name
+        children = list(node.value) if isinstance(node, yaml.MappingNode) else []
+        big = next(((k, v) for k, v in children if _expanded_size(v, sizes) > MAX_EXPANDED_VALUES), None)
+        if big is None:
+            raise InputError(path, "<a YAML alias>", f"its aliases unfold into {_expanded_size(node, sizes):,} values, "
+                                                     f"more than the {MAX_EXPANDED_VALUES:,} allowed")
+        node, path = big[1], _join(path, big[0].value)
+
+
+def _check_duplicates(node: yaml.Node, path: str, seen_nodes: set[int]) -> None:
+    if id(node) in seen_nodes:  # an alias to a node already checked
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in keys:
+                mark = key_node.start_mark
+                raise InputError(_join(path, key), key, f"duplicate key: given twice in one mapping (line {mark.line + 1}, "
+                                                        f"column {mark.column + 1}); YAML would keep only the last")
+            keys.add(key)
+            _check_duplicates(value_node, _join(path, key) if key is not None else path, seen_nodes)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicates(item, _join(path, str(i)), seen_nodes)
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
 
 
 def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
@@ -121,16 +144,27 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
     return memo[key]
 
 
-def _parse_json(text: str) -> Any:
-    def pairs_to_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise _DuplicateKey(f"the key {key!r} is given twice in one object")
-            result[key] = value
-        return result
+def parse_json(text: str) -> Any:
+    """JSON text parsed with every object checked for a key given twice (:class:`DuplicateKeyError` names its path:
+    JSON itself would silently keep the last value)."""
+    return _json_objects(json.loads(text, object_pairs_hook=_Pairs), "")
 
-    return json.loads(text, object_pairs_hook=pairs_to_dict)
+
+class _Pairs(list):
+    """A JSON object as parsed: its (key, value) pairs in order, duplicates kept until checked."""
+
+
+def _json_objects(value: Any, path: str) -> Any:
+    if isinstance(value, _Pairs):
+        result: dict[str, Any] = {}
+        for key, item in value:
+            if key in result:
+                raise DuplicateKeyError(_join(path, key), key)
+            result[key] = _json_objects(item, _join(path, key))
+        return result
+    if isinstance(value, list):
+        return [_json_objects(item, _join(path, str(i))) for i, item in enumerate(value)]
+    return value
 
 
 def _has_content(text: str, is_json: bool) -> bool:

@@ -104,9 +104,18 @@ def validate_spec(schema: type[BaseModel], data: Mapping[str, Any]) -> Any:
         return schema.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "instance"
+        where = ".".join(str(part) for part in error["loc"] if not _is_type_tag(part)) or "instance"
         value = error.get("input")
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             value, message = None, "required field is missing"
         raise InputError(where, value, message) from None
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "tuple", "set", "none"}
+
+
+def _is_type_tag(part: object) -> bool:
+    """Whether a pydantic error location part names a member type of a union (``list[str]``, ``function-after[...]``)
+    rather than a field: such parts are left out of the field path a message names."""
+    return isinstance(part, str) and ("[" in part or part in _TYPE_TAGS or part.startswith(("function-", "constrained-")))

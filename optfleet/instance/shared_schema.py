@@ -1,5 +1,13 @@
-"""The schema pieces several kinds share: the strict base of an instance model, and the constraint kinds
-more than one kind accepts in its ``constraints:`` (the fleet and the profiled fleet).
+"""The schema pieces several kinds share: the strict base of an instance model, the number types every field
+uses, and the constraint kinds more than one kind accepts in its ``constraints:`` (the fleet and the profiled fleet).
+
+Numbers: every numeric field is a :data:`Real` or an :data:`Integer` (or a bounded alias of one), so that
+
+* a boolean is never read as a number (pydantic's lax mode would take ``true`` as 1 or 1.0);
+* NaN and +-inf are refused everywhere (``allow_inf_nan=False`` in :class:`Strict`): no field of any kind has
+  a meaning for them, and a NaN compares false with every bound, so it would slip past ``ge``/``le``;
+* magnitudes are bounded (:func:`at_most`) where a huge value would overflow int64, lose float64 exactness
+  or size an array or a loop: the message states the limit and what it protects.
 
 Each constraint kind is registered, with its model block and plan check, by each problem kind that offers it
 (optfleet/problems/<kind>/constraints.py).  Units are in the field names; unknown keys are errors.
@@ -7,15 +15,89 @@ Each constraint kind is registered, with its model block and plan check, by each
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 
 class Strict(BaseModel):
-    """An immutable model that forbids unknown keys: a typo is an error naming the field, not an ignored setting."""
+    """An immutable model that forbids unknown keys (a typo is an error naming the field, not an ignored setting)
+    and non-finite floats (NaN and +-inf in any float field, list items included)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number (write the number itself)")
+    return value
+
+
+def _finite_number(value: Any) -> Any:
+    if isinstance(_not_a_boolean(value), float) and not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def at_most(maximum: float, unit: str, protects: str) -> AfterValidator:
+    """A validator refusing values above ``maximum`` with a message stating the limit, its unit and what it
+    protects; use as ``Annotated[Integer, at_most(...)]``."""
+
+    def check(value: float) -> float:
+        if value > maximum:
+            raise ValueError(f"above the limit of {maximum:,} {unit} ({protects})")
+        return value
+
+    return AfterValidator(check)
+
+
+Real = Annotated[float, BeforeValidator(_not_a_boolean)]
+"""A finite float; never a boolean."""
+
+Integer = Annotated[int, BeforeValidator(_not_a_boolean)]
+"""An integer; never a boolean (a float with a fractional part is refused by pydantic)."""
+
+Number = Annotated[int | float, BeforeValidator(_finite_number)]
+"""A finite integer or float, kept as given (an integer beyond float64's exact range is not rounded), for
+tables whose reader checks the values itself (CDF points)."""
+
+def _finite_rate(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        raise ValueError("no fleet serves an infinite request rate (infeasible as stated); give a finite rate")
+    return value
+
+
+RequestRate = Annotated[Real, BeforeValidator(_finite_rate)]
+"""A request rate: a finite float, refused when infinite with the reason (no finite fleet serves it)."""
+
+MAX_TOKENS = 2**53
+"""Token counts (windows, lengths, KV capacities, cache sizes) are at most 2**53, the largest integer a float64
+holds exactly: the queueing model, the LPs and the TTFT model compute with token counts in float64, so a larger
+count would be silently rounded (and past 2**63 numpy's int64 overflows)."""
+
+TOKEN_LIMIT = at_most(MAX_TOKENS, "tokens", "the largest count float64 holds exactly")
+Tokens = Annotated[Integer, TOKEN_LIMIT]
+
+MAX_GPUS = 10**9
+"""GPU counts a constraint states (a pool's fixed size, an availability cap, a node's size): a billion GPUs, a
+hundred times more than are installed worldwide, so a larger count is a typo.  The MILP takes these counts as
+variable bounds and still solves a fixed pool this large exactly; far beyond, float64 coefficients lose whole GPUs."""
+
+GpuCount = Annotated[Integer, at_most(MAX_GPUS, "GPUs", "a hundred times more than are installed worldwide")]
+
+MAX_GPUS_PER_INSTANCE = 1024
+"""GPUs serving one model instance (tensor-parallel degree, profiled instance size): the largest NVLink domain
+sold has 72 GPUs (GB200 NVL72), so 1024 leaves room for larger ones while every per-instance product (slots,
+memory, price) stays small."""
+
+GpusPerInstance = Annotated[Integer, at_most(MAX_GPUS_PER_INSTANCE, "GPUs per instance", "larger than any NVLink domain")]
+
+MAX_PLAN_PARTS = 1000
+"""Pools or GPU types a plan may be limited to (``max_pools``, ``max_types``): every pool is one GPU x TP x window
+option, and no catalog offers a thousand, so a larger cap means "no cap" and is written by leaving it out."""
+
+PlanParts = Annotated[Integer, at_most(MAX_PLAN_PARTS, "pools or GPU types", "more than any catalog offers")]
 
 
 class AvailabilityConstraint(Strict):
@@ -23,7 +105,7 @@ class AvailabilityConstraint(Strict):
 
     kind: Literal["availability"]
     gpu: str
-    max_gpus: int = Field(ge=0)
+    max_gpus: GpuCount = Field(ge=0)
 
 
 class GpuMixConstraint(Strict):
@@ -31,12 +113,12 @@ class GpuMixConstraint(Strict):
 
     kind: Literal["gpu_mix"]
     gpu: str
-    min_share: float = Field(0.0, ge=0.0, le=1.0)
-    max_share: float = Field(1.0, ge=0.0, le=1.0)
+    min_share: Real = Field(0.0, ge=0.0, le=1.0)
+    max_share: Real = Field(1.0, ge=0.0, le=1.0)
 
 
 class MaxTypesConstraint(Strict):
     """At most ``count`` distinct GPU types in the fleet."""
 
     kind: Literal["max_types"]
-    count: int = Field(ge=1)
+    count: PlanParts = Field(ge=1)

@@ -12,7 +12,9 @@ feasible set is an up-set of ``n``: the minimum is found by doubling from the
 cap's lower bound ``ceil(a / (rho_max n_max))`` until feasible, then bisection.
 Every array argument broadcasts, so a whole sweep is sized in one call.  A
 non-positive wait budget has no feasible ``n`` and returns ``-1`` at once:
-the search never loops on it.
+the search never loops on it.  Neither does a pool that would need more than
+``MAX_GPUS`` GPUs (a huge load, a tiny ``rho_max``, no slot per GPU): it
+returns ``-1`` too, never a count that float64 or int64 cannot hold.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ INFEASIBLE = -1
 # Relative slack on "load <= rho_max c" and "TTFT <= SLO": the same load summed in a
 # different order (evaluator vs MILP coefficients) differs in the last digits.
 RELATIVE_TOLERANCE = 1e-9
-_MAX_DOUBLINGS = 64
+MAX_GPUS = 2**53
+"""Largest GPU count a pool is sized to.  The queueing math holds ``n`` and ``c = n n_max`` in float64, whose
+integers are exact only up to 2^53 (about 9e15, a million times the GPUs ever built): beyond it two counts could not
+be told apart, so a pool that needs more has no count the model can state and is infeasible."""
 
 
 def cap_lower_bound_gpus(load_erlangs: ArrayLike, slots_per_gpu: ArrayLike, rho_max: float) -> NDArray[np.int64]:
@@ -74,18 +79,21 @@ def min_gpus(
     def feasible(n: NDArray[np.int64]) -> NDArray[np.bool_]:
         return pool_is_feasible(n, a, n_max, es, scv, budget, rho_max)
 
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        countable = (a <= 0) | (a / (rho_max * n_max) <= MAX_GPUS)
+    a = np.where(countable, a, 0.0)  # an uncountable pool is answered -1 below; 0 keeps its arithmetic quiet
     lo = cap_lower_bound_gpus(a, n_max, rho_max)
-    solvable = (budget > 0) | (a <= 0)
+    solvable = ((budget > 0) | (a <= 0)) & countable
     ok = feasible(lo) | ~solvable
-    # Doubling: hi is feasible, lo - 1 is not (lo is the cap's bound).
+    # Doubling: hi is feasible, lo - 1 is not (lo is the cap's bound); at most log2(MAX_GPUS) rounds.
     hi = lo.copy()
-    for _ in range(_MAX_DOUBLINGS):
-        if ok.all():
-            break
-        hi = np.where(ok, hi, hi * 2)
+    while not ok.all():
+        grown = np.minimum(hi * 2, MAX_GPUS)
+        beyond = ~ok & (grown == hi)  # already at MAX_GPUS and still infeasible: no count the model can state
+        solvable &= ~beyond
+        ok |= beyond
+        hi = np.where(ok, hi, grown)
         ok = ok | feasible(hi)
-    if not ok.all():
-        raise ArithmeticError("min_gpus: no feasible GPU count within 2^64 x the utilisation bound")
     known_bad = np.where(feasible(lo), lo - 1, np.maximum(hi // 2, lo))
     # Bisection on (known_bad, hi]: hi feasible, known_bad infeasible (or below the cap bound).
     while True:

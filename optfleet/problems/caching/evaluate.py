@@ -32,6 +32,12 @@ from optfleet.problems.caching.trace import ConversationTrace
 PERCENTILES = (50, 90, 95, 99)
 
 
+MAX_TTFT_TERM_MS = 1e270
+"""Largest ``alpha_ms_per_token`` and ``beta_ms``.  A TTFT is ``alpha`` x tokens + ``beta`` with token counts in int64
+(below 9.3e18) and TEL sums it over the turns: 1e270 x 9.3e18 leaves 19 decades for the number of turns before a
+TEL could overflow double precision (1.8e308) and hide as an infinite (null) objective."""
+
+
 @dataclass(frozen=True)
 class TtftModel:
     """Linear time to first token: ``alpha_ms_per_token * uncached_tokens + beta_ms``."""
@@ -44,6 +50,10 @@ class TtftModel:
             raise InputError("ttft.alpha_ms_per_token", self.alpha_ms_per_token, "must be > 0")
         if not (np.isfinite(self.beta_ms) and self.beta_ms >= 0):
             raise InputError("ttft.beta_ms", self.beta_ms, "must be >= 0")
+        for field, value in (("ttft.alpha_ms_per_token", self.alpha_ms_per_token), ("ttft.beta_ms", self.beta_ms)):
+            if value > MAX_TTFT_TERM_MS:
+                raise InputError(field, value, f"above the limit of {MAX_TTFT_TERM_MS:g} ms that keeps every TTFT and TEL "
+                                 "finite in double precision")
 
     def ttft_ms(self, uncached_tokens: ArrayLike) -> NDArray[np.float64]:
         return self.alpha_ms_per_token * np.asarray(uncached_tokens, dtype=float) + self.beta_ms

@@ -34,6 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
+from optfleet.instance.shared_schema import MAX_TOKENS
+from optfleet.problems.caching.schema import MAX_GENERATED_TURNS
 from optfleet.problems.caching.trace import ConversationTrace, build_trace
 
 Distribution = Literal["constant", "geometric", "lognormal", "empirical"]
@@ -159,10 +161,12 @@ def generate_trace(model: ConversationModel, conversations: int, seed: int) -> C
     expected number of turns is ``conversations * model.mean_turns``; all
     draws are vectorised (about a second per million turns, most of it in
     :func:`build_trace`).  Conversation labels are ``0..conversations-1`` in
-    order of birth.
+    order of birth.  A trace expected to exceed :data:`MAX_GENERATED_TURNS` turns or
+    :data:`~optfleet.instance.shared_schema.MAX_TOKENS` tokens is refused before any draw.
     """
     if conversations < 1:
         raise InputError(f"{model.field}.conversations", conversations, "must be >= 1")
+    _check_expected_size(model, conversations)
     rng = np.random.default_rng(seed)
     births_s = np.cumsum(rng.exponential(1.0 / model.conversation_rate_per_s, conversations))
     continue_p = model.turn_rate_per_s / (model.turn_rate_per_s + model.end_rate_per_s)
@@ -177,3 +181,20 @@ def generate_trace(model: ConversationModel, conversations: int, seed: int) -> C
     prompt = model.prompt.sample(rng, total)
     answer = model.answer.sample(rng, total)
     return build_trace(conversation, arrival_s, prompt, answer, field=model.field)
+
+
+def _check_expected_size(model: ConversationModel, conversations: int) -> None:
+    """Refuse, stating the limit and the estimate, a trace expected to hold more than :data:`MAX_GENERATED_TURNS`
+    turns (time and memory of the draw) or more than ``MAX_TOKENS`` tokens in all (an upper bound of every
+    conversation's history, which must stay exact in float64 and far from int64 overflow)."""
+    turns = conversations * model.mean_turns
+    if turns > MAX_GENERATED_TURNS:
+        raise InputError(f"{model.field}.conversations", conversations,
+                         f"{conversations:,} conversations of {model.mean_turns:.4g} turns on average are about {turns:.3g} turns, "
+                         f"above the limit of {MAX_GENERATED_TURNS:,} generated turns")
+    per_turn = model.prompt.expected_tokens + model.answer.expected_tokens
+    if turns * per_turn > MAX_TOKENS:
+        lengths = max(model.prompt, model.answer, key=lambda m: m.expected_tokens)
+        raise InputError(lengths.field, lengths.expected_tokens,
+                         f"about {turns:.3g} turns of {per_turn:.3g} tokens on average are {turns * per_turn:.3g} tokens in all, "
+                         f"above the limit of {MAX_TOKENS:,} tokens a trace's histories may reach")

@@ -40,6 +40,7 @@ import numpy as np
 import pyomo.environ as pyo
 from numpy.typing import ArrayLike, NDArray
 
+from optfleet.errors import InputError
 from optfleet.models import caching as lp
 from optfleet.problems.caching.belady import tail_optimized_belady
 from optfleet.problems.caching.evaluate import TtftModel, evaluate_schedule
@@ -53,6 +54,23 @@ from optfleet.solvers.report import ERROR, INFEASIBLE, OPTIMAL, TIME_LIMIT, From
 PATHS = ("auto", "pyomo", "highspy")
 # Relative agreement at which the LP optimum and the schedule's evaluated TEL are the same number.
 TEL_MATCH_RELATIVE = 1e-7
+
+HIGHS_INFINITY = 1e20
+"""HiGHS reads a cost, bound or objective at or above 1e20 as infinite (its ``infinite_cost`` and ``infinite_bound``)."""
+
+
+def check_lp_range(tel_constant_ms: float, ttft: TtftModel) -> None:
+    """Refuse a hindsight LP whose objective HiGHS would read as infinite: its TEL with nothing cached (the LP's
+    constant, ``alpha`` x the tokens beyond ``xi``) must stay below :data:`HIGHS_INFINITY` ms, some 3 billion years;
+    the message gives the largest ``alpha`` that keeps it there on this trace."""
+    if tel_constant_ms >= HIGHS_INFINITY:
+        alpha = ttft.alpha_ms_per_token
+        raise InputError(
+            "ttft.alpha_ms_per_token", alpha,
+            f"the hindsight LP's TEL with nothing cached reaches {tel_constant_ms:.3g} ms, above the limit of {HIGHS_INFINITY:g} ms that HiGHS "
+            f"reads as infinite; on this trace alpha may be at most about {alpha * HIGHS_INFINITY / tel_constant_ms:.3g} ms per token",
+        )
+
 
 @dataclass(frozen=True)
 class HindsightResult(FromSolveReport):
@@ -123,6 +141,7 @@ def solve_hindsight(
         raise ValueError("customize and solvers other than highs need the Pyomo path")
     start = time.perf_counter()
     data = prepare(trace, capacity_tokens, ttft, xi_ms, weights=weights, forced=forced)
+    check_lp_range(data.tel_constant_ms, ttft)
     prepare_s = time.perf_counter() - start
     if data.n_columns == 0 and customize is None:
         # Nothing is worth caching (every turn is within xi, or the capacity is 0): TEL is the constant.
@@ -261,6 +280,7 @@ def solve_two_tier(
     """
     start = time.perf_counter()
     data = prepare_two_tier(trace, fast_capacity_tokens, slow_capacity_tokens, ttft, xi_ms, reload_ms_per_token, weights=weights)
+    check_lp_range(data.tel_constant_ms, ttft)
     if len(data.gap) == 0:
         # No gap's next turn exceeds xi: nothing is worth caching, TEL is the constant.
         report = SolveReport(OPTIMAL, data.tel_constant_ms, data.tel_constant_ms, 0.0, 0.0, "none")

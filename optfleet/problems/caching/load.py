@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from optfleet.errors import InputError
+from optfleet.instance.data_files import require_file
 from optfleet.problems.caching.trace import ConversationTrace, build_trace
 
 COLUMNS = ("conversation_id", "t", "q", "a")
@@ -41,8 +42,7 @@ def read_turns(path: Path, field: str = "trace") -> pd.DataFrame:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise InputError(f"{field}.file", str(path), f"unknown trace format {path.suffix!r}; use one of {', '.join(FORMATS)}")
-    if not path.is_file():
-        raise InputError(f"{field}.file", str(path), "file not found")
+    require_file(path, f"{field}.file")
     try:
         if fmt == "csv":
             frame = pd.read_csv(path, dtype={"conversation_id": str}, skipinitialspace=True)
@@ -54,6 +54,8 @@ def read_turns(path: Path, field: str = "trace") -> pd.DataFrame:
         raise InputError(f"{field}.file", str(path), "the trace file is empty (no header, no turns)") from None
     except (ValueError, pd.errors.ParserError) as exc:
         raise InputError(f"{field}.file", str(path), f"cannot read it as {fmt}: {str(exc).strip().splitlines()[0]}") from None
+    except OSError as exc:
+        raise InputError(f"{field}.file", str(path), f"cannot be read: {exc.strerror or exc}") from None
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"{field}.file", str(path), f"missing column(s) {', '.join(missing)}; a trace needs {', '.join(COLUMNS)}")

@@ -20,7 +20,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from optfleet.instance.shared_schema import Strict
+from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, Tokens, at_most
+
+MAX_GENERATED_TURNS = 10_000_000
+"""Turns a generator may draw: ten times the 1e6-turn benchmark trace.  Drawing takes about a second per million
+turns and every replay and the hindsight LP scale with the trace, so a larger trace is refused before any draw
+(a limit on ``conversations``, on ``mean_turns``, and on their product, checked by
+:func:`~optfleet.problems.caching.generate.generate_trace`)."""
+
+TURNS_LIMIT = at_most(MAX_GENERATED_TURNS, "turns", "about a second of drawing per million turns")
 
 
 class LengthSpec(Strict):
@@ -32,10 +40,10 @@ class LengthSpec(Strict):
     """
 
     distribution: Literal["constant", "geometric", "lognormal", "empirical"]
-    mean_tokens: float | None = Field(None, ge=1.0)
-    sigma: float = Field(1.0, gt=0.0)
-    values_tokens: list[Annotated[int, Field(ge=1)]] | None = None
-    weights: list[Annotated[float, Field(ge=0.0)]] | None = None
+    mean_tokens: Annotated[Real, TOKEN_LIMIT] | None = Field(None, ge=1.0)
+    sigma: Real = Field(1.0, gt=0.0)
+    values_tokens: list[Annotated[Tokens, Field(ge=1)]] | None = None
+    weights: list[Annotated[Real, Field(ge=0.0)]] | None = None
 
     @model_validator(mode="after")
     def _parameters(self) -> "LengthSpec":
@@ -57,13 +65,13 @@ class GeneratorSpec(Strict):
     (``mean_turns`` per conversation and ``mean_gap_s`` between turns).
     """
 
-    seed: int = 0
-    conversations: int = Field(gt=0)
-    conversation_rate_per_s: float = Field(gt=0.0)
-    turn_rate_per_s: float | None = Field(None, ge=0.0)
-    end_rate_per_s: float | None = Field(None, gt=0.0)
-    mean_turns: float | None = Field(None, ge=1.0)
-    mean_gap_s: float | None = Field(None, gt=0.0)
+    seed: Integer = Field(0, ge=0)  # numpy's generators take any integer >= 0
+    conversations: Annotated[Integer, TURNS_LIMIT] = Field(gt=0)
+    conversation_rate_per_s: Real = Field(gt=0.0)
+    turn_rate_per_s: Real | None = Field(None, ge=0.0)
+    end_rate_per_s: Real | None = Field(None, gt=0.0)
+    mean_turns: Annotated[Real, TURNS_LIMIT] | None = Field(None, ge=1.0)
+    mean_gap_s: Real | None = Field(None, gt=0.0)
     prompt_tokens: LengthSpec
     answer_tokens: LengthSpec
 
@@ -92,8 +100,8 @@ class TraceSpec(Strict):
 class TtftSpec(Strict):
     """``TTFT = alpha_ms_per_token * uncached_prompt_side_tokens + beta_ms``."""
 
-    alpha_ms_per_token: float = Field(gt=0.0)
-    beta_ms: float = Field(0.0, ge=0.0)
+    alpha_ms_per_token: Real = Field(gt=0.0)
+    beta_ms: Real = Field(0.0, ge=0.0)
 
 
 class _PolicyBase(Strict):
@@ -106,22 +114,22 @@ class LruSpec(_PolicyBase):
 
 class ThresholdLruSpec(_PolicyBase):
     name: Literal["threshold-lru"]
-    threshold_tokens: int = Field(1024, ge=0)
+    threshold_tokens: Tokens = Field(1024, ge=0)
 
 
 class TLruSpec(_PolicyBase):
     """``q_hat_tokens``: next-prompt estimate (default: the trace's mean prompt length)."""
 
     name: Literal["t-lru", "end-aware-t-lru", "length-aware-t-lru"]
-    q_hat_tokens: float | None = Field(None, ge=0.0)
+    q_hat_tokens: Annotated[Real, TOKEN_LIMIT] | None = Field(None, ge=0.0)
 
 
 class EtLruSpec(_PolicyBase):
     """``end_rate_per_s``: the model's ``mu`` (default: estimated from the trace)."""
 
     name: Literal["et-lru"]
-    end_rate_per_s: float | None = Field(None, ge=0.0)
-    prompt_levels: int = Field(16, ge=1)
+    end_rate_per_s: Real | None = Field(None, ge=0.0)
+    prompt_levels: Integer = Field(16, ge=1, le=4096)  # steps of S, each a heap operation per crossing (64 ran 2.7x slower than 16)
 
 
 class BeladySpec(_PolicyBase):
@@ -169,7 +177,7 @@ class HindsightSpec(Strict):
     time limit, and its solver (``highs``, or a Pyomo solver installed here by its name)."""
 
     enabled: bool = True
-    time_limit_s: float | None = Field(None, gt=0.0)
+    time_limit_s: Real | None = Field(None, gt=0.0)
     solver: str = "highs"
 
 
@@ -186,12 +194,12 @@ class CachingInstanceSpec(Strict):
     name: str
     description: str = ""
     trace: TraceSpec
-    block_tokens: int = Field(16, gt=0)
-    capacity_tokens: list[Annotated[int, Field(gt=0)]] | None = None
-    capacity_blocks: list[Annotated[int, Field(gt=0)]] | None = None
+    block_tokens: Tokens = Field(16, gt=0)
+    capacity_tokens: list[Annotated[Tokens, Field(gt=0)]] | None = None
+    capacity_blocks: list[Annotated[Tokens, Field(gt=0)]] | None = None  # a block holds a token at least
     ttft: TtftSpec
-    xi_ms: float = Field(ge=0.0)
-    slo_ms: float | None = Field(None, ge=0.0)
+    xi_ms: Real = Field(ge=0.0)
+    slo_ms: Real | None = Field(None, ge=0.0)
     forced_caching: bool = False
     policies: list[PolicySpec] = Field(default_factory=lambda: [{"name": n} for n in DEFAULT_POLICIES], min_length=1, validate_default=True)
     hindsight: HindsightSpec = HindsightSpec()

@@ -151,17 +151,23 @@ def _pool_metrics(
         ttft_p99_ms=ttft,
         min_gpus=need,
         meets_slo=bool(cap_ok and ttft_ok),
-        binding=_binding(need, load, slots_per_gpu, problem.rho_max, cap_ok, ttft_ok, stats),
+        binding=_binding(need, load, slots_per_gpu, problem.rho_max, cap_ok, ttft_ok, stats, problem.ttft_p99_ms),
         cost_per_hour=gpus * cost_per_gpu_hour,
     )
 
 
-def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, cap_ok: bool, ttft_ok: bool, stats: PoolStats) -> str:
+def floor_fits(ttft_floor_ms: float, slo_ms: float) -> bool:
+    """Whether the TTFT floor leaves a positive wait budget: else no GPU count meets the SLO (queueing/sizing.py);
+    a pool without a feasible count whose floor fits needs more than ``MAX_GPUS`` GPUs."""
+    return ttft_floor_ms < slo_ms
+
+
+def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, cap_ok: bool, ttft_ok: bool, stats: PoolStats, slo_ms: float) -> str:
     """Which term decides the pool: the violated one, else the one that sets its minimum GPU count."""
     if stats.share <= 0:
         return "empty"
     if need == INFEASIBLE:
-        return "ttft floor"
+        return "ttft floor" if not floor_fits(stats.ttft_floor_ms, slo_ms) else "gpu count limit"
     if not cap_ok:
         return "utilisation (violated)"
     if not ttft_ok:

@@ -21,13 +21,22 @@ share may not exceed ``p_c`` in total and applies only to requests with
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
 
 from optfleet.errors import InputError
+from optfleet.instance.loader import validate_spec
+from optfleet.instance.shared_schema import GpuCount, Tokens
+
+if TYPE_CHECKING:
+    from optfleet.problems.fleet.problem import FleetProblem
+
 
 
 @dataclass(frozen=True)
@@ -61,20 +70,12 @@ class RouteRule:
         return mine if self.out_below is None else mine & (l_out < self.out_below)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain Python numbers (a solver's numpy integers included), so :meth:`Plan.from_dict` reads them back."""
         return {
-            "total_above": self.total_above, "total_to": self.total_to, "out_from": self.out_from, "out_below": self.out_below,
-            "shares": dict(self.shares), "compressed": dict(self.compressed),
+            "total_above": int(self.total_above), "total_to": int(self.total_to), "out_from": int(self.out_from),
+            "out_below": None if self.out_below is None else int(self.out_below),
+            "shares": {k: float(v) for k, v in self.shares}, "compressed": {k: float(v) for k, v in self.compressed},
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RouteRule":
-        return cls(
-            total_above=int(data["total_above"]), total_to=int(data["total_to"]),
-            shares=tuple((str(k), float(v)) for k, v in data.get("shares", {}).items()),
-            compressed=tuple((str(k), float(v)) for k, v in data.get("compressed", {}).items()),
-            out_from=int(data.get("out_from", 0)),
-            out_below=None if data.get("out_below") is None else int(data["out_below"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ class Plan:
             raise InputError("plan.pools", windows, "pool windows must be increasing (and distinct unless the plan has routing rules)")
         if len({p.name for p in self.pools}) < len(self.pools):
             raise InputError("plan.pools", [p.name for p in self.pools], "pool names must be distinct")
-        if self.gamma < 1.0:
-            raise InputError("plan.gamma", self.gamma, "gamma must be >= 1")
+        if not 1.0 <= self.gamma < math.inf:
+            raise InputError("plan.gamma", self.gamma, "gamma must be a finite number >= 1")
         for i, pool in enumerate(self.pools):
             if pool.gpus < 0:
                 raise InputError(f"plan.pools[{i}].gpus", pool.gpus, "GPU counts must be >= 0")
@@ -124,24 +125,82 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         pools = [{k: v for k, v in asdict(p).items() if k != "gpu" or v is not None} for p in self.pools]
-        data: dict[str, Any] = {"method": self.method, "gamma": self.gamma, "pools": pools}
+        pools = [{**p, "window_tokens": int(p["window_tokens"]), "gpus": int(p["gpus"])} for p in pools]
+        data: dict[str, Any] = {"method": self.method, "gamma": float(self.gamma), "pools": pools}
         if self.rules is not None:
             data["rules"] = [r.to_dict() for r in self.rules]
         if self.served_share < 1.0:
-            data["served_share"] = self.served_share
+            data["served_share"] = float(self.served_share)
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
-        """Read a plan written by :meth:`to_dict` (e.g. ``optfleet solve --json`` output)."""
-        try:
-            pools = tuple(
-                PoolPlan(str(p["name"]), int(p["window_tokens"]), int(p["gpus"]), None if p.get("gpu") is None else str(p["gpu"]))
-                for p in data["pools"]
-            )
-            rules = tuple(RouteRule.from_dict(r) for r in data["rules"]) if data.get("rules") is not None else None
-            return cls(pools=pools, gamma=float(data.get("gamma", 1.0)), method=str(data.get("method", "user")), rules=rules,
-                       served_share=float(data.get("served_share", 1.0)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError("plan", data, f"not a plan ({exc})") from None
+    def from_dict(cls, data: Mapping[str, Any]) -> "Plan":
+        """Read a plan written by :meth:`to_dict` (e.g. ``optfleet solve --json`` output).
 
+        Every field is checked for its type and range (:class:`_PlanDocument`): a bad one is an InputError naming
+        its path, e.g. ``plan.pools[1].gpus = 7.5: Input should be a valid integer``."""
+        doc = validate_spec(_PlanDocument, {"plan": data}).plan
+        pools = tuple(PoolPlan(p.name, p.window_tokens, p.gpus, p.gpu) for p in doc.pools)
+        rules = None if doc.rules is None else tuple(_rule(r) for r in doc.rules)
+        return cls(pools=pools, gamma=doc.gamma, method=doc.method, rules=rules, served_share=doc.served_share)
+
+
+def check_plan(problem: "FleetProblem", plan: Plan) -> None:
+    """Refuse a plan that ``problem`` cannot serve as written (a user's plan file, before it is scored): an unknown
+    GPU configuration, a window above the instance's long window (no pool of the instance is longer) or a window
+    where the pool's GPU holds no KV slot.  Each error names the pool's field, e.g. ``plan.pools[0].gpu``."""
+    for i, pool in enumerate(plan.pools):
+        configuration = problem.configuration(pool.gpu, f"plan.pools[{i}].gpu")
+        where = f"plan.pools[{i}].window_tokens"
+        if pool.window_tokens > problem.long_window_tokens:
+            raise InputError(where, pool.window_tokens, f"must lie in (0, {problem.long_window_tokens}] (the instance's long window)")
+        if configuration.slots_per_gpu(pool.window_tokens) < 1:
+            raise InputError(where, pool.window_tokens, f"{configuration.label} holds no KV slot at this window (0 slots per GPU)")
+
+
+# The plan file's form, checked field by field (strict: true is not 1, "7" is not 7, 7.5 GPUs are not a count).
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+# The instance files' limits (optfleet/instance/shared_schema.py): a plan states no more GPUs or tokens than an
+# instance may.
+_Count = Annotated[GpuCount, Field(ge=0)]
+_Tokens = Annotated[Tokens, Field(ge=1)]
+_Share = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class _PoolDocument(BaseModel):
+    model_config = _STRICT
+    name: str
+    window_tokens: _Tokens
+    gpus: _Count
+    gpu: str | None = None
+
+
+class _RuleFields(BaseModel):
+    model_config = _STRICT
+    total_above: Annotated[Tokens, Field(ge=0)]
+    total_to: _Tokens
+    shares: dict[str, float] = {}
+    compressed: dict[str, float] = {}
+    out_from: _Count = 0
+    out_below: _Count | None = None
+
+
+class _PlanFields(BaseModel):
+    model_config = _STRICT
+    pools: list[_PoolDocument]
+    gamma: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
+    method: str = "user"
+    rules: list[_RuleFields] | None = None
+    served_share: _Share = 1.0
+
+
+class _PlanDocument(BaseModel):
+    model_config = _STRICT
+    plan: _PlanFields
+
+
+def _rule(doc: _RuleFields) -> RouteRule:
+    return RouteRule(
+        total_above=doc.total_above, total_to=doc.total_to, shares=tuple(doc.shares.items()), compressed=tuple(doc.compressed.items()),
+        out_from=doc.out_from, out_below=doc.out_below,
+    )

@@ -57,7 +57,7 @@ def apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
     hardware = merged.get("hardware")
     if isinstance(hardware, dict) and hardware.get("profile") is not None:
         name = hardware["profile"]
-        if name not in HARDWARE_PROFILES:
+        if not isinstance(name, str) or name not in HARDWARE_PROFILES:
             raise InputError("hardware.profile", name, f"unknown hardware profile; known: {', '.join(HARDWARE_PROFILES)}")
         profile = dict(HARDWARE_PROFILES[name])
         price = profile.pop("cost_per_gpu_hour")
@@ -66,7 +66,7 @@ def apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(cost, dict):
             cost.setdefault("cost_per_gpu_hour", price)
     preset = merged.get("preset", "paper")
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise InputError("preset", preset, f"unknown preset; known: {', '.join(PRESETS)}")
     return _merge(merged, PRESETS[preset], ())
 

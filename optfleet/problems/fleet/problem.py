@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from optfleet.errors import InputError
-from optfleet.hardware import get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
+from optfleet.hardware import GpuSpec, get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
+from optfleet.hardware.catalog import check_tensor_parallel
 from optfleet.hardware.profiles import GpuProfile, derive_profile
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.fleet.pool_config import PoolConfig
@@ -65,14 +66,15 @@ class FleetProblem:
         """The pool config at ``window_tokens`` on configuration ``gpu`` (a label; None = ``hardware``)."""
         return self.configuration(gpu).pool(window_tokens)
 
-    def configuration(self, gpu: str | None) -> "PoolFactory":
-        """The GPU configuration labelled ``gpu`` (``"H100-80GB x4"``); None is the ``hardware`` block's."""
+    def configuration(self, gpu: str | None, field: str = "plan.pools.gpu") -> "PoolFactory":
+        """The GPU configuration labelled ``gpu`` (``"H100-80GB x4"``); None is the ``hardware`` block's.
+        An unknown label is an InputError on ``field``."""
         if gpu is None or gpu == self.hardware.label:
             return self.hardware
         for option in self.options:
             if option.label == gpu:
                 return option
-        raise InputError("plan.pools.gpu", gpu, f"not a GPU configuration of this instance; known: {', '.join(o.label for o in self.options) or self.hardware.label}")
+        raise InputError(field, gpu, f"not a GPU configuration of this instance; known: {', '.join(o.label for o in self.options) or self.hardware.label}")
 
     def configuration_label(self, gpu: str | None, tp: int | None, field: str = "gpu") -> str:
         """Label of GPU type ``gpu`` at TP ``tp``, each defaulting to the ``hardware`` block's."""
@@ -172,8 +174,8 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     """Build the FleetProblem of a loaded instance, checking cross-field consistency."""
     spec: FleetInstanceSpec = loaded.spec
     gpu = get_gpu(spec.hardware.gpu)
-    get_model(spec.hardware.model)
-    hardware = PoolFactory(spec.hardware, instance_cost_per_hour(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour))
+    check_tensor_parallel(get_model(spec.hardware.model), spec.hardware.tp)
+    hardware = PoolFactory(spec.hardware, _instance_price(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour, "cost.cost_per_gpu_hour"))
     long_window = spec.pools.long_window_tokens
     if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
         raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
@@ -237,6 +239,9 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
         if not 0 < w <= long_window:
             raise InputError(f"gpu_catalog.windows[{i}]", w, f"must lie in (0, {long_window}] (the long window)")
     names = [get_gpu(g, f"gpu_catalog.gpus[{i}]").name for i, g in enumerate(catalog.gpus)]
+    model = get_model(spec.hardware.model)
+    for i, tp in enumerate(catalog.tp):
+        check_tensor_parallel(model, tp, f"gpu_catalog.tp[{i}]")
     for i, ov in enumerate(catalog.overrides):
         name = get_gpu(ov.gpu, f"gpu_catalog.overrides[{i}].gpu").name
         if name not in names:
@@ -252,7 +257,7 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
             else:
                 matching = [ov for ov in catalog.overrides if get_gpu(ov.gpu).name == name and ov.tp in (None, tp)]
                 override = max(matching, key=lambda ov: ov.tp is not None, default=None)
-                option = _catalog_option(spec, name, tp, override)
+                option = _catalog_option(spec, name, tp, override, catalog.overrides.index(override) if override is not None else None)
             if max(option.slots_per_gpu(w) for w in windows) < 1:
                 profile = option.profile(windows[0])
                 why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot at any window"
@@ -264,8 +269,9 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
     return tuple(options), windows, tuple(skipped)
 
 
-def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: CatalogOverrideSpec | None) -> PoolFactory:
-    """One catalog configuration: the reference's model and chunking, derived or overridden W/H/slots."""
+def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: CatalogOverrideSpec | None, position: int | None) -> PoolFactory:
+    """One catalog configuration: the reference's model and chunking, derived or overridden W/H/slots
+    (``override`` is ``gpu_catalog.overrides[position]``)."""
     reference = spec.hardware.iteration
     iteration = IterationSpec(
         w_ms=None if override is None else override.w_ms,
@@ -278,7 +284,23 @@ def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: Catalo
     slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(formula="profile")
     config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots)
     price = None if override is None else override.cost_per_gpu_hour
-    return PoolFactory(config, instance_cost_per_hour(get_gpu(gpu), tp, price))
+    return PoolFactory(config, _instance_price(get_gpu(gpu), tp, price, f"gpu_catalog.overrides[{position}].cost_per_gpu_hour"))
+
+
+MAX_INSTANCE_PRICE_PER_HOUR = 1e270
+"""Largest price of one instance ($/h).  A fleet's cost sums instances x price over its pools, a pool holds at most
+``MAX_GPUS`` = 2^53 instances (optfleet.queueing.sizing) and a year has 8,760 hours: 1e270 x 2^53 x 8,760 is about
+8e289, so every cost per hour or per year stays finite in double precision (below 1.8e308) with 18 decades to spare
+for the number of pools, and can never hide as an infinite (null) objective."""
+
+
+def _instance_price(gpu: GpuSpec, tp: int, price: float | None, field: str) -> float:
+    """``instance_cost_per_hour``, refused on ``field`` above :data:`MAX_INSTANCE_PRICE_PER_HOUR`."""
+    cost = instance_cost_per_hour(gpu, tp, price)
+    if cost > MAX_INSTANCE_PRICE_PER_HOUR:
+        raise InputError(field, price, f"{gpu.name} x{tp} costs {cost:.3g} $/h per instance, above the limit of "
+                         f"{MAX_INSTANCE_PRICE_PER_HOUR:g} $/h that keeps every fleet's cost finite in double precision")
+    return cost
 
 
 def gamma_grid(gamma_max: float, gamma_step: float) -> tuple[float, ...]:

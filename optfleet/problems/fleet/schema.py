@@ -6,19 +6,51 @@ an error naming the field rather than a silently ignored setting.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from optfleet.instance.shared_schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, Strict
+from optfleet.instance.shared_schema import (
+    AvailabilityConstraint,
+    GpuCount,
+    GpuMixConstraint,
+    GpusPerInstance,
+    Integer,
+    MaxTypesConstraint,
+    Number,
+    PlanParts,
+    Real,
+    RequestRate,
+    Strict,
+    Tokens,
+    at_most,
+)
+
+MAX_SLOTS_PER_INSTANCE = 1_000_000
+"""KV slots of one GPU instance in a slot table: at most a million, the number of servers up to which the Erlang
+formulas (optfleet.queueing.erlang) are stable; one instance with more slots is already a pool beyond them."""
+
+Slots = Annotated[Integer, Field(ge=0), at_most(MAX_SLOTS_PER_INSTANCE, "slots", "the Erlang formulas are stable up to 1e6 servers")]
+
+MAX_GAMMA = 100.0
+"""Compression ratios are at most 100: five times the largest ratio prompt compressors report (LLMLingua, 20x).
+With ``gamma_step`` it also bounds the ratio grid (:data:`MAX_GAMMA_POINTS`)."""
+
+Gamma = Annotated[Real, Field(ge=1.0), at_most(MAX_GAMMA, "x compression", "5x the largest ratio prompt compressors report")]
+
+MAX_GAMMA_POINTS = 1000
+"""Ratios in the grid ``1, 1 + gamma_step, ..., gamma_max``: each one is a column of the sweep's candidate tables
+(one per boundary), so 1,000 ratios cost about 0.3 GB and two seconds on the Azure 2023 instance and 10,000 cost
+1.3 GB and six; the default grid has 11."""
 
 
 class LengthsSpec(Strict):
     """Where request lengths come from: exactly one of a CDF file, an inline CDF, or trace file(s)."""
 
     cdf_file: str | None = None
-    cdf: list[list[float]] | None = None
-    trace_file: str | list[str] | None = None
+    cdf: list[list[Number]] | None = None  # checked by optfleet.problems.fleet.workload.cdf (integers kept exact)
+    trace_file: Annotated[list[str], Field(min_length=1)] | str | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "LengthsSpec":
@@ -32,14 +64,14 @@ class SplitSpec(Strict):
     """How ``L_total`` divides into input and output tokens (see optfleet.problems.fleet.workload.mix)."""
 
     rule: Literal["from_trace", "fixed_output_fraction", "output_fraction_normal"] = "fixed_output_fraction"
-    output_fraction: float = Field(0.2, gt=0.0, lt=1.0)
-    mean: float = Field(0.10, gt=0.0, lt=1.0)
-    sd: float = Field(0.05, ge=0.0)
-    quadrature_nodes: int = Field(16, ge=1, le=256)
+    output_fraction: Real = Field(0.2, gt=0.0, lt=1.0)
+    mean: Real = Field(0.10, gt=0.0, lt=1.0)
+    sd: Real = Field(0.05, ge=0.0)
+    quadrature_nodes: Integer = Field(16, ge=1, le=256)
 
 
 class WorkloadSpec(Strict):
-    rate_rps: float = Field(gt=0.0)
+    rate_rps: RequestRate = Field(gt=0.0)
     lengths: LengthsSpec
     split: SplitSpec = SplitSpec()
 
@@ -51,20 +83,20 @@ class IterationSpec(Strict):
     (optfleet/hardware/profiles.py: weight and KV bytes over effective bandwidth).
     """
 
-    w_ms: float | None = Field(None, ge=0.0)
-    h_ms_per_slot: float | None = Field(None, ge=0.0)
-    chunk_tokens: int = Field(512, gt=0)
+    w_ms: Real | None = Field(None, ge=0.0)
+    h_ms_per_slot: Real | None = Field(None, ge=0.0)
+    chunk_tokens: Tokens = Field(512, gt=0)
     scaling: Literal["flat", "length_scaled"] = "flat"
-    length_scale_tokens: int = Field(8192, gt=0)
+    length_scale_tokens: Tokens = Field(8192, gt=0)
 
 
 class MemorySlotsSpec(Strict):
     """Slots from memory: ``floor((tp (u HBM - reserved) - weights) / (kv_bytes_per_token C))``."""
 
-    memory_utilisation: float = Field(0.90, gt=0.0, le=1.0)
-    reserved_gb_per_gpu: float = Field(0.0, ge=0.0)
-    weight_bytes_per_param: float = Field(2.0, gt=0.0)
-    kv_dtype_bytes: int = Field(2, gt=0)
+    memory_utilisation: Real = Field(0.90, gt=0.0, le=1.0)
+    reserved_gb_per_gpu: Real = Field(0.0, ge=0.0)
+    weight_bytes_per_param: Real = Field(2.0, gt=0.0)
+    kv_dtype_bytes: Integer = Field(2, gt=0, le=8)  # 1 (fp8) to 4 (fp32); 8 leaves room for fp64
 
 
 class SlotsSpec(Strict):
@@ -78,8 +110,8 @@ class SlotsSpec(Strict):
       (optfleet/hardware/profiles.py: vLLM's memory accounting with activation and runtime reserves).
     """
 
-    table: dict[int, int] | None = None
-    kv_tokens_per_gpu: int | None = Field(None, gt=0)
+    table: dict[Tokens, Slots] | None = None
+    kv_tokens_per_gpu: Tokens | None = Field(None, gt=0)
     from_memory: MemorySlotsSpec | None = None
     formula: Literal["fleetsim", "profile"] | None = None
 
@@ -97,7 +129,7 @@ class HardwareSpec(Strict):
     profile: str | None = None
     gpu: str
     model: str
-    tp: int = Field(1, ge=1)
+    tp: GpusPerInstance = Field(1, ge=1)
     iteration: IterationSpec = IterationSpec()
     slots: SlotsSpec = SlotsSpec(formula="profile")
 
@@ -106,11 +138,11 @@ class CatalogOverrideSpec(Strict):
     """Measured numbers replacing the derived ones for one GPU type (all TP degrees, or one)."""
 
     gpu: str
-    tp: int | None = Field(None, ge=1)
-    w_ms: float | None = Field(None, ge=0.0)
-    h_ms_per_slot: float | None = Field(None, ge=0.0)
-    kv_tokens_per_gpu: int | None = Field(None, gt=0)
-    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+    tp: GpusPerInstance | None = Field(None, ge=1)
+    w_ms: Real | None = Field(None, ge=0.0)
+    h_ms_per_slot: Real | None = Field(None, ge=0.0)
+    kv_tokens_per_gpu: Tokens | None = Field(None, gt=0)
+    cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
 
 
 class GpuCatalogSpec(Strict):
@@ -127,25 +159,36 @@ class GpuCatalogSpec(Strict):
     """
 
     gpus: list[str] = Field(min_length=1)
-    tp: list[int] = Field([1], min_length=1)
-    windows: list[int] | None = None
+    tp: list[Annotated[GpusPerInstance, Field(ge=1)]] = Field([1], min_length=1)
+    windows: list[Tokens] | None = None
     overrides: list[CatalogOverrideSpec] = []
 
 
 class PoolsSpec(Strict):
-    long_window_tokens: int = Field(gt=0)
-    short_window_candidates: list[int] | None = None
-    pool_routing_boundary_tokens: int | None = None
+    long_window_tokens: Tokens = Field(gt=0)
+    short_window_candidates: list[Tokens] | None = None
+    pool_routing_boundary_tokens: Tokens | None = None
 
 
 class CompressionSpec(Strict):
     """Compress-and-Route: band ``B < L_total <= gamma B``, compressible share ``p_c``."""
 
     enabled: bool = True
-    compressible_fraction: float = Field(1.0, ge=0.0, le=1.0)
-    gamma_max: float = Field(2.0, ge=1.0)
-    gamma_step: float = Field(0.1, gt=0.0)
-    retrofit_gamma: float = Field(1.5, ge=1.0)
+    compressible_fraction: Real = Field(1.0, ge=0.0, le=1.0)
+    gamma_max: Gamma = 2.0
+    gamma_step: Real = Field(0.1, gt=0.0)
+    retrofit_gamma: Gamma = 1.5
+
+    @field_validator("gamma_step")
+    @classmethod
+    def _grid_size(cls, step: float, info: ValidationInfo) -> float:
+        """At most :data:`MAX_GAMMA_POINTS` ratios (counted before the grid is built: a tiny step is refused at once)."""
+        gamma_max = info.data.get("gamma_max")
+        points = 1 if gamma_max is None else math.floor((gamma_max - 1.0) / step + 1e-9) + 1
+        if points > MAX_GAMMA_POINTS:
+            raise ValueError(f"the ratios 1 to gamma_max {gamma_max:g} in steps of {step:g} are {points:,}, above the limit of "
+                             f"{MAX_GAMMA_POINTS:,} (each ratio is a column of the sweep's candidate tables); take a larger step")
+        return step
 
 
 class SloSpec(Strict):
@@ -155,13 +198,13 @@ class SloSpec(Strict):
     ``fleetsim`` checks inference-fleet-sim's ``W99 + mean_pool(ceil(L_in/chunk)) (W + H)``.
     """
 
-    ttft_p99_ms: float = Field(gt=0.0)
-    rho_max: float = Field(0.85, gt=0.0, lt=1.0)
+    ttft_p99_ms: Real = Field(gt=0.0)
+    rho_max: Real = Field(0.85, gt=0.0, lt=1.0)
     ttft_rule: Literal["paper", "fleetsim"] = "paper"
 
 
 class CostSpec(Strict):
-    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
+    cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
 
 
 class SolveSpec(Strict):
@@ -174,9 +217,9 @@ class SolveSpec(Strict):
 
     method: str = "sweep"
     routing: Literal["threshold", "split", "sweep"] = "threshold"
-    max_pools: int = Field(2, ge=1)
-    time_limit_s: float = Field(60.0, gt=0.0)
-    mip_gap: float = Field(1e-6, ge=0.0)
+    max_pools: PlanParts = Field(2, ge=1)
+    time_limit_s: Real = Field(60.0, gt=0.0)
+    mip_gap: Real = Field(1e-6, ge=0.0)
     solver: str = "highs"
 
 
@@ -184,19 +227,19 @@ class BudgetConstraint(Strict):
     """Cap on $/hour; the MILP then maximises the served rate (a uniform admitted share of every class)."""
 
     kind: Literal["budget"]
-    max_cost_per_hour: float = Field(gt=0.0)
+    max_cost_per_hour: Real = Field(gt=0.0)
 
 
 class MaxPoolsConstraint(Strict):
     kind: Literal["max_pools"]
-    count: int = Field(ge=1)
+    count: PlanParts = Field(ge=1)
 
 
 class NodeMultipleConstraint(Strict):
     """Whole nodes: the GPUs of one type (or of every type) come in multiples of ``gpus_per_node``."""
 
     kind: Literal["node_multiple"]
-    gpus_per_node: int = Field(ge=1)
+    gpus_per_node: GpuCount = Field(ge=1)
     gpu: str | None = None
 
 
@@ -208,10 +251,10 @@ class FixedConstraint(Strict):
     """
 
     kind: Literal["fixed"]
-    window_tokens: int = Field(gt=0)
-    gpus: int = Field(ge=0)
+    window_tokens: Tokens = Field(gt=0)
+    gpus: GpuCount = Field(ge=0)
     gpu: str | None = None
-    tp: int | None = Field(None, ge=1)
+    tp: GpusPerInstance | None = Field(None, ge=1)
 
 
 UserConstraint = Annotated[

@@ -30,6 +30,10 @@ from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.profiled_fleet.schema import ProfiledBudgetConstraint, ProfiledFleetSpec
 
 SHARE_SUM_TOLERANCE = 1e-6
+MAX_INSTANCES = 10**9
+"""Most instances of one GPU type a bucket's load may need, ``L[b,g] = lambda_b / T[g,b]``.  The MILP counts
+instances as integers to HiGHS's integrality tolerance 1e-6, and doubles are spaced more than 1e-6 apart above
+2^52 x 1e-6 (about 4.5e9): beyond it a count cannot be told from its neighbour.  10^9 keeps a factor 4 below."""
 # Relative slack when rounding a load up to whole instances (3.0000000001 instances is 3).
 ROUND_TOLERANCE = 1e-9
 
@@ -193,6 +197,19 @@ class ProfiledProblem:
         return replace(self, slices_per_bucket=slices_per_bucket)
 
 
+def _check_loads(problem: "ProfiledProblem") -> None:
+    """Every bucket's load on every type that serves it within :data:`MAX_INSTANCES` (named by the type's max_rps)."""
+    for g, gpu in enumerate(problem.gpus):
+        for b in problem.demand_buckets:
+            load = problem.instance_load(b.index, g)
+            if gpu.can_serve(b.index) and not load <= MAX_INSTANCES:
+                raise InputError(
+                    f"gpus[{g}].max_rps[{b.input_bucket}][{b.output_bucket}]", gpu.max_rps[b.index],
+                    f"bucket {b.label} at {b.rate_rps:.4g} req/s needs {load:.4g} instances of {gpu.name} at this throughput, "
+                    f"above the limit of {MAX_INSTANCES:g} instances the MILP counts exactly (raise max_rps or lower workload.rate_rps)",
+                )
+
+
 def ceil_tolerant(value: float) -> int:
     """``ceil(value)`` that treats ``value`` within a relative 1e-9 of an integer as that integer."""
     nearest = round(value)
@@ -262,6 +279,7 @@ def prepare(loaded: LoadedInstance) -> ProfiledProblem:
         description=spec.description,
         source=spec.source,
     )
+    _check_loads(problem)
     return problem
 
 

@@ -24,10 +24,15 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from optfleet.instance.shared_schema import AvailabilityConstraint, GpuMixConstraint, MaxTypesConstraint, Strict
+from optfleet.instance.shared_schema import AvailabilityConstraint, GpuCount, GpuMixConstraint, GpusPerInstance, Integer, MaxTypesConstraint, Real, RequestRate, Strict, Tokens, at_most
 
-NonNegative = Annotated[float, Field(ge=0.0)]
-TokenEdge = Annotated[int, Field(ge=0)]
+NonNegative = Annotated[Real, Field(ge=0.0)]
+TokenEdge = Annotated[Tokens, Field(ge=0)]
+
+MAX_SLICES_PER_BUCKET = 1000
+"""A slice is ``1/slices_per_bucket`` of a bucket's share, an integer variable of the MILP: past a thousand, a
+slice is smaller than the solver's feasibility tolerance lets it tell apart, and ``splitting: fractional`` is the
+exact limit anyway."""
 
 
 class BucketGridSpec(Strict):
@@ -52,7 +57,7 @@ class BucketGridSpec(Strict):
 class ProfiledWorkloadSpec(Strict):
     """Total arrival rate and the share of requests in each bucket, ``shares[input][output]`` (sum 1)."""
 
-    rate_rps: float = Field(gt=0.0)
+    rate_rps: RequestRate = Field(gt=0.0)
     shares: list[list[NonNegative]] = Field(min_length=1)
 
 
@@ -65,8 +70,8 @@ class ProfiledGpuSpec(Strict):
     """
 
     name: str = Field(min_length=1)
-    cost_per_gpu_hour: float | None = Field(None, gt=0.0)
-    gpus_per_instance: int = Field(1, ge=1)
+    cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
+    gpus_per_instance: GpusPerInstance = Field(1, ge=1)
     max_rps: list[list[NonNegative]] = Field(min_length=1)
 
 
@@ -83,8 +88,9 @@ class ProfiledRoutingSpec(Strict):
     """
 
     splitting: Literal["slices", "fractional"] = "slices"
-    slices_per_bucket: int = Field(1, ge=1)
-    max_utilisation: float = Field(1.0, gt=0.0, le=1.0)
+    slices_per_bucket: Annotated[Integer, at_most(MAX_SLICES_PER_BUCKET, "slices", "finer than the MILP's tolerance; "
+                                                  "use splitting: fractional")] = Field(1, ge=1)
+    max_utilisation: Real = Field(1.0, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _slices_only_when_sliced(self) -> "ProfiledRoutingSpec":
@@ -98,8 +104,8 @@ class ProfiledSolveSpec(Strict):
     options: time limit, relative gap and solver (``highs``, or a Pyomo solver installed here by its name)."""
 
     method: str = "milp"
-    time_limit_s: float = Field(60.0, gt=0.0)
-    mip_gap: float = Field(1e-6, ge=0.0)
+    time_limit_s: Real = Field(60.0, gt=0.0)
+    mip_gap: Real = Field(1e-6, ge=0.0)
     solver: str = "highs"
 
 
@@ -112,7 +118,7 @@ class ProfiledBudgetConstraint(Strict):
     """
 
     kind: Literal["budget"]
-    max_cost_per_hour: float = Field(gt=0.0)
+    max_cost_per_hour: Real = Field(gt=0.0)
     admission: Literal["per_bucket", "uniform"] = "per_bucket"
 
 
@@ -121,7 +127,7 @@ class ProfiledNodeMultipleConstraint(Strict):
 
     kind: Literal["node_multiple"]
     gpu: str
-    gpus_per_node: int = Field(8, ge=1)
+    gpus_per_node: GpuCount = Field(8, ge=1)
 
 
 ProfiledConstraint = Annotated[

@@ -34,6 +34,9 @@ def pool_routing(problem: FleetProblem, boundary_tokens: int | None = None) -> P
     if boundary is None:
         table = candidate_table(problem, gammas=(1.0,))
         two_pool = table[table["B"] < problem.long_window_tokens]
+        if two_pool.empty:
+            raise InfeasibleError(f"no short-window candidate below the long window {problem.long_window_tokens} (CDF breakpoints "
+                                  "with a KV slot, pools.short_window_candidates): pool routing needs two pools")
         return best_plan(problem, two_pool, "pool-routing")
     plan = Plan((PoolPlan("short", boundary, 0), PoolPlan("long", problem.long_window_tokens, 0)), method="pool-routing")
     return size_plan(problem, plan)

@@ -74,6 +74,9 @@ def simulate_batching(
     prefill_tokens = l_in.tolist()
     decode_tokens = np.maximum(l_out, 1).tolist()
     chunk = config.chunk_tokens
+    # GPUs beyond the request count change nothing (every arrival finds an idle GPU, the lowest-numbered, either way),
+    # so a plan's huge count costs no memory.
+    gpus = min(gpus, count)
     machines = [_Gpu(config.slots_per_gpu) for _ in range(gpus)]
     most_free = [(-config.slots_per_gpu, g) for g in range(gpus)]  # lazy max-heap of free slots
     heapq.heapify(most_free)

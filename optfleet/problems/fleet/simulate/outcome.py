@@ -12,9 +12,9 @@ import pandas as pd
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance.loader import read_document
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
-from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.plan import Plan, check_plan
 from optfleet.problems.fleet.simulate.compare import comparison_table
-from optfleet.problems.fleet.simulate.run import SimulationResult, simulate_plan
+from optfleet.problems.fleet.simulate.run import SimulationResult, check_run_size, simulate_plan
 from optfleet.progress import Progress
 from optfleet.results import json_safe
 
@@ -60,10 +60,10 @@ class SimulationOutcome:
 def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Mapping[str, Any] | str | Path | None = None,
                       progress: Progress, requests: int = 200_000, reps: int = 3, seed: int = 0, mode: str = "slots") -> SimulationOutcome:
     """Simulate ``plan`` (a Plan, its mapping, or a JSON file written by ``solve --out``/``--json``), else the plan of
-    ``method`` (default ``sweep``), on the loaded fleet instance."""
+    ``method`` (default ``sweep``), on the loaded fleet instance.  The options are checked (named as the command
+    line's ``--requests``, ``--reps``, ``--seed``) before any work."""
     problem = loaded.problem
-    if requests < 1:
-        raise InputError("--requests", requests, "need at least one request per replication")
+    check_run_size(requests, reps, requests_field="--requests", reps_field="--reps")
     if seed < 0:
         raise InputError("--seed", seed, "must be >= 0")
     if plan is None:
@@ -73,20 +73,37 @@ def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Ma
             raise InfeasibleError(f"{chosen.method}: {chosen.note}")
         plan = chosen.plan
     elif not isinstance(plan, Plan):
-        plan = Plan.from_dict(_plan_document(plan))
+        plan = _read_plan(problem, plan)
     evaluation = evaluate(problem, plan)
     result = simulate_plan(problem, plan, requests=requests, reps=reps, seed=seed, mode=mode,
                            progress=lambda done, total: progress("simulate: replication", done, total))
     return SimulationOutcome(problem.name, plan, evaluation, result, comparison_table(evaluation, result))
 
 
+def _read_plan(problem: Any, source: Mapping[str, Any] | str | Path) -> Plan:
+    """The plan of ``source`` checked against the instance; a plan file's errors also name the file (``--plan``)."""
+    try:
+        plan = Plan.from_dict(_plan_document(source))
+        check_plan(problem, plan)
+    except InputError as exc:
+        if isinstance(source, Mapping) or exc.field == "--plan":
+            raise
+        raise InputError(exc.field, exc.value, f"{exc.problem} (--plan {source})") from None
+    return plan
+
+
 def _plan_document(source: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
     """A plan mapping: given, or read from plan.json (``solve --out``) or the JSON of ``optfleet solve`` (its chosen
-    method's plan); anything else is refused naming ``--plan``."""
+    method's plan, ``results[0].plan``); anything else is refused naming ``--plan``."""
     data = source if isinstance(source, Mapping) else read_document(Path(source), field="--plan")
-    if "pools" in data:
+    if "pools" in data and "kind" not in data:
         return data
     results = data.get("results")
-    if data.get("kind") == "fleet" and isinstance(results, list) and results and isinstance(results[0], Mapping) and "plan" in results[0]:
+    if isinstance(results, list) and results and isinstance(results[0], Mapping) and "plan" in results[0]:
         return results[0]["plan"]
-    raise InputError("--plan", str(source), "holds no fleet plan (expected plan.json of solve --out, or the JSON of optfleet solve)")
+    if isinstance(results, list) and results and isinstance(results[0], Mapping):
+        raise InputError("--plan", str(source), f"holds no plan: its first result ({results[0].get('method')}) has none")
+    if "kind" in data and "results" not in data:
+        raise InputError("--plan", str(source), f"holds no plan: it is an instance (kind {data['kind']}), not plan.json of solve --out "
+                         "or the JSON of optfleet solve")
+    raise InputError("--plan", str(source), "holds no plan (expected plan.json of solve --out, or the JSON of optfleet solve)")

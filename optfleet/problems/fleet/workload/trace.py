@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
+from optfleet.instance.data_files import require_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,8 +42,7 @@ class RequestTrace:
 
 def read_trace(path: Path, field: str) -> RequestTrace:
     """Load an Azure-format or generic trace file; errors name ``field``, the column and the row."""
-    if not path.is_file():
-        raise InputError(field, str(path), "file not found")
+    require_file(path, field)
     import pandas as pd  # imported here: pandas costs a quarter second of start-up; only traces need it
 
     try:
@@ -54,6 +54,8 @@ def read_trace(path: Path, field: str) -> RequestTrace:
         raise InputError(field, str(path), f"reading Parquet needs the 'parquet' extra ({exc})") from None
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError(field, str(path), f"cannot parse trace: {exc}") from None
+    except OSError as exc:
+        raise InputError(field, str(path), f"cannot be read: {exc.strerror or exc}") from None
     frame = frame.rename(columns=AZURE_COLUMNS)
     missing = [c for c in ("l_in", "l_out") if c not in frame.columns]
     if missing:
