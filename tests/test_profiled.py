@@ -29,21 +29,20 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 import yaml
+from optfleet.models import profiled as model_lib
+from optfleet.solvers import solve
 from scipy.optimize import linprog
+from support import REPO
 
+import optfleet
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.hardware import get_gpu
-import optfleet
 from optfleet.problems.fleet.schema import MaxTypesConstraint
-from optfleet.models import profiled as model_lib
 from optfleet.problems.profiled_fleet import ProfiledPlan, evaluate, greedy_cost_per_request, plan_from_dict, single_type_plan
 from optfleet.problems.profiled_fleet.baselines import single_type_fleet
-from optfleet.problems.profiled_fleet.report import render_plan
 from optfleet.problems.profiled_fleet.constraints import PROFILED_CONSTRAINTS
+from optfleet.problems.profiled_fleet.report import render_plan
 from optfleet.problems.profiled_fleet.solve import extract_plan, solve_profiled
-from optfleet.solvers import solve
-
-from support import REPO
 
 pytestmark = pytest.mark.solved
 
@@ -518,3 +517,14 @@ def test_catalog_price_when_none_is_given(tmp_path):
     assert problem.gpus[0].cost_per_gpu_hour == get_gpu("A10G").cost_per_gpu_hour
     assert problem.gpus[0].price_source.startswith("catalog")
     assert math.isclose(problem.gpus[1].cost_per_gpu_hour, 3.67)
+
+
+def test_bounds_are_certified_by_cost_or_widened_to_hold_every_cheaper_plan():
+    from optfleet.problems.profiled_fleet.solve import _uncertified
+
+    problem = load_profiled(EXAMPLE)  # A10G $1.01/GPU-h, A100-80GB $3.67/GPU-h
+    bounds = {"A10G": 4, "A100-80GB": 2}
+    assert _uncertified(problem, bounds, 5.0) is None  # a plan beyond either bound costs more than 5.05 > 5
+    wider = _uncertified(problem, bounds, 12.12)  # 12 A10G cost 12.12: beyond the A10G bound
+    assert wider == {"A10G": 12, "A100-80GB": 3}
+    assert _uncertified(problem, wider, 12.12) is None

@@ -8,16 +8,20 @@ HiGHS (solvers/highs.py) and scores the plan with the one evaluator.
   then keeps that rate (to a relative 1e-6) and minimises cost, so the plan
   is the cheapest among those serving the most.
 * The GPU counts carry upper bounds (``ProfiledProblem.gpu_upper_bounds``)
-  that provably hold at some optimum without ``gpu_mix``; with ``gpu_mix`` or
-  a ``customize`` hook the driver doubles them while a solution sits on one
-  (and retries an infeasible model once at the widest bounds), so they never
-  cut off the optimum.
+  that provably hold at some optimum without ``gpu_mix``.  With ``gpu_mix`` or
+  a ``customize`` hook the driver certifies the optimum by cost (a plan beyond
+  the bounds costs more than the one found) or re-solves once with bounds that
+  hold every plan up to that cost, which is exact; under a budget the bounds
+  hold every plan within the cap.  An infeasible model is retried once at
+  64 times the bounds; an infeasible verdict under ``gpu_mix`` or a hook holds
+  for plans within those.
 * An infeasible instance raises :class:`InfeasibleError` with the reason in
   words (optfleet/problems/profiled_fleet/diagnose.py), never a solver log.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,12 +88,14 @@ def solve_profiled(
     mip_gap = problem.mip_gap if mip_gap is None else mip_gap
     if start is None and warm_start:
         start = greedy_cost_per_request(problem)
-    base_bounds = problem.gpu_upper_bounds()
+    bounds = problem.gpu_upper_bounds()
     may_need_more = customize is not None or any(not PROFILED_CONSTRAINTS[c.kind].bound_proven for c in problem.constraints)
+    if may_need_more and problem.budget is not None:
+        bounds = _within_budget(problem, bounds)  # every plan under the cap fits: the bounds cut nothing off
     widest = 2**MAX_BOUND_DOUBLINGS if may_need_more else 1
     scale = 1
     while True:
-        model = _model(problem, {g: scale * n for g, n in base_bounds.items()}, customize)
+        model = _model(problem, {g: scale * n for g, n in bounds.items()}, customize)
         report = _solve(model, start, time_limit_s, mip_gap, problem.solver)
         if not report.has_solution:
             if report.status.startswith("infeasible") and scale < widest:
@@ -105,15 +111,39 @@ def solve_profiled(
             cost_report = _solve(model, start_again, time_limit_s, mip_gap, problem.solver)
             if not cost_report.has_solution:  # cannot happen (the phase-1 plan is feasible) unless time ran out
                 raise InfeasibleError(f"the cost phase under the budget found no plan: {cost_report.summary}")
-        at_bound = any(round(pyo.value(model.n[g])) >= model.gpu_bounds[g] > 0 for g in model.G)
-        if not (may_need_more and at_bound and scale < 2**MAX_BOUND_DOUBLINGS):
             break
-        scale *= 2
+        wider = _uncertified(problem, model.gpu_bounds, float(report.objective)) if may_need_more else None
+        if wider is None:
+            break
+        bounds, scale = wider, 1  # every plan up to this cost fits now: the next solve is exact
     plan = extract_plan(model, method)
     evaluation = evaluate(problem, plan)
     if not evaluation.feasible:
         raise RuntimeError(f"internal error: the MILP's plan fails the evaluator: {'; '.join(evaluation.violations)}")
     return ProfiledResult(plan, evaluation, report, cost_report, time.perf_counter() - began, scale)
+
+
+def _uncertified(problem: ProfiledProblem, bounds: dict[str, int], cost: float) -> dict[str, int] | None:
+    """None when the plan of ``cost`` is certified optimal despite the GPU bounds, else bounds that hold every plan
+    up to that cost.  A plan with more than ``bounds[g]`` GPUs of type g costs at least ``p_g (bounds[g] + 1)``
+    (p_g per GPU-hour; every type's cost is non-negative), so when that is at least ``cost`` for every type, no plan
+    beyond the bounds is cheaper; otherwise ``floor(cost / p_g)`` GPUs of type g (rounded up to its count multiple)
+    holds every plan that could be."""
+    prices = {gpu.name: gpu.cost_per_gpu_hour for gpu in problem.gpus}
+    if all(prices[g] * (n + 1) >= cost for g, n in bounds.items()):
+        return None
+    return {g: max(n, _round_up(math.floor(cost / prices[g]), problem.gpu_multiple(problem.gpu_index(g)))) for g, n in bounds.items()}
+
+
+def _within_budget(problem: ProfiledProblem, bounds: dict[str, int]) -> dict[str, int]:
+    """Bounds every plan under the budget cap respects: ``p_g n_g <= cap`` for each type g."""
+    cap = problem.budget.max_cost_per_hour
+    return {gpu.name: max(bounds[gpu.name], _round_up(math.floor(cap / gpu.cost_per_gpu_hour), problem.gpu_multiple(g)))
+            for g, gpu in enumerate(problem.gpus)}
+
+
+def _round_up(count: int, multiple: int) -> int:
+    return -(-count // multiple) * multiple
 
 
 def extract_plan(model: pyo.ConcreteModel, method: str = "milp") -> ProfiledPlan:
