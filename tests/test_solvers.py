@@ -120,6 +120,12 @@ def test_unknown_solver_is_bad_input():
 def test_glpk_through_solver_factory():
     report = solve(tiny(), solver="glpk", time_limit=10)
     assert report.status == "optimal" and report.objective == pytest.approx(5.0)
+    started = tiny()
+    for i, v in enumerate([1, 1, 0]):
+        started.x[i].value = v
+    # GLPK's interface takes no MIP start and whole seconds only: the start is dropped, 2.5 s becomes 3 s
+    again = solve(started, solver="glpk", time_limit=2.5, warm_start=True)
+    assert again.status == "optimal" and again.objective == pytest.approx(5.0) and again.counts["solver_runs"] == 1
 
 
 def test_ranged_rows_fixed_variables_and_objective_constants_reach_highs():
