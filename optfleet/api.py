@@ -176,7 +176,7 @@ class Validation:
     text: str
 
     def to_dict(self) -> dict[str, Any]:
-        return json_safe({**_head(self.loaded), "valid": True, "summary": self.text,
+        return json_safe({**_head(self.loaded), "kind_summary": self.loaded.kind.summary, "valid": True, "summary": self.text,
                           "methods": list(self.loaded.kind.methods(self.loaded.problem))})
 
 

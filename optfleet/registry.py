@@ -99,7 +99,3 @@ def kind(name: str) -> ProblemKind:
     if not isinstance(name, str) or name not in KINDS:
         raise InputError("kind", name, f"unknown instance kind; known: {', '.join(KINDS)}")
     return importlib.import_module(KINDS[name]).KIND
-
-
-def kind_names() -> tuple[str, ...]:
-    return tuple(KINDS)

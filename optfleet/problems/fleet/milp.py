@@ -259,17 +259,33 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
     if not all(row.active for component in fleet_model.closing_rows(model) for row in component.values()):
         return None  # a customisation lifted a row that closes a pool's variables
     data = model.data
-    usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
-    size = min(int(pyo.value(model.max_pools.upper)), len(usable))
-    if size < 1 or math.comb(len(usable), size) > OPEN_SET_LIMIT:
+    open_sets = covering_sets(data, int(pyo.value(model.max_pools.upper)))
+    if open_sets is None or open_sets.shape[1] == 0:
         return None
-    holds = data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
-    holds = holds[data.mass > 0]
-    combos = np.array(list(itertools.combinations(usable, size)), dtype=np.int64).reshape(-1, size)
-    open_sets = combos[holds[:, combos].any(axis=2).all(axis=0)]
     groups = [fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))]
     cases = [sorted(set(range(len(data.pools))) - set(chosen.tolist())) for chosen in open_sets]
     return OpenSetCases(groups, cases, open_set_bounds(data, open_sets) if cost_objective else None)
+
+
+def covering_sets(data: FleetMilpData, max_pools: int) -> np.ndarray | None:
+    """Every set of ``min(max_pools, usable)`` usable pool options (a TTFT floor level under the SLO) that together hold
+    every class with traffic, one row per set (no column when no option is usable); None when there are more than
+    ``OPEN_SET_LIMIT`` sets to try."""
+    usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
+    size = min(max_pools, len(usable))
+    if size < 1:
+        return np.zeros((0, 0), dtype=np.int64)
+    if math.comb(len(usable), size) > OPEN_SET_LIMIT:
+        return None
+    holds = _holding(data)[data.mass > 0]
+    combos = np.array(list(itertools.combinations(usable, size)), dtype=np.int64).reshape(-1, size)
+    return combos[holds[:, combos].any(axis=2).all(axis=0)]
+
+
+def _holding(data: FleetMilpData) -> np.ndarray:
+    """``[class, option]``: the option can serve the class on its own (compressed service counts only when every
+    request of the band may be compressed, p_c = 1)."""
+    return data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
 
 
 def _restricted_bound(ratio_ms: np.ndarray, solved: list[tuple[np.ndarray, float]], minimising: bool = True) -> float | None:
@@ -330,7 +346,8 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
     floor = _stranded_class(data) or _floor_tail(data)
     if floor is not None:
         return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {floor}"
-    if not _covered_by(data, max_pools):
+    open_sets = covering_sets(data, max_pools)
+    if open_sets is not None and len(open_sets) == 0:
         return (f"MILP {report.status}: pool limit (8): no {max_pools} pool options that meet the TTFT floor hold every request length "
                 f"together (solve.max_pools = {max_pools}; raise it, or offer more windows)")
     culprits = [f"constraints[{i}] ({spec.kind})" for i, spec in enumerate(problem.constraints) if feasible_without(i)]
@@ -345,10 +362,9 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
 def _stranded_class(data: FleetMilpData) -> str | None:
     """The first length class with traffic that no pool option can serve, in words: every option whose window holds
     it has no TTFT floor level under the SLO (its one-chunk prefill plus an iteration already exceeds it); None if
-    every class has such an option.  Compressed service counts only when every request of the band may be
-    compressed (p_c = 1)."""
+    every class has such an option (:func:`_holding`)."""
     usable = np.array([option.levels > 0 for option in data.pools])
-    holds = data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress
+    holds = _holding(data)
     for k in np.flatnonzero(data.mass > 0):
         if not (holds[k] & usable).any():
             fitting = [data.pools[j] for j in np.flatnonzero(holds[k])]
@@ -356,18 +372,6 @@ def _stranded_class(data: FleetMilpData) -> str | None:
             return (f"requests of {int(data.class_total_above[k]) + 1:,}-{int(data.class_total_to[k]):,} tokens fit only pool options "
                     f"({where}) whose P99 prefill floor exceeds the SLO of {data.problem.ttft_p99_ms:g} ms")
     return None
-
-
-def _covered_by(data: FleetMilpData, max_pools: int) -> bool:
-    """Whether some ``max_pools`` pool options with a TTFT floor level under the SLO hold every class with traffic
-    (True, unchecked, when there are more than ``OPEN_SET_LIMIT`` such sets)."""
-    usable = [j for j, option in enumerate(data.pools) if option.levels > 0]
-    size = min(max_pools, len(usable))
-    if size < 1 or math.comb(len(usable), size) > OPEN_SET_LIMIT:
-        return size >= 1
-    holds = (data.fits if data.problem.compressible_fraction < 1 else data.fits | data.can_compress)[data.mass > 0]
-    combos = np.array(list(itertools.combinations(usable, size)), dtype=np.int64).reshape(-1, size)
-    return bool(holds[:, combos].any(axis=2).all(axis=0).any())
 
 
 def _floor_tail(data: FleetMilpData) -> str | None:
