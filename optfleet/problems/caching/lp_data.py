@@ -81,8 +81,6 @@ def prepare(
     )
 
 
-
-
 def prepare_two_tier(
     trace: ConversationTrace,
     fast_capacity_tokens: int,

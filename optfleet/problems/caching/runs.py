@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from optfleet.problems.caching.hindsight import HindsightResult
 
 
-
 @dataclass(frozen=True)
 class ScheduleRun:
     """One schedule's evaluation, the wall time its producer took (replay, greedy or LP solve), and the LP's

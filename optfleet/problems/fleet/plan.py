@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from optfleet.problems.fleet.problem import FleetProblem
 
 
-
 @dataclass(frozen=True)
 class PoolPlan:
     """One pool: a name, its context window, its GPU (instance) count and GPU configuration.
