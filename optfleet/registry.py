@@ -51,6 +51,7 @@ KINDS: dict[str, str] = {
     "fleet": "optfleet.problems.fleet.kind",
     "profiled_fleet": "optfleet.problems.profiled_fleet.kind",
     "caching": "optfleet.problems.caching.kind",
+    "reserved": "optfleet.problems.reserved.kind",
 }
 
 

@@ -141,25 +141,53 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
     except InfeasibleConstraintException as exc:
         return _trivially_infeasible(exc, start)
     columns = form.columns
-    minimising = form.objectives[0].sense == pyo.minimize
     args = _pass_model_args(form, integer)
+    start_values = np.array([float(v.value) for v in columns]) if warm_start and integer.any() else None
+    report, values = solve_arrays(args, what=f"model {model.name!r}", time_limit=time_limit, mip_gap=mip_gap, threads=threads,
+                                  start_values=start_values, stream_log=stream_log, known_bound=known_bound, started=start)
+    if values is not None:
+        _load(columns, values)
+    return report
+
+
+def solve_arrays(
+    args: tuple,
+    *,
+    what: str,
+    time_limit: float | None = None,
+    mip_gap: float | None = None,
+    threads: int | None = None,
+    start_values: np.ndarray | None = None,
+    stream_log: bool = False,
+    known_bound: float | None = None,
+    started: float | None = None,
+) -> tuple[SolveReport, np.ndarray | None]:
+    """Solve a model given as ``passModel`` arrays (column-wise: see :func:`_pass_model_args`) with HiGHS.
+
+    The one HiGHS run of every model: a Pyomo model reaches it through its compiled arrays, a model too large
+    for Pyomo (the reserved-capacity LPs over 604,800 windows) is built as arrays directly.  Returns the
+    report and the incumbent's column values (None without a primal feasible solution).  ``start_values`` is
+    a MIP start; ``known_bound`` and the statuses are as in :func:`solve`.
+    """
+    start = time.perf_counter() if started is None else started
+    minimising = int(args[4]) == 1
+    integer = np.asarray(args[14])
     counts = {"solver_runs": 1, "mip_starts": 0, "feasible_mip_starts": 0}
     with highs_session(time_limit=time_limit, mip_gap=mip_gap, threads=threads, stream_log=stream_log) as (h, log):
-        pass_model(h, args, f"model {model.name!r}")
+        pass_model(h, args, what)
         _set_target(h, known_bound, minimising)
-        if warm_start and integer.any():
-            start_solution = _solution(columns)
-            h.setSolution(start_solution)
+        if start_values is not None and integer.any():
+            h.setSolution(_solution(None, start_values))
             counts["mip_starts"] = 1
-            counts["feasible_mip_starts"] = int(start_is_feasible(args, np.asarray(start_solution.col_value)))
+            counts["feasible_mip_starts"] = int(start_is_feasible(args, np.asarray(start_values, dtype=np.float64)))
         h.run()
         seconds = time.perf_counter() - start
     status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
     info = h.getInfo()
-    objective = bound = None
+    objective = bound = values = None
     if info.primal_solution_status == int(highspy.SolutionStatus.kSolutionStatusFeasible):
         objective = float(info.objective_function_value)
-        _load(columns, h.getSolution().col_value)
+        values = np.asarray(h.getSolution().col_value, dtype=np.float64)
     if integer.any():
         bound = float(info.mip_dual_bound) if objective is not None or status == TIME_LIMIT else None
     elif status == OPTIMAL:
@@ -171,7 +199,7 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
     if status == OBJECTIVE_TARGET:
         status = OPTIMAL  # the incumbent reaches known_bound (to TARGET_TOLERANCE): optimal by that bound
     gap = _gap(status, objective, bound)
-    return SolveReport(status, objective, bound, gap, seconds, "highs", log.text, counts)
+    return SolveReport(status, objective, bound, gap, seconds, "highs", log.text, counts), values
 
 
 def solve_cases(

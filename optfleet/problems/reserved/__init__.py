@@ -1,0 +1,1 @@
+"""Reserved capacity (provisioned throughput units): windowed units, latency, and exact hybrid models."""

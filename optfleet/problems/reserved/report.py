@@ -1,0 +1,104 @@
+"""Plain-text rendering of reserved comparisons: the instance, its windows, then one table per question."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from optfleet import tables
+from optfleet.problems.reserved.problem import ReservedProblem
+from optfleet.problems.reserved.stats import window_stats
+
+if TYPE_CHECKING:
+    from optfleet.api import GapOutcome, SolveOutcome
+
+QUESTIONS = {
+    "hybrid": "hybrid: least $/h of reserved units plus pay-as-you-go for what exceeds them in each window (no backlog)",
+    "backlog": "backlog: least $/h when work may queue up to the wait limit before spilling",
+    "latency": "latency: fewest units meeting the latency target (fluid FCFS queue)",
+    "robust": "robust: one unit count for every scenario, least worst-scenario $/h",
+    "commitment": "commitment: reservation + on-demand lots + deployments per model and block, least $/h",
+}
+
+
+def describe(problem: ReservedProblem) -> str:
+    """What ``optfleet validate`` prints about a valid reserved instance."""
+    return f"valid reserved instance '{problem.name}'\n" + render_problem(problem)
+
+
+def render_problem(problem: ReservedProblem) -> str:
+    """The trace, the profile, the prices, the windows' statistics and the notes."""
+    trace, spec = problem.trace, problem.spec
+    lines = [
+        f"instance {problem.name}: {len(trace):,} requests over {trace.span_s / 3600:,.3g} h ({trace.source}); "
+        f"classes: {', '.join(trace.class_names)}",
+        f"  profile: {problem.profile.describe()}",
+        f"  adjusted tokens per request: mean {problem.work.mean():,.1f}, max {problem.work.max():,.0f}",
+        f"  base latency: {problem.baseline.how}",
+    ]
+    if problem.prices is not None:
+        p = problem.prices
+        lines.append(f"  prices: ${p.unit_per_hour:,.4g} per {problem.unit_name}-hour; pay-as-you-go ${p.input_per_million:g} / "
+                     f"${p.cached_per_million:g} / ${p.output_per_million:g} per million input / cached / output tokens")
+    for series in problem.windows:
+        s = window_stats(series, 0.0, spec.quantile_method)
+        lines.append(f"  {series.width_s:g}-s windows ({series.n_windows:,}): units needed mean {s.mean_units:,.3f}, p95 {s.p95_units:,.3f}, "
+                     f"p99 {s.p99_units:,.3f}, peak {s.peak_units:,.3f}")
+    lines.append(f"  purchase grid: 0, {problem.profile.min_units}, then steps of {problem.profile.increment_units} up to {problem.max_units:,}")
+    lines += [f"  note: {note}" for note in problem.notes]
+    return "\n".join(lines)
+
+
+def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> dict[str, tuple[str, tables.Formatter]]:
+    """The columns a planner reads: units, $/h, overload/overflow/spare at the smallest width, latency."""
+    narrow = min(s.width_s for s in problem.windows)
+    tag = f"{narrow:g}s"
+    extra: dict[str, tuple[str, tables.Formatter]] = {}
+    if any(row.get("units") is not None for row in rows):
+        extra["units"] = (problem.unit_name + "s", tables.text)
+    if any(row.get("reservation_units") is not None for row in rows):
+        extra["reservation_units"] = ("reserved", tables.text)
+        extra["on_demand_lots"] = ("on-demand lots", tables.text)
+    extra["total_per_hour"] = ("hybrid $/h", tables.fixed(2))
+    for key, heading in (("backlog_total_per_hour", "backlog $/h"), ("worst_scenario_per_hour", "worst $/h"),
+                         ("commitment_per_hour", "commitment $/h")):
+        if any(row.get(key) is not None for row in rows):
+            extra[key] = (heading, tables.fixed(2))
+    extra[f"overload_pct_{tag}"] = (f"overload % {tag}", tables.number(3))
+    extra[f"overflow_units_{tag}"] = (f"overflow {tag}", tables.number(3))
+    extra[f"spare_units_{tag}"] = (f"spare {tag}", tables.number(3))
+    extra["p99_e2e_s"] = ("p99 e2e s", tables.number(4))
+    if any(row.get("slo_attainment_pct") is not None for row in rows):
+        extra["slo_attainment_pct"] = ("SLO %", tables.fixed(2))
+    return extra
+
+
+def _question_title(question: str, problem: ReservedProblem) -> str:
+    if question.startswith("overload"):
+        label = question.split(" ", 1)[1]
+        p = float(label[1:]) / 100
+        return f"{question}: fewest {problem.unit_name}s with at most {100 * (1 - p):.3g} % of windows overloaded at every width"
+    if question == "latency":
+        t = problem.plans.latency
+        return f"latency: fewest {problem.unit_name}s with p{100 * t.percentile:g} {t.metric} latency <= {t.threshold_s:g} s (fluid FCFS queue)"
+    return QUESTIONS[question]
+
+
+def _by_question(outcome: "SolveOutcome | GapOutcome") -> str:
+    problem = outcome.loaded.problem
+    parts = []
+    for group, reference in outcome.references.items():
+        question = dict(group)["question"]
+        rows = [row for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
+        head = f"{_question_title(question, problem)}\n  bound: {reference.reason}"
+        parts.append("\n".join([head, tables.render(tables.core_frame(rows, _extra(rows, problem))), *tables.notes(rows)]))
+    return "\n\n".join(parts)
+
+
+def render_gap(outcome: "GapOutcome") -> str:
+    """The text of ``optfleet gap`` on a reserved instance: the instance, then one table per question."""
+    return render_problem(outcome.loaded.problem) + "\n\n" + _by_question(outcome)
+
+
+def render_solve(outcome: "SolveOutcome") -> str:
+    """The text of ``optfleet solve``: the chosen method's question, its plan beside the question's other methods."""
+    return render_problem(outcome.loaded.problem) + "\n\n" + _by_question(outcome)

@@ -1,0 +1,210 @@
+"""Request traces for reserved-capacity planning: arrival, token counts, observed latency, class.
+
+Formats (chosen from the header):
+
+* generic CSV or Parquet: ``t, input_tokens, output_tokens`` and optional ``cached_tokens``,
+  ``thinking_tokens``, ``latency_s``, ``class``; ``t`` in the instance's ``trace.time_unit`` (``s``, ``ms``,
+  ``us`` or ``datetime``), which must be given;
+* the Azure LLM inference trace 2023 (``TIMESTAMP, ContextTokens, GeneratedTokens``): datetimes; each file's
+  requests get the class named by the file's last ``_`` part (``AzureLLMInferenceTrace_code.csv`` -> ``code``);
+* a pandas DataFrame with the generic columns (from Python).
+
+Arrival times become seconds since the first request.  Timestamps out of order are sorted (stable) and a
+note says how many rows moved; a ``t`` column whose span or rate looks like another unit gets a note naming
+both readings.  Token counts must be non-negative integers with ``cached <= input``; a bad row is reported
+with its row number (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from optfleet.errors import InputError
+from optfleet.instance.data_files import require_file
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+AZURE_COLUMNS = {"TIMESTAMP": "t", "ContextTokens": "input_tokens", "GeneratedTokens": "output_tokens"}
+TOKEN_COLUMNS = ("input_tokens", "cached_tokens", "output_tokens", "thinking_tokens")
+SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+PLAUSIBLE_SPAN_S = (1.0, 30 * 86_400.0)  # a trace spanning less than a second or more than a month is suspect
+PLAUSIBLE_RATE_RPS = 1e5  # ... and so is one arriving faster than this on average
+
+
+@dataclass(frozen=True)
+class RequestTrace:
+    """One row per request, sorted by arrival: ``arrival_s`` (seconds since the first request), token counts,
+    ``latency_s`` (NaN where not observed), ``class_index`` into ``class_names``, and what loading noticed."""
+
+    arrival_s: NDArray[np.float64]
+    input_tokens: NDArray[np.int64]
+    cached_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    thinking_tokens: NDArray[np.int64]
+    latency_s: NDArray[np.float64]
+    class_index: NDArray[np.int64]
+    class_names: tuple[str, ...]
+    source: str
+    notes: tuple[str, ...] = field(default=())
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def span_s(self) -> float:
+        return float(self.arrival_s[-1]) if len(self) else 0.0
+
+    def select(self, rows: NDArray, source: str) -> "RequestTrace":
+        """The requests at ``rows`` (sorted), re-timed from the first of them."""
+        arrival = self.arrival_s[rows]
+        origin = arrival[0] if len(arrival) else 0.0
+        return RequestTrace(arrival - origin, self.input_tokens[rows], self.cached_tokens[rows], self.output_tokens[rows],
+                            self.thinking_tokens[rows], self.latency_s[rows], self.class_index[rows], self.class_names, source)
+
+
+def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
+    """The trace a ``TraceSpec`` names (a file or files, a synthetic generator, or a DataFrame)."""
+    if spec.synthetic is not None:
+        from optfleet.problems.reserved.synthetic import generate
+
+        return generate(spec.synthetic)
+    if spec.frame is not None:
+        return trace_from_frame(spec.frame, spec.time_unit, f"{field}.frame", "a DataFrame")
+    files = [spec.file] if isinstance(spec.file, str) else list(spec.file)
+    frames = []
+    for i, name in enumerate(files):
+        file_field = f"{field}.file" if isinstance(spec.file, str) else f"{field}.file[{i}]"
+        frame, azure = _read_file((base_dir / name) if not Path(name).is_absolute() else Path(name), file_field)
+        if azure and "class" not in frame.columns:
+            frame["class"] = Path(name).stem.rsplit("_", 1)[-1]
+        frames.append((frame, azure, file_field))
+    azure_kinds = {azure for _, azure, _ in frames}
+    if len(azure_kinds) > 1:
+        raise InputError(f"{field}.file", spec.file, "mixes Azure-format and generic files; give one format")
+    azure = azure_kinds.pop()
+    if azure and spec.time_unit not in (None, "datetime"):
+        raise InputError(f"{field}.time_unit", spec.time_unit, "the Azure trace's TIMESTAMP column holds datetimes; give datetime or leave it out")
+    import pandas as pd
+
+    frame = pd.concat([f for f, _, _ in frames], ignore_index=True)
+    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(files))
+
+
+def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
+    require_file(path, field)
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+    except ImportError as exc:
+        raise InputError(field, str(path), f"reading Parquet needs the 'parquet' extra ({exc})") from None
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(field, str(path), f"cannot parse trace: {exc}") from None
+    except OSError as exc:
+        raise InputError(field, str(path), f"cannot be read: {exc.strerror or exc}") from None
+    azure = set(AZURE_COLUMNS) <= set(frame.columns)
+    return (frame.rename(columns=AZURE_COLUMNS) if azure else frame), azure
+
+
+def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, source: str) -> RequestTrace:
+    """Validate a frame with the generic columns and build the trace (module docstring)."""
+    import pandas as pd
+
+    missing = [c for c in ("t", "input_tokens", "output_tokens") if c not in frame.columns]
+    if missing:
+        raise InputError(field, source, f"trace lacks column(s) {missing}; expected t,input_tokens,output_tokens"
+                         "[,cached_tokens,thinking_tokens,latency_s,class] or the Azure 2023 format")
+    if frame.empty:
+        raise InputError(field, source, "trace has no requests")
+    if time_unit is None:
+        raise InputError(f"{field.split('.')[0]}.time_unit", None, "say what the t column counts: s, ms, us or datetime")
+    seconds = _seconds(frame["t"], time_unit, field)
+    tokens = {name: _token_column(frame[name], f"{field}:{name}") if name in frame.columns else np.zeros(len(frame), dtype=np.int64)
+              for name in TOKEN_COLUMNS}
+    over = tokens["cached_tokens"] > tokens["input_tokens"]
+    if over.any():
+        row = int(np.flatnonzero(over)[0])
+        raise InputError(f"{field}:cached_tokens row {row + 2}", int(tokens["cached_tokens"][row]),
+                         f"more cached tokens than input tokens ({int(tokens['input_tokens'][row])})")
+    latency = (pd.to_numeric(frame["latency_s"], errors="coerce").to_numpy(dtype=np.float64) if "latency_s" in frame.columns
+               else np.full(len(frame), np.nan))
+    bad_latency = np.isfinite(latency) & (latency < 0)
+    if bad_latency.any():
+        row = int(np.flatnonzero(bad_latency)[0])
+        raise InputError(f"{field}:latency_s row {row + 2}", float(latency[row]), "a latency cannot be negative")
+    labels = frame["class"].astype(str).to_numpy() if "class" in frame.columns else np.full(len(frame), "all", dtype=object)
+    names, class_index = np.unique(labels, return_inverse=True)
+    notes = []
+    order = np.argsort(seconds, kind="stable")
+    moved = int(np.count_nonzero(order != np.arange(len(order))))
+    if moved:
+        notes.append(f"{field}: timestamps were not in order; sorted by t ({moved:,} rows moved)")
+    seconds = seconds[order]
+    arrival = seconds - seconds[0]
+    note = _unit_note(arrival, time_unit, field)
+    if note:
+        notes.append(note)
+    return RequestTrace(arrival, *(tokens[name][order] for name in TOKEN_COLUMNS), latency[order], class_index[order].astype(np.int64),
+                        tuple(str(n) for n in names), source, tuple(notes))
+
+
+def _seconds(values: "pd.Series", time_unit: str, field: str) -> NDArray[np.float64]:
+    import pandas as pd
+
+    if time_unit == "datetime":
+        stamps = pd.to_datetime(values, errors="coerce", format="mixed")
+        bad = stamps.isna().to_numpy()
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{field}:t row {row + 2}", values.iloc[row], "not a date and time (trace.time_unit is datetime)")
+        return ((stamps - stamps.min()).dt.total_seconds()).to_numpy(dtype=np.float64)
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(numeric)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{field}:t row {row + 2}", values.iloc[row], f"not a number of {time_unit} (trace.time_unit)")
+    return (numeric - numeric.min()) * SECONDS_PER_UNIT[time_unit]
+
+
+def _unit_note(arrival_s: NDArray[np.float64], time_unit: str, field: str) -> str | None:
+    """A note when the span or the mean rate is implausible read in ``time_unit`` but plausible in another unit."""
+    if time_unit == "datetime" or len(arrival_s) < 2 or arrival_s[-1] <= 0:
+        return None
+    n = len(arrival_s)
+
+    def plausible(span_s: float) -> bool:
+        return PLAUSIBLE_SPAN_S[0] <= span_s <= PLAUSIBLE_SPAN_S[1] and n / span_s <= PLAUSIBLE_RATE_RPS
+
+    span_s = float(arrival_s[-1])
+    if plausible(span_s):
+        return None
+    for other, per_unit in SECONDS_PER_UNIT.items():
+        other_span = span_s / SECONDS_PER_UNIT[time_unit] * per_unit
+        if other != time_unit and plausible(other_span):
+            return (f"{field}: read as {time_unit}, t spans {_duration(span_s)} ({n / span_s:,.3g} requests/s); read as {other} it "
+                    f"would span {_duration(other_span)} ({n / other_span:,.3g} requests/s): check trace.time_unit")
+    return None
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86_400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
+        if seconds >= size:
+            return f"{seconds / size:,.3g} {unit}"
+    return f"{seconds * 1e6:,.3g} us"
+
+
+def _token_column(values: "pd.Series", field: str) -> NDArray[np.int64]:
+    import pandas as pd
+
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(numeric) | (numeric < 0) | (numeric != np.floor(numeric)) | (numeric > 2**53)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{field} row {row + 2}", values.iloc[row], "token counts must be non-negative integers")
+    return numeric.astype(np.int64)
