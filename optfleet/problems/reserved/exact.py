@@ -1,8 +1,9 @@
 """The exact reserved-capacity methods: build the model (models/reserved.py), solve it, return the plan and
 the solver's report (status, bound, gap).
 
-* hybrid, backlog: Pyomo up to ``PYOMO_WINDOW_LIMIT`` cost windows, else the same rows as arrays;
-* chance (per percentile), robust, commitment: Pyomo;
+* hybrid, backlog, robust (without overload limits): Pyomo up to ``PYOMO_WINDOW_LIMIT`` cost windows, else the
+  same rows as arrays (with HiGHS; another solver gets the Pyomo model);
+* chance (per percentile), commitment: Pyomo;
 * latency: bisection over the purchase grid, exact because every latency percentile is non-increasing in the
   units (latency.py); its report is optimal with bound = the answer (the grid point below it fails).
 """
@@ -10,6 +11,7 @@ the solver's report (status, bound, gap).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from optfleet.models.reserved import (
@@ -26,6 +28,8 @@ from optfleet.models.reserved import (
     build_robust,
     commitment_schedule,
     hybrid_arrays,
+    robust_arrays,
+    robust_hours,
     units_bought,
     units_from_columns,
 )
@@ -45,11 +49,18 @@ def purchase_grid(problem: ReservedProblem) -> PurchaseGrid:
 
 
 def spill_windows(series: WindowSeries) -> SpillWindows:
-    return SpillWindows(series.work_per_unit, series.work, series.price_per_work, series.hours)
+    """The model's view of a series: ``X_n`` and ``pi_n = p_n tau Delta`` ($ per unit-window spilled)."""
+    return SpillWindows(series.units_needed, series.price_per_work * series.work_per_unit, series.hours, series.width_s)
 
 
 def overload_limits(windows: tuple[WindowSeries, ...], p: float) -> list[OverloadLimit]:
-    return [OverloadLimit(s.work_per_unit, s.work, overloaded_windows_allowed(s.n_windows, 1.0 - p)) for s in windows]
+    return [OverloadLimit(s.units_needed, overloaded_windows_allowed(s.n_windows, 1.0 - p)) for s in windows]
+
+
+def per_hour(report: SolveReport, hours: float) -> SolveReport:
+    """A cost model's report in $/h: the models minimise dollars over ``hours`` (models/reserved.py)."""
+    scale = (lambda v: None if v is None else v / hours)
+    return replace(report, objective=scale(report.objective), bound=scale(report.bound))
 
 
 def _options(problem: ReservedProblem) -> dict:
@@ -70,25 +81,30 @@ def _solve_arrays(problem: ReservedProblem, args: tuple, what: str) -> tuple[Sol
     return report, values
 
 
+def _as_arrays(problem: ReservedProblem, n_windows: int) -> bool:
+    """Whether to build a model as arrays: beyond ``PYOMO_WINDOW_LIMIT`` windows, with HiGHS."""
+    return n_windows > PYOMO_WINDOW_LIMIT and problem.spec.solve.solver == "highs"
+
+
 def hybrid(problem: ReservedProblem) -> tuple[UnitsPlan, SolveReport]:
     windows, grid = spill_windows(problem.cost_windows), purchase_grid(problem)
-    if problem.cost_windows.n_windows > PYOMO_WINDOW_LIMIT and problem.spec.solve.solver == "highs":
+    if _as_arrays(problem, problem.cost_windows.n_windows):
         report, values = _solve_arrays(problem, hybrid_arrays(windows, grid, problem.prices.unit_per_hour), "the hybrid model")
-        return UnitsPlan(units_from_columns(values, grid)), report
+        return UnitsPlan(units_from_columns(values, grid)), per_hour(report, windows.hours)
     model = build_hybrid(windows, grid, problem.prices.unit_per_hour)
     report = _solve(problem, model, "the hybrid model")
-    return UnitsPlan(units_bought(model)), report
+    return UnitsPlan(units_bought(model)), per_hour(report, windows.hours)
 
 
 def backlog(problem: ReservedProblem) -> tuple[UnitsPlan, SolveReport]:
     windows, grid = spill_windows(problem.cost_windows), purchase_grid(problem)
-    args = (windows, grid, problem.prices.unit_per_hour, problem.profile.tau_tokens_per_s_per_unit, problem.plans.backlog.max_wait_s)
-    if problem.cost_windows.n_windows > PYOMO_WINDOW_LIMIT and problem.spec.solve.solver == "highs":
+    args = (windows, grid, problem.prices.unit_per_hour, problem.plans.backlog.max_wait_s)
+    if _as_arrays(problem, problem.cost_windows.n_windows):
         report, values = _solve_arrays(problem, backlog_arrays(*args), "the backlog model")
-        return UnitsPlan(units_from_columns(values, grid)), report
+        return UnitsPlan(units_from_columns(values, grid)), per_hour(report, windows.hours)
     model = build_backlog(*args)
     report = _solve(problem, model, "the backlog model")
-    return UnitsPlan(units_bought(model)), report
+    return UnitsPlan(units_bought(model)), per_hour(report, windows.hours)
 
 
 def chance(problem: ReservedProblem, p: float) -> tuple[UnitsPlan, SolveReport]:
@@ -106,10 +122,15 @@ def chance(problem: ReservedProblem, p: float) -> tuple[UnitsPlan, SolveReport]:
 
 def robust(problem: ReservedProblem) -> tuple[UnitsPlan, SolveReport]:
     eps = problem.plans.robust.max_overload_probability
+    scenarios, grid = [spill_windows(s.cost_windows) for s in problem.scenarios], purchase_grid(problem)
+    hours = robust_hours(scenarios)
+    if eps is None and _as_arrays(problem, sum(len(s.units_needed) for s in scenarios)):
+        report, values = _solve_arrays(problem, robust_arrays(scenarios, grid, problem.prices.unit_per_hour), "the robust model")
+        return UnitsPlan(units_from_columns(values, grid)), per_hour(report, hours)
     limits = None if eps is None else [overload_limits(s.windows, 1.0 - eps) for s in problem.scenarios]
-    model = build_robust([spill_windows(s.cost_windows) for s in problem.scenarios], purchase_grid(problem), problem.prices.unit_per_hour, limits)
+    model = build_robust(scenarios, grid, problem.prices.unit_per_hour, limits)
     report = _solve(problem, model, "the robust model")
-    return UnitsPlan(units_bought(model)), report
+    return UnitsPlan(units_bought(model)), per_hour(report, hours)
 
 
 def commitment_data(problem: ReservedProblem) -> CommitmentData:
@@ -127,7 +148,7 @@ def commitment(problem: ReservedProblem) -> tuple[CommitmentPlan, SolveReport]:
     data = commitment_data(problem)
     model = build_commitment(data)
     report = _solve(problem, model, "the commitment model")
-    return CommitmentPlan(*commitment_schedule(model, data)), report
+    return CommitmentPlan(*commitment_schedule(model, data)), per_hour(report, data.windows[0].hours)
 
 
 def latency_bisect(problem: ReservedProblem) -> tuple[UnitsPlan, SolveReport]:

@@ -49,27 +49,24 @@ def render_problem(problem: ReservedProblem) -> str:
 
 
 def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> dict[str, tuple[str, tables.Formatter]]:
-    """The columns a planner reads: units, $/h, overload/overflow/spare at the smallest width, latency."""
+    """The columns a planner reads: units, $/h, overload/overflow/spare at the smallest width, latency (those
+    with a value in some row)."""
     narrow = min(s.width_s for s in problem.windows)
     tag = f"{narrow:g}s"
     extra: dict[str, tuple[str, tables.Formatter]] = {}
-    if any(row.get("units") is not None for row in rows):
-        extra["units"] = (problem.unit_name + "s", tables.text)
-    if any(row.get("reservation_units") is not None for row in rows):
-        extra["reservation_units"] = ("reserved", tables.text)
-        extra["on_demand_lots"] = ("on-demand lots", tables.text)
+    extra["units"] = (problem.unit_name + "s", tables.text)
+    extra["reservation_units"] = ("reserved", tables.text)
+    extra["on_demand_lots"] = ("on-demand lots", tables.text)
     extra["total_per_hour"] = ("hybrid $/h", tables.fixed(2))
     for key, heading in (("backlog_total_per_hour", "backlog $/h"), ("worst_scenario_per_hour", "worst $/h"),
                          ("commitment_per_hour", "commitment $/h")):
-        if any(row.get(key) is not None for row in rows):
-            extra[key] = (heading, tables.fixed(2))
+        extra[key] = (heading, tables.fixed(2))
     extra[f"overload_pct_{tag}"] = (f"overload % {tag}", tables.number(3))
     extra[f"overflow_units_{tag}"] = (f"overflow {tag}", tables.number(3))
     extra[f"spare_units_{tag}"] = (f"spare {tag}", tables.number(3))
     extra["p99_e2e_s"] = ("p99 e2e s", tables.number(4))
-    if any(row.get("slo_attainment_pct") is not None for row in rows):
-        extra["slo_attainment_pct"] = ("SLO %", tables.fixed(2))
-    return extra
+    extra["slo_attainment_pct"] = ("SLO %", tables.fixed(2))
+    return {key: shown for key, shown in extra.items() if any(row.get(key) is not None for row in rows)}
 
 
 def _question_title(question: str, problem: ReservedProblem) -> str:

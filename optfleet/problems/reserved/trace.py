@@ -9,8 +9,8 @@ Formats (chosen from the header):
   requests get the class named by the file's last ``_`` part (``AzureLLMInferenceTrace_code.csv`` -> ``code``);
 * a pandas DataFrame with the generic columns (from Python).
 
-Arrival times become seconds since the first request.  Timestamps out of order are sorted (stable) and a
-note says how many rows moved; a ``t`` column whose span or rate looks like another unit gets a note naming
+Arrival times become seconds since the first request (several files share one clock and are merged).
+Timestamps out of order within a file are sorted (stable) and a note says how many steps went back in time; a ``t`` column whose span or rate looks like another unit gets a note naming
 both readings.  Token counts must be non-negative integers with ``cached <= input``; a bad row is reported
 with its row number (exit 2).
 """
@@ -35,6 +35,7 @@ TOKEN_COLUMNS = ("input_tokens", "cached_tokens", "output_tokens", "thinking_tok
 SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 PLAUSIBLE_SPAN_S = (1.0, 30 * 86_400.0)  # a trace spanning less than a second or more than a month is suspect
 PLAUSIBLE_RATE_RPS = 1e5  # ... and so is one arriving faster than this on average
+FILE_COLUMN = "_file"  # which of several files a row came from (each file's own order is checked)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
         frame, azure = _read_file((base_dir / name) if not Path(name).is_absolute() else Path(name), file_field)
         if azure and "class" not in frame.columns:
             frame["class"] = Path(name).stem.rsplit("_", 1)[-1]
+        frame[FILE_COLUMN] = i
         frames.append((frame, azure, file_field))
     azure_kinds = {azure for _, azure, _ in frames}
     if len(azure_kinds) > 1:
@@ -141,10 +143,11 @@ def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, s
     labels = frame["class"].astype(str).to_numpy() if "class" in frame.columns else np.full(len(frame), "all", dtype=object)
     names, class_index = np.unique(labels, return_inverse=True)
     notes = []
+    files = frame[FILE_COLUMN].to_numpy() if FILE_COLUMN in frame.columns else np.zeros(len(frame), dtype=np.int64)
+    backwards = int(np.count_nonzero((np.diff(seconds) < 0) & (files[1:] == files[:-1])))
+    if backwards:
+        notes.append(f"{field}: timestamps were not in order ({backwards:,} steps back in time within a file); sorted by t")
     order = np.argsort(seconds, kind="stable")
-    moved = int(np.count_nonzero(order != np.arange(len(order))))
-    if moved:
-        notes.append(f"{field}: timestamps were not in order; sorted by t ({moved:,} rows moved)")
     seconds = seconds[order]
     arrival = seconds - seconds[0]
     note = _unit_note(arrival, time_unit, field)
