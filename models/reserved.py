@@ -30,14 +30,16 @@ drivers divide by ``H`` for $/h): a week of 1-s windows in adjusted tokens and $
   ``min c R H + c_od h_blk T sum_b v_b + sum_mn pi_mn o_mn`` s.t. ``sum_m G_mb <= R + u_b``,
   ``o_mn >= X_mn - G_m,b(n)``.  A lot bought near the end is paid for its whole term.
 
-Pyomo models for traces up to :data:`PYOMO_WINDOW_LIMIT` windows; beyond it the hybrid, backlog and robust (without
-overload limits) models are built as arrays (:func:`hybrid_arrays`, :func:`backlog_arrays`, :func:`robust_arrays`).
+Pyomo models for traces up to :data:`PYOMO_WINDOW_LIMIT` windows; beyond it the hybrid and robust (without
+overload limits) models are built as arrays (:func:`hybrid_arrays`, :func:`robust_arrays`), and the backlog model is
+solved unit count by unit count (optfleet/problems/reserved/backlog.py) with :func:`backlog_fixed_arrays`.
 The hybrid and robust arrays first merge the windows between consecutive grid points
 (:func:`merge_between_grid_points`), exact because ``G`` only takes grid values: for the windows with
 ``g_j < X_n <= g_{j+1}``, ``sum_n pi_n (X_n - G)+ = Pi (Y - G)+`` at every grid point ``G``, with ``Pi = sum_n pi_n``
 and ``Y = sum_n pi_n X_n / Pi`` (both sides are ``Pi Y - Pi G`` for ``G <= g_j`` and 0 for ``G >= g_{j+1}``).  A
 week of 1-s windows becomes a row per grid point (the simplex otherwise needs a pivot per window: over a minute).
-The backlog rows link consecutive windows and cannot be merged.
+The backlog rows link consecutive windows and cannot be merged; its joint model at a week of 1-s windows is
+beyond the simplex (a pivot per window, over 4 minutes without a root bound).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from scipy.sparse import coo_matrix
 
 from optfleet.models.linear import scaled, total
 
-PYOMO_WINDOW_LIMIT = 20_000  # windows above which the hybrid, backlog and robust models are built as arrays
+PYOMO_WINDOW_LIMIT = 20_000  # windows above which the hybrid and robust models are arrays and the backlog is solved per unit count
 
 
 @dataclass(frozen=True)
@@ -362,25 +364,20 @@ def robust_arrays(scenarios: list[SpillWindows], grid: PurchaseGrid, unit_per_ho
     return _pass_args(cost, np.zeros(n_cols), upper, integer, rows, cols, values, row_lower, row_upper)
 
 
-def backlog_arrays(windows: SpillWindows, grid: PurchaseGrid, unit_per_hour: float, max_wait_s: float) -> tuple:
-    """:func:`build_backlog` as arrays: columns ``y, k, q_0..q_{N-1}, o_n`` (busy windows); rows
-    ``G + q_n - q_{n-1} + o_n >= X_n``, ``q_n - (W / Delta) G <= 0`` and ``k - K y <= 0``."""
-    n = len(windows.units_needed)
-    busy = np.flatnonzero(windows.units_needed > 0)
-    b = len(busy)
-    cost, lower, upper, integer = _grid_columns(grid, unit_per_hour * windows.hours)
+def backlog_fixed_arrays(units_needed: NDArray[np.float64], spill_price: NDArray[np.float64], starts: NDArray[np.bool_], units: float,
+                         wait_windows: float) -> tuple:
+    """:func:`build_backlog` at a fixed unit count ``G``, as an LP over some windows: columns ``q_n`` then ``o_n``;
+    rows ``q_n - q_{n-1} + o_n >= X_n - G`` (no ``q_{n-1}`` where ``starts``: the queue is empty before a
+    segment), ``0 <= q_n <= (W / Delta) G``, ``0 <= o_n <= X_n``; minimise ``sum_n pi_n o_n``."""
+    n = len(units_needed)
     r = np.arange(n)
-    q = 2 + r  # backlog columns
-    o = 2 + n + np.arange(b)  # spill columns
-    carried_g = _units_triplets(grid, r)
-    capped_g = _units_triplets(grid, n + r, -max_wait_s / windows.width_s)
-    rows = np.concatenate([carried_g[0], r, r[1:], busy, capped_g[0], n + r, [2 * n, 2 * n]])
-    cols = np.concatenate([carried_g[1], q, q[:-1], o, capped_g[1], q, [0, 1]]).astype(np.int64)
-    values = np.concatenate([carried_g[2], np.ones(n), -np.ones(n - 1), np.ones(b), capped_g[2], np.ones(n), [-grid.max_steps, 1.0]])
-    return _pass_args(np.concatenate([cost, np.zeros(n), windows.spill_price[busy]]),
-                      np.concatenate([lower, np.zeros(n + b)]), np.concatenate([upper, np.full(n, np.inf), windows.units_needed[busy]]),
-                      np.concatenate([integer, np.zeros(n + b, dtype=np.int32)]), rows, cols, values,
-                      np.concatenate([windows.units_needed, np.full(n + 1, -np.inf)]), np.concatenate([np.full(n, np.inf), np.zeros(n + 1)]))
+    linked = np.flatnonzero(~starts[1:]) + 1 if n > 1 else np.zeros(0, dtype=np.int64)
+    rows = np.concatenate([r, linked, r])
+    cols = np.concatenate([r, linked - 1, n + r])
+    values = np.concatenate([np.ones(n), -np.ones(len(linked)), np.ones(n)])
+    cost = np.concatenate([np.zeros(n), spill_price])
+    upper = np.concatenate([np.full(n, wait_windows * units), units_needed])
+    return _pass_args(cost, np.zeros(2 * n), upper, np.zeros(2 * n, dtype=np.int32), rows, cols, values, units_needed - units, np.full(n, np.inf))
 
 
 def units_from_columns(values: NDArray[np.float64], grid: PurchaseGrid) -> int:

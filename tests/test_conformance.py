@@ -31,7 +31,7 @@ from optfleet.errors import EXIT_BAD_INPUT
 from optfleet.registry import KINDS, kind
 from optfleet.results import CORE_COLUMNS
 
-from support import AZURE_TRACE_FILES, REPO, data_overrides, needs_shared_data
+from support import REPO, cli_data_overrides, data_overrides, needs_shared_data
 
 pytestmark = pytest.mark.solved
 
@@ -56,6 +56,12 @@ KIND_CASES: dict[str, dict[str, Any]] = {
         "small": INSTANCES / "caching" / "tiny.yaml",
         "bad": [("xi_ms", -1, "-1"), ("capacity_tokens", [0], "0"), ("policies", ["mru"], "mru"), ("ttft.alpha_ms_per_token", 0, "0")],
     },
+    "reserved": {
+        "folder": INSTANCES / "reserved",
+        "small": INSTANCES / "reserved" / "tiny.yaml",
+        "bad": [("profile.tau_tokens_per_s_per_unit", 0, "0"), ("plans.percentiles", [1.5], "1.5"), ("solve.method", "annealing", "annealing"),
+                ("trace.time_unit", "hours", "hours"), ("max_units", 0, "0")],
+    },
 }
 
 
@@ -69,7 +75,7 @@ def _shipped(name: str, path: Path) -> Any:
 
 
 def _cli_overrides(path: Path) -> list[str]:
-    return ["--set", f"workload.lengths.trace_file=[{','.join(AZURE_TRACE_FILES)}]"] if data_overrides(path.stem) else []
+    return cli_data_overrides(path.stem)
 
 
 SHIPPED = [_shipped(name, path) for name in KINDS for path in _instances(name)]

@@ -1,8 +1,9 @@
 """The exact reserved-capacity methods: build the model (models/reserved.py), solve it, return the plan and
 the solver's report (status, bound, gap).
 
-* hybrid, backlog, robust (without overload limits): Pyomo up to ``PYOMO_WINDOW_LIMIT`` cost windows, else the
-  same rows as arrays (with HiGHS; another solver gets the Pyomo model);
+* hybrid, robust (without overload limits): Pyomo up to ``PYOMO_WINDOW_LIMIT`` cost windows, else the same
+  rows as arrays (with HiGHS; another solver gets the Pyomo model);
+* backlog: Pyomo up to ``PYOMO_WINDOW_LIMIT`` cost windows, else unit count by unit count (backlog.py);
 * chance (per percentile), commitment: Pyomo;
 * latency: bisection over the purchase grid, exact because every latency percentile is non-increasing in the
   units (latency.py); its report is optimal with bound = the answer (the grid point below it fails).
@@ -20,7 +21,7 @@ from optfleet.models.reserved import (
     OverloadLimit,
     PurchaseGrid,
     SpillWindows,
-    backlog_arrays,
+    grid_points,
     build_backlog,
     build_chance,
     build_commitment,
@@ -37,6 +38,7 @@ from optfleet.solvers import highs
 from optfleet.solvers.report import OPTIMAL, SolveReport
 
 from optfleet.errors import InfeasibleError
+from optfleet.problems.reserved.backlog import solve_backlog_by_units
 from optfleet.problems.reserved.evaluator import CommitmentPlan, UnitsPlan, block_index, latency_met
 from optfleet.problems.reserved.heuristics import latency_binding, latency_search_max
 from optfleet.problems.reserved.problem import ReservedProblem, infeasible_within_grid
@@ -100,8 +102,8 @@ def backlog(problem: ReservedProblem) -> tuple[UnitsPlan, SolveReport]:
     windows, grid = spill_windows(problem.cost_windows), purchase_grid(problem)
     args = (windows, grid, problem.prices.unit_per_hour, problem.plans.backlog.max_wait_s)
     if _as_arrays(problem, problem.cost_windows.n_windows):
-        report, values = _solve_arrays(problem, backlog_arrays(*args), "the backlog model")
-        return UnitsPlan(units_from_columns(values, grid)), per_hour(report, windows.hours)
+        units, report = solve_backlog_by_units(windows, grid_points(grid), *args[2:], time_limit_s=problem.spec.solve.time_limit_s)
+        return UnitsPlan(units), report
     model = build_backlog(*args)
     report = _solve(problem, model, "the backlog model")
     return UnitsPlan(units_bought(model)), per_hour(report, windows.hours)
