@@ -340,3 +340,10 @@ def test_azure_2023_flash_plans():
     problem = _problem(AZURE, **data_overrides(AZURE.stem))
     assert len(problem.trace) == 28_185 and problem.trace.class_names == ("code", "conv")
     assert not math.isnan(evaluate(problem, UnitsPlan(34)).latency.p99_e2e_s)
+
+
+@pytest.mark.solved
+def test_gap_plot_writes_a_png(tmp_path: Path):
+    path = tmp_path / "reserved.png"
+    assert main(["gap", str(TINY), "--methods", "percentile_p95,hybrid_scan,hybrid", "--plot", str(path), "--quiet"]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from optfleet.models.reserved import SpillWindows, backlog_fixed_arrays, grid_points
+from optfleet.models.reserved import SpillWindows, backlog_fixed_arrays
 from optfleet.solvers.highs import solve_arrays
 from optfleet.solvers.report import OPTIMAL, TIME_LIMIT, SolveReport, relative_gap
 
