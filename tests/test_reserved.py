@@ -347,3 +347,30 @@ def test_gap_plot_writes_a_png(tmp_path: Path):
     path = tmp_path / "reserved.png"
     assert main(["gap", str(TINY), "--methods", "percentile_p95,hybrid_scan,hybrid", "--plot", str(path), "--quiet"]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+@pytest.mark.solved
+def test_solve_out_writes_the_window_curves(tmp_path: Path):
+    assert main(["solve", str(TINY), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    table = pd.read_csv(tmp_path / "out" / "window_curves.csv")
+    assert table["units"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert table["overload_probability"].tolist() == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.25, 0.0])
+    assert table["expected_overflow_units"].tolist() == pytest.approx([2.75, 1.75, 1.0, 0.5, 0.25, 0.0])
+
+
+@pytest.mark.unit
+def test_baseline_latency_is_fitted_from_20_observations_and_falls_back_below():
+    from optfleet.problems.reserved.latency import FALLBACK, MIN_LATENCY_OBSERVATIONS, baseline_latency
+    from optfleet.problems.reserved.trace import trace_from_frame
+
+    rng = np.random.default_rng(0)
+    n = MIN_LATENCY_OBSERVATIONS
+    frame = pd.DataFrame({"t": np.arange(n, dtype=float), "input_tokens": rng.integers(100, 5000, n), "output_tokens": rng.integers(1, 500, n)})
+    frame["cached_tokens"] = frame["input_tokens"] // 3
+    frame["latency_s"] = 0.2 + 1e-4 * frame["input_tokens"] + 2e-3 * frame["output_tokens"] - 5e-5 * frame["cached_tokens"]
+    fitted = baseline_latency(trace_from_frame(frame, "s", "trace", "test"), None)
+    assert fitted.per_cached_s == 0.0  # a negative coefficient is clipped
+    assert fitted.per_output_s == pytest.approx(2e-3, rel=0.05) and "least squares on 20" in fitted.how
+    frame.loc[0, "latency_s"] = np.nan
+    fallback = baseline_latency(trace_from_frame(frame, "s", "trace", "test"), None)
+    assert (fallback.intercept_s, fallback.per_input_s, fallback.per_cached_s, fallback.per_output_s, fallback.per_thinking_s) == FALLBACK

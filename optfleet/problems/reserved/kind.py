@@ -193,5 +193,6 @@ KIND = ProblemKind(
     facts=facts,
     result_json=result_json,
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"},
+    solve_files=lazy(REPORT, "solve_files"),
     plot=lazy("optfleet.problems.reserved.plot", "plot_gap"),
 )

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from optfleet import tables
 from optfleet.problems.reserved.problem import ReservedProblem
-from optfleet.problems.reserved.stats import window_stats
+from optfleet.problems.reserved.stats import curves, window_stats
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
@@ -99,3 +99,20 @@ def render_gap(outcome: "GapOutcome") -> str:
 def render_solve(outcome: "SolveOutcome") -> str:
     """The text of ``optfleet solve``: the chosen method's question, its plan beside the question's other methods."""
     return render_problem(outcome.loaded.problem) + "\n\n" + _by_question(outcome)
+
+
+MAX_CURVE_POINTS = 2_000  # grid points written to window_curves.csv (a finer grid is sampled evenly)
+
+
+def solve_files(outcome: "SolveOutcome") -> dict[str, str]:
+    """``window_curves.csv``: per window width, overload probability, expected overflow and expected spare at
+    every point of the purchase grid (stats.py), what a planner plots against ``G``."""
+    import numpy as np
+    import pandas as pd
+
+    problem = outcome.loaded.problem
+    grid = problem.grid()
+    if len(grid) > MAX_CURVE_POINTS:
+        grid = grid[np.unique(np.linspace(0, len(grid) - 1, MAX_CURVE_POINTS).round().astype(int))]
+    frames = [pd.DataFrame({"window_s": series.width_s, **curves(series, grid)}) for series in problem.windows]
+    return {"window_curves.csv": pd.concat(frames, ignore_index=True).to_csv(index=False)}
