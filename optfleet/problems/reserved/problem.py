@@ -107,6 +107,7 @@ def prepare(loaded: LoadedInstance) -> ReservedProblem:
     peak = max(float(s.units_needed.max()) for s in (*windows, cost_windows))
     max_units = spec.max_units if spec.max_units is not None else max(profile.round_up(peak), profile.min_units)
     _needs_prices(spec, prices)
+    _asks_something(spec, prices)
     if max_units < profile.min_units:
         raise InputError("max_units", max_units, f"below the profile's first purchase of {profile.min_units} {profile.unit_name}s: "
                          "the purchase grid holds no unit count but 0")
@@ -139,6 +140,15 @@ def _needs_prices(spec: ReservedInstanceSpec, prices: Prices | None) -> None:
     for name in ("backlog", "robust", "commitment"):
         if getattr(spec.plans, name) is not None:
             raise InputError(f"plans.{name}", "given", "a cost question needs prices: give prices.unit_per_hour (and pay-as-you-go prices)")
+
+
+def _asks_something(spec: ReservedInstanceSpec, prices: Prices | None) -> None:
+    """An instance must ask at least one question (methods.py), or no method would run."""
+    plans = spec.plans
+    asked = plans.percentiles or plans.latency or (plans.hybrid and prices is not None) or plans.backlog or plans.robust or plans.commitment
+    if not asked:
+        raise InputError("plans", "no question", "give percentiles, a latency target, prices (the hybrid question), backlog, robust "
+                         "or commitment")
 
 
 def _scenarios(spec, loaded, trace, profile, work, paygo, notes) -> tuple[Scenario, ...]:
