@@ -197,3 +197,22 @@ def test_pool_after_dask_and_highs_ran_in_this_process():
     pool = optfleet.sweep(TOY, axes, "milp", engine="local", workers=2)
     assert list(serial["status"]) == ["optimal"] * 3
     pd.testing.assert_frame_equal(_comparable(pool), _comparable(serial))
+
+
+@pytest.mark.solved
+def test_readme_study_commands_run(tmp_path, monkeypatch, capsys):
+    """The README's "Studies" commands run as printed (their out/ folder moved to a temporary one)."""
+    import re
+    import shlex
+
+    from support import REPO
+
+    section = (REPO / "README.md").read_text().split("## Studies", 1)[1]
+    commands = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1).strip().splitlines()
+    assert [c.split()[:2] for c in commands] == [["optfleet", "sweep"], ["optfleet", "plot"]]
+    monkeypatch.chdir(REPO)
+    for command in commands:
+        argv = [arg.replace("out/", f"{tmp_path}/") for arg in shlex.split(command)[1:]]
+        assert main([*argv, "--workers", "1"] if argv[0] == "sweep" else argv) == 0, capsys.readouterr().err
+    assert (tmp_path / "azure_rate.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(pd.read_parquet(tmp_path / "azure_rate.parquet")) == 8 * 2
