@@ -18,7 +18,6 @@ Writes studies.json and studies.md to benchmarks/out/ (benchmarks/results/ with 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 import optfleet
 from optfleet.studies.engines import available_cores
 
-from output import add_output_option, output_folder
+from output import add_output_option, output_folder, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("serial", "local", "dask")
@@ -69,14 +68,11 @@ def main() -> int:
     milp = ROOT / args.milp_instance
     rows = bench(f"azure_2023 sweep x{args.fleet_scenarios}", fleet, "sweep", [100.0 + 5 * i for i in range(args.fleet_scenarios)], args.workers)
     rows += bench(f"{milp.stem} milp x{args.milp_scenarios}", milp, "milp", [10.0 + i for i in range(args.milp_scenarios)], args.workers)
-    results = output_folder(args)
     machine = f"{platform.machine()}, {available_cores()} cores, Python {platform.python_version()}"
-    (results / "studies.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
-    lines = ["| study | engine | workers | wall s | scenarios/s | speed-up vs serial | overhead ms/task | same objectives |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['study']} | {r['engine']} | {r['workers']} | {r['wall_s']:.2f} | {r['scenarios_per_s']:.1f} | {r['speedup']:.2f}x | "
-              f"{r['overhead_ms_per_task']:.1f} | {'yes' if r['same_objectives'] else 'no'} |" for r in rows]
-    (results / "studies.md").write_text("\n".join(lines) + "\n")
+    columns = ["study", "engine", "workers", "wall s", "scenarios/s", "speed-up vs serial", "overhead ms/task", "same objectives"]
+    cells = [[r["study"], r["engine"], str(r["workers"]), f"{r['wall_s']:.2f}", f"{r['scenarios_per_s']:.1f}", f"{r['speedup']:.2f}x",
+              f"{r['overhead_ms_per_task']:.1f}", "yes" if r["same_objectives"] else "no"] for r in rows]
+    write_results(output_folder(args), "studies", {"machine": machine, "rows": rows}, columns, cells)
     return 0
 
 

@@ -151,7 +151,7 @@ def _sweep_text(frame: Any, fields: list[str], out: str | None) -> str:
     shown = [c for c in [*fields, "method", "status", "objective", "objective_unit", "bound", "gap_pct", "seconds", "error"] if c in frame.columns]
     if "error" in shown and frame["error"].isna().all():
         shown.remove("error")
-    head = (f"{facts['instance']}: {facts['scenarios']} scenarios x {len(facts['methods'])} methods ({', '.join(facts['methods'])}): "
+    head = (f"{facts['instance']}: {facts['scenarios']} scenarios, methods {', '.join(facts['methods'])}: "
             f"{facts['solved']} solved, {facts['resumed']} resumed from the results file, {facts['failed']} failed"
             + (f"; table in {out}" if out else ""))
     table = frame[shown].astype(object).where(frame[shown].notna(), "-")
