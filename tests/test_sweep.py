@@ -216,3 +216,40 @@ def test_readme_study_commands_run(tmp_path, monkeypatch, capsys):
         assert main([*argv, "--workers", "1"] if argv[0] == "sweep" else argv) == 0, capsys.readouterr().err
     assert (tmp_path / "azure_rate.png").read_bytes()[:4] == b"\x89PNG"
     assert len(pd.read_parquet(tmp_path / "azure_rate.parquet")) == 8 * 2
+
+
+@pytest.mark.unit
+def test_a_column_mixing_value_types_is_written_as_text(tmp_path):
+    from optfleet.studies.table import assemble, write_table
+
+    row = {"method": "sweep", "status": "heuristic", "objective": 1.0}
+    frame = assemble([{"f": 1}, {"f": "x"}], {0: [row], 1: [row]}, [])
+    write_table(frame, tmp_path / "mixed.parquet")
+    assert list(pd.read_parquet(tmp_path / "mixed.parquet")["f"]) == ["1", "x"]
+
+
+@pytest.mark.unit
+def test_progress_line_shows_the_bar_the_count_the_rate_and_the_failures():
+    import io
+
+    from optfleet.progress import progress_display
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    progress_display("sweep", stream=stream, delay_s=0.0, unit="scenarios")("1 failed", 4, 4)
+    line = stream.getvalue()
+    assert "sweep: [####################] 100 % 4/4 scenarios, " in line and "/s," in line and line.rstrip().endswith("; 1 failed")
+
+
+@pytest.mark.solved
+def test_dask_engine_on_a_running_scheduler(serial_table, capsys):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        assert main(["sweep", TOY, "--set", "workload.rate_rps=50:200:50", "--set", "slo.ttft_p99_ms=1,10000", "--methods", METHODS,
+                     "--engine", "dask", "--scheduler", cluster.scheduler_address, "--json", "--quiet"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [row["objective"] for row in rows] == [None if pd.isna(v) else v for v in serial_table["objective"]]
