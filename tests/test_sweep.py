@@ -170,6 +170,9 @@ def test_cli_json_is_one_document_and_plot_writes_a_png(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--x = 'workload.rate': no such column; available: workload.rate_rps, method" in err
     assert not (tmp_path / "no.png").exists()
+    assert main(["plot", str(out), "--x", "workload.rate_rps", "--y", "gap_pct", "--out", str(tmp_path / "no.png")]) == 2
+    assert "--y = 'gap_pct': no row has both" in capsys.readouterr().err
+    assert not (tmp_path / "no.png").exists()
 
 
 @pytest.mark.unit

@@ -159,12 +159,11 @@ def _sweep_text(frame: Any, fields: list[str], out: str | None) -> str:
 
 
 def plot_command(args: argparse.Namespace) -> int:
-    from optfleet.studies.plot import check_columns, plot_study
+    from optfleet.studies.plot import plot_study
     from optfleet.studies.table import read_table
 
     path = png_file("--out", args.out or str(Path(args.file).with_suffix(".png")))
     frame = read_table(args.file)
-    check_columns(frame, x=args.x, y=args.y, hue=args.hue)
     plot_study(frame, args.x, args.y, path, hue=args.hue, title=args.title)
     print(f"wrote {path}")
     return EXIT_OK

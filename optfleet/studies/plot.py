@@ -64,6 +64,8 @@ def plot_study(frame: "pd.DataFrame", x: str, y: str, path: Path, *, hue: str | 
 
     check_columns(frame, x=x, y=y, hue=hue)
     data = frame.dropna(subset=[x, y])
+    if data.empty:
+        raise InputError("--y", y, f"no row has both {x} and {y} (e.g. gap_pct needs an exact method among the methods)")
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=150)
     groups = [(None, data)] if hue is None else list(data.groupby(hue, sort=False, dropna=False))
     for name, group in groups:
