@@ -11,6 +11,12 @@ scenarios per second, the speed-up over serial, and the overhead per task,
 costs beyond its serial time (start-up, sending tasks and results, idle tails).
 Every engine must give the serial engine's objectives.
 
+The whole run uses single-threaded BLAS/OpenMP (set below, before numpy is
+imported, unless already set), as the pool's and Dask's workers do: with
+OpenBLAS's default threads the serial baseline itself ran 3x slower on this
+2-core machine while another process held a core, which would flatter the
+parallel engines.
+
 Run: python benchmarks/bench_studies.py [--fleet-scenarios 1000] [--milp-scenarios 100] [--workers 2] [--publish]
 Writes studies.json and studies.md to benchmarks/out/ (benchmarks/results/ with --publish).
 """
@@ -18,13 +24,18 @@ Writes studies.json and studies.md to benchmarks/out/ (benchmarks/results/ with 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-import optfleet
-from optfleet.studies.engines import available_cores
+from optfleet.studies.engines import SINGLE_THREADED, available_cores
+
+for _name in SINGLE_THREADED:  # before numpy is imported (optfleet imports it when a study first runs)
+    os.environ.setdefault(_name, "1")
+
+import optfleet  # noqa: E402
 
 from output import add_output_option, output_folder, write_results
 

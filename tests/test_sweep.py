@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -145,12 +146,14 @@ def test_rerun_with_the_same_file_skips_done_scenarios(tmp_path, suffix):
 
 
 @pytest.mark.solved
-def test_engines_give_identical_tables(serial_table):
-    axes = {"workload.rate_rps": "50:200:50", "slo.ttft_p99_ms": [1, 10000]}
+def test_engines_give_identical_tables():
+    axes = {"workload.rate_rps": "50:245:5", "slo.ttft_p99_ms": [1, 10000]}  # 80 scenarios: batches of 5 on 2 workers
+    serial = optfleet.sweep(TOY, axes, METHODS, engine="serial")
     pool = optfleet.sweep(TOY, axes, METHODS, engine="local", workers=2)
     dask = optfleet.sweep(TOY, axes, METHODS, engine="dask", workers=2)
-    pd.testing.assert_frame_equal(_comparable(pool), _comparable(serial_table))
-    pd.testing.assert_frame_equal(_comparable(dask), _comparable(serial_table))
+    assert len(serial) == 160 and serial["objective"].notna().sum() == 80
+    pd.testing.assert_frame_equal(_comparable(pool), _comparable(serial))
+    pd.testing.assert_frame_equal(_comparable(dask), _comparable(serial))
 
 
 @pytest.mark.solved
@@ -259,3 +262,29 @@ def test_dask_engine_on_a_running_scheduler(serial_table, capsys):
                      "--engine", "dask", "--scheduler", cluster.scheduler_address, "--json", "--quiet"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [row["objective"] for row in rows] == [None if pd.isna(v) else v for v in serial_table["objective"]]
+
+
+@pytest.mark.unit
+def test_pool_workers_use_single_threaded_numerical_libraries(monkeypatch):
+    """A pool worker's initializer asks BLAS/OpenMP for one thread (before numpy loads there); a user's value wins."""
+    from optfleet.instance.loader import load_instance
+    from optfleet.studies import engines
+
+    for name in engines.SINGLE_THREADED:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "4")
+    monkeypatch.setattr(engines, "_WORKER_BASE", None)
+    engines._load_base(load_instance(TOY))
+    assert [os.environ[name] for name in engines.SINGLE_THREADED] == ["1", "1", "4"]
+    assert engines._WORKER_BASE is not None
+
+
+@pytest.mark.unit
+def test_batches_keep_the_order_and_cover_the_study():
+    from optfleet.studies.engines import TASKS_PER_WORKER, batches
+
+    study = [(i, {"f": i}) for i in range(1000)]
+    cut = batches(study, 2)
+    assert [pair for batch in cut for pair in batch] == study
+    assert len(cut) == 2 * TASKS_PER_WORKER
+    assert batches(study[:3], 2) == [[pair] for pair in study[:3]]

@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     solver_options(sweep)
     sweep.add_argument("--engine", default="local", help="local (a process pool, default), serial (this process) or dask")
     sweep.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="processes of the local pool or the Dask LocalCluster (default: min(cores, scenarios)); local with 1 runs in this process")
+                       help="processes of the local pool or the Dask LocalCluster (default: min(cores, scenarios)); local with 1 runs in this process; "
+                            "a running --scheduler has its own")
     sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="with --engine dask: a running scheduler, e.g. tcp://host:8786 (default: a LocalCluster)")
     sweep.add_argument("--out", default=None, metavar="FILE",
                        help="results table, .parquet or .csv; a rerun with the same file skips the scenarios it holds")

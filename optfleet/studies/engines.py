@@ -1,7 +1,10 @@
 """Where a study's scenarios run: in this process, on a local process pool, or on a Dask cluster.
 
 Every engine yields ``(scenario index, rows)`` in completion order (the study
-puts rows back in scenario order).  No engine starts a process per scenario:
+puts rows back in scenario order).  No engine starts a process per scenario,
+and the pool and Dask send scenarios in batches (:func:`batches`), so the cost
+of a task (sending it, scheduling it, returning its rows) is paid about
+:data:`TASKS_PER_WORKER` times a worker, not once a scenario:
 
 * ``serial``: one after the other in this process;
 * ``local``: a ``ProcessPoolExecutor`` of ``workers`` processes; each loads
@@ -12,13 +15,15 @@ puts rows back in scenario order).  No engine starts a process per scenario:
   them forever (seen: a pool forked after a Dask study and a HiGHS solve
   in the same process hung);
 * ``dask``: a Dask ``distributed`` cluster, the one at ``scheduler``
-  (``tcp://host:8786``) or a ``LocalCluster`` of ``workers`` one-thread
-  worker processes; the base instance is sent to every worker once.
+  (``tcp://host:8786``; batches are sized by its workers at the start) or a
+  ``LocalCluster`` of ``workers`` one-thread worker processes; the base
+  instance is sent to every worker once.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -26,9 +31,13 @@ from typing import Any
 from optfleet.errors import InputError
 from optfleet.instance.loader import LoadedInstance
 from optfleet.studies.overrides import Scenario
-from optfleet.studies.scenario import solve_scenario
+from optfleet.studies.scenario import solve_batch, solve_scenario
 
 ENGINES = ("local", "serial", "dask")
+# Tasks a worker gets, about: few enough that dispatch costs little next to the work (a fleet-sweep scenario takes
+# about 15 ms, a Dask task costs milliseconds of scheduler and messaging), enough to balance the load at the end and
+# to move the progress line.
+TASKS_PER_WORKER = 8
 Completed = Iterator[tuple[int, list[dict[str, Any]]]]
 
 
@@ -65,17 +74,30 @@ def run_scenarios(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], m
     return _dask(base, study, methods, count, scheduler)
 
 
+def batches(study: Sequence[tuple[int, Scenario]], workers: int) -> list[list[tuple[int, Scenario]]]:
+    """``study`` cut, in order, into about ``workers x TASKS_PER_WORKER`` batches of equal size."""
+    size = max(1, math.ceil(len(study) / (workers * TASKS_PER_WORKER)))
+    return [list(study[start:start + size]) for start in range(0, len(study), size)]
+
+
 _WORKER_BASE: LoadedInstance | None = None  # a pool worker's base instance, set once by its initializer
+# A pool worker solves one scenario at a time: the numerical libraries' own thread pools would only compete with the
+# other workers (OpenBLAS threads spinning while another process holds the core made a study 3x slower on 2 cores).
+# Set in the worker before it imports numpy (the fork server does not import it); a value the user set wins.  Dask's
+# nanny sets the same variables for its workers.
+SINGLE_THREADED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _load_base(base: LoadedInstance) -> None:
     global _WORKER_BASE
+    for name in SINGLE_THREADED:
+        os.environ.setdefault(name, "1")
     _WORKER_BASE = base
 
 
-def _solve_on_worker(scenario: Scenario, methods: Sequence[str]) -> list[dict[str, Any]]:
+def _solve_on_worker(batch: Sequence[tuple[int, Scenario]], methods: Sequence[str]) -> list[tuple[int, list[dict[str, Any]]]]:
     assert _WORKER_BASE is not None, "the pool's initializer sets the base instance"
-    return solve_scenario(_WORKER_BASE, scenario, methods)
+    return solve_batch(_WORKER_BASE, batch, methods)
 
 
 def _pool(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], methods: Sequence[str], workers: int) -> Completed:
@@ -88,9 +110,9 @@ def _pool(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], methods: 
         context.set_forkserver_preload([__name__])  # the server imports optfleet once; every worker starts with it
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_load_base, initargs=(base,))
     try:
-        futures = {pool.submit(_solve_on_worker, scenario, list(methods)): index for index, scenario in study}
+        futures = [pool.submit(_solve_on_worker, batch, list(methods)) for batch in batches(study, workers)]
         for future in as_completed(futures):
-            yield futures[future], future.result()
+            yield from future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # an interrupted study cancels what has not started
 
@@ -108,10 +130,10 @@ def _dask(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], methods: 
             raise InputError("--scheduler", scheduler, f"cannot reach the Dask scheduler ({exc})") from None
         with client:
             shared = client.scatter(base, broadcast=True)
-            futures = [client.submit(solve_scenario, shared, scenario, list(methods), pure=False) for _, scenario in study]
-            index = {future.key: i for future, (i, _) in zip(futures, study, strict=True)}
+            size = workers if scheduler is None else max(1, len(client.scheduler_info()["workers"]))  # a running cluster's own
+            futures = [client.submit(solve_batch, shared, batch, list(methods), pure=False) for batch in batches(study, size)]
             for future in as_completed(futures):
-                yield index[future.key], future.result()
+                yield from future.result()
     finally:
         if cluster is not None:
             cluster.close()

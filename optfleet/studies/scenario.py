@@ -37,5 +37,10 @@ def solve_scenario(base: LoadedInstance, scenario: Scenario, methods: Sequence[s
     return [{**row, "error": None} for row in outcome.rows]
 
 
+def solve_batch(base: LoadedInstance, batch: Sequence[tuple[int, Scenario]], methods: Sequence[str]) -> list[tuple[int, list[dict[str, Any]]]]:
+    """:func:`solve_scenario` for each ``(index, scenario)`` of ``batch``, with its index: one task of a pool or a cluster."""
+    return [(index, solve_scenario(base, scenario, methods)) for index, scenario in batch]
+
+
 def _failed(methods: Sequence[str], status: str, message: str) -> list[dict[str, Any]]:
     return [{**dict.fromkeys(CORE_COLUMNS), "method": method, "status": status, "feasible": False, "error": message} for method in methods]
