@@ -82,6 +82,13 @@ def test_bad_study_exits_2_naming_the_field_and_writes_nothing(tmp_path, capsys,
 
 
 @pytest.mark.unit
+@pytest.mark.solved
+def test_a_study_without_any_feasible_plan_exits_1(capsys):
+    assert main(["sweep", TOY, "--set", "slo.ttft_p99_ms=1,2", "--methods", "sweep", "--engine", "serial"]) == 1
+    assert "no_plan" in capsys.readouterr().out
+
+
+@pytest.mark.unit
 def test_results_file_must_be_parquet_or_csv(tmp_path, capsys):
     assert main(["sweep", TOY, "--set", "workload.rate_rps=1,2", "--out", str(tmp_path / "r.txt")]) == 2
     assert "--out" in capsys.readouterr().err

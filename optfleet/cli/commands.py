@@ -136,7 +136,7 @@ def sweep_command(args: argparse.Namespace) -> int:
                        scheduler=args.scheduler, out=args.out, **option_overrides(args))
     frame = run_study(study, progress_display("sweep", quiet=args.quiet, unit="scenarios"))
     print(dump(_sweep_json(frame, list(axes), args.out)) if args.json else _sweep_text(frame, list(axes), args.out))
-    return EXIT_OK
+    return EXIT_OK if frame["feasible"].fillna(False).any() else EXIT_INFEASIBLE  # as gap: 1 when no row has a plan
 
 
 def _sweep_json(frame: Any, fields: list[str], out: str | None) -> dict[str, Any]:
