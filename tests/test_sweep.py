@@ -81,7 +81,6 @@ def test_bad_study_exits_2_naming_the_field_and_writes_nothing(tmp_path, capsys,
     assert not out.exists()
 
 
-@pytest.mark.unit
 @pytest.mark.solved
 def test_a_study_without_any_feasible_plan_exits_1(capsys):
     assert main(["sweep", TOY, "--set", "slo.ttft_p99_ms=1,2", "--methods", "sweep", "--engine", "serial"]) == 1
