@@ -39,7 +39,8 @@ def test_axis_values(text, values):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("text", ["10:1:1", "1:10:0", "1,,2", "1,", "null", "[1,2"])
+@pytest.mark.parametrize("text", ["10:1:1", "1:10:0", "1,,2", "1,", "null", "[1,2", "0:1e6:0.5", "0:1e999999999:1e-999999999",
+                                  "1e999999999:1e999999999:1"])
 def test_bad_axis_values_name_the_field(text):
     with pytest.raises(InputError) as error:
         axis_values("workload.rate_rps", text)

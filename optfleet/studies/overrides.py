@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from optfleet.errors import InputError, short_repr
@@ -77,17 +77,18 @@ def axis_values(field: str, text: str) -> list[Any]:
 def _range(field: str, text: str, start_text: str, stop_text: str, step_text: str) -> list[int | float]:
     """``start, start + step, ...`` up to ``stop`` (included when on the grid), in decimal arithmetic; integers when
     all three bounds are integers."""
+    start, stop, step = (Decimal(t.strip()) for t in (start_text, stop_text, step_text))  # numbers: _RANGE matched them
     try:
-        start, stop, step = (Decimal(t.strip()) for t in (start_text, stop_text, step_text))
-    except InvalidOperation:
-        raise InputError(field, text, "a range is start:stop:step with three numbers") from None
-    if step == 0 or (stop - start) * step < 0:
-        raise InputError(field, text, "the range is empty: the step must be non-zero and lead from start to stop")
-    count = int((stop - start) / step) + 1
-    if count > MAX_SCENARIOS:
-        raise InputError(field, text, f"the range has {count:,} values, more than {MAX_SCENARIOS:,}")
+        steps = (stop - start) / step if step != 0 else Decimal(-1)
+        if steps < 0:
+            raise InputError(field, text, "the range is empty: the step must be non-zero and lead from start to stop")
+        if steps >= MAX_SCENARIOS:
+            raise InputError(field, text, f"the range has more than {MAX_SCENARIOS:,} values")
+        values = [start + i * step for i in range(int(steps) + 1)]
+    except ArithmeticError:
+        raise InputError(field, text, "the numbers are beyond the range of decimal arithmetic") from None
     integral = all(t.strip().lstrip("+-").isdigit() for t in (start_text, stop_text, step_text))
-    return [int(start + i * step) if integral else float(start + i * step) for i in range(count)]
+    return [int(v) if integral else float(v) for v in values]
 
 
 def _split_list(field: str, text: str) -> list[str]:
