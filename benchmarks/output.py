@@ -7,7 +7,10 @@ numbers never rewrites them (so it never breaks ``tests/test_readme.py``).  ``--
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "benchmarks" / "results"
@@ -25,3 +28,11 @@ def output_folder(args: argparse.Namespace) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     print(f"writing results to {folder.relative_to(ROOT)}/" + ("" if args.publish else " (use --publish to refresh benchmarks/results/)"))
     return folder
+
+
+def write_results(folder: Path, stem: str, data: dict[str, Any], columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """``<stem>.json`` (``data``) and ``<stem>.md`` (the Markdown table of ``columns`` and ``rows`` the README quotes)."""
+    (folder / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    (folder / f"{stem}.md").write_text("\n".join(lines) + "\n")

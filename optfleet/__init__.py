@@ -7,6 +7,7 @@ The Python API (optfleet/api.py), the same as the command line::
     optfleet.gap("instances/caching/tiny.yaml")                       # pandas DataFrame, core columns first
     optfleet.validate("instances/profiled/melange_example.yaml").text
     optfleet.load("instances/fleet/toy.yaml").problem                 # the prepared problem
+    optfleet.sweep("instances/fleet/toy.yaml", {"workload.rate_rps": "50:200:50"}, methods="sweep")  # a study's DataFrame
 
 The functions are imported on first use, so ``import optfleet`` stays light.
 """
@@ -16,7 +17,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = ("load", "solve", "gap", "run_gap", "validate", "simulate")
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", *_API, "sweep"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +25,8 @@ def __getattr__(name: str) -> Any:
         from optfleet import api
 
         return getattr(api, name)
+    if name == "sweep":
+        from optfleet.studies import sweep
+
+        return sweep
     raise AttributeError(f"module 'optfleet' has no attribute {name!r}")

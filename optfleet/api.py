@@ -129,8 +129,8 @@ def solve(source: "Source | Loaded", method: str | None = None, *, progress: Pro
     loaded = load(source, **overrides)
     kind, problem = loaded.kind, loaded.problem
     chosen = method or kind.default_method(problem)
-    _check_methods(kind, problem, [chosen], "--method" if method else kind.overrides.get("method", "--method"))
-    _check_solver(loaded)
+    check_methods(kind, problem, [chosen], "--method" if method else kind.overrides.get("method", "--method"))
+    check_solver(loaded)
     names = list(dict.fromkeys([chosen, *kind.solve_methods(problem, chosen)]))
     results = _run_all(kind, problem, names[:1], progress, "solve", total=len(names), finish=False)
     if not all(r.available for r in results):
@@ -151,8 +151,8 @@ def run_gap(source: "Source | Loaded", methods: Sequence[str] | str | None = Non
     names = list(dict.fromkeys(methods)) if methods else list(kind.gap_methods(problem))
     if not names:
         raise InputError("--methods", methods, f"no method named; known: {', '.join(kind.methods(problem))}")
-    _check_methods(kind, problem, names, "--methods")
-    _check_solver(loaded)
+    check_methods(kind, problem, names, "--methods")
+    check_solver(loaded)
     results = _by_group(_run_all(kind, problem, names, progress, "gap"))
     rows, references = comparison_rows(results, lambda group: kind.reference(problem, group))
     return GapOutcome(loaded, tuple(results), tuple(rows), references, tuple(names))
@@ -184,8 +184,8 @@ def validate(source: "Source | Loaded", **overrides: Any) -> Validation:
     """Load, validate and prepare ``source`` and summarise it (an InputError names what is wrong, the default method
     and solver included)."""
     loaded = load(source, **overrides)
-    _check_methods(loaded.kind, loaded.problem, [loaded.kind.default_method(loaded.problem)], loaded.kind.overrides.get("method", "method"))
-    _check_solver(loaded)
+    check_methods(loaded.kind, loaded.problem, [loaded.kind.default_method(loaded.problem)], loaded.kind.overrides.get("method", "method"))
+    check_solver(loaded)
     return Validation(loaded, loaded.kind.describe(loaded.problem))
 
 
@@ -199,21 +199,22 @@ def simulate(source: "Source | Loaded", *, method: str | None = None, plan: Any 
         raise InputError("kind", loaded.kind.name, "this kind has no simulator")
     if plan is None:
         method = method or loaded.kind.default_method(loaded.problem)
-        _check_methods(loaded.kind, loaded.problem, [method], "--method")
+        check_methods(loaded.kind, loaded.problem, [method], "--method")
     return loaded.kind.simulate(loaded, method=method, plan=plan, progress=progress, **settings)
 
 
 SIMULATOR_OPTIONS = ("requests", "reps", "seed", "mode")
 
 
-def _check_methods(kind: ProblemKind, problem: Any, names: Sequence[str], option: str) -> None:
+def check_methods(kind: ProblemKind, problem: Any, names: Sequence[str], option: str) -> None:
+    """Every name of ``names`` must be a method of ``problem``: an InputError naming ``option`` and the known methods otherwise."""
     known = kind.methods(problem)
     unknown = [name for name in names if name not in known]
     if unknown:
         raise InputError(option, ",".join(unknown), f"unknown method for this {kind.name} instance; known: {', '.join(known)}")
 
 
-def _check_solver(loaded: Loaded) -> None:
+def check_solver(loaded: Loaded) -> None:
     """A solver other than HiGHS must be installed: said before any work, naming the field that asks for it."""
     field_path = loaded.kind.overrides.get("solver")
     if field_path is None:

@@ -8,6 +8,10 @@ runs (a long solve shows that it is alive), from the second ``delay_s`` on, so
 short runs print nothing.  When stderr is not a terminal, or the user asked for
 quiet (``--quiet``), nothing is shown: a pipe or a log file never gets
 carriage-return noise.
+
+A run of many like units (a study's scenarios) names its ``unit``: the line
+then also shows a bar, ``done/total`` units and the rate, e.g.
+``sweep: [######--------------] 30 % 300/1000 scenarios, 12.5/s, after 24 s, about 56 s left; 2 failed``.
 """
 
 from __future__ import annotations
@@ -27,19 +31,24 @@ def silent(label: str, done: float, total: float) -> None:
     """The progress of a run nobody watches."""
 
 
-def progress_display(task: str, *, quiet: bool = False, stream: TextIO | None = None, delay_s: float = DELAY_S) -> Progress:
-    """A stderr display for ``task`` (e.g. ``"gap"``), or :func:`silent` when quiet or not on a terminal."""
+def progress_display(task: str, *, quiet: bool = False, stream: TextIO | None = None, delay_s: float = DELAY_S,
+                     unit: str | None = None) -> Progress:
+    """A stderr display for ``task`` (e.g. ``"gap"``), or :func:`silent` when quiet or not on a terminal; with
+    ``unit`` (e.g. ``"scenarios"``) it shows a bar, the count done and the rate (module docstring)."""
     out = sys.stderr if stream is None else stream
     if quiet or not out.isatty():
         return silent
-    return _Display(task, out, delay_s)
+    return _Display(task, out, delay_s, unit)
+
+
+BAR_WIDTH = 20
 
 
 class _Display:
     """The line of one run: the latest (label, done, total) and a daemon thread that redraws it every second."""
 
-    def __init__(self, task: str, out: TextIO, delay_s: float) -> None:
-        self.task, self.out, self.delay_s = task, out, delay_s
+    def __init__(self, task: str, out: TextIO, delay_s: float, unit: str | None = None) -> None:
+        self.task, self.out, self.delay_s, self.unit = task, out, delay_s, unit
         self.start = time.perf_counter()
         self.state = ("", 0.0, 1.0)
         self.lock = threading.Lock()
@@ -65,5 +74,10 @@ class _Display:
         elapsed = time.perf_counter() - self.start
         share = done / total if total > 0 else 1.0
         left = f", about {elapsed * (1 - share) / share:,.0f} s left" if 0.0 < share < 1.0 else ""
-        line = f"{self.task}: {100 * share:.0f} % after {elapsed:,.0f} s{left}; {label}"
+        bar = counts = ""
+        if self.unit is not None:
+            filled = round(BAR_WIDTH * share)
+            bar = f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] "
+            counts = f" {done:,.0f}/{total:,.0f} {self.unit}, {done / elapsed if elapsed > 0 else 0.0:,.1f}/s,"
+        line = f"{self.task}: {bar}{100 * share:.0f} %{counts} after {elapsed:,.0f} s{left}; {label}"
         print(f"\r\x1b[K{line}", end="\n" if final else "", file=self.out, flush=True)

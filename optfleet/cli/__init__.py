@@ -1,4 +1,4 @@
-"""The ``optfleet`` command line: ``solve | gap | simulate | validate | catalog``, generic over every problem kind.
+"""The ``optfleet`` command line: ``solve | gap | sweep | plot | simulate | validate | catalog``, generic over every problem kind.
 
 A thin layer over the Python API (optfleet/api.py): the same functions, the
 same answers.  Start-up imports only argparse; a command imports what it needs.
@@ -36,12 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"optfleet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def instance_command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def instance_command(name: str, help_text: str, set_metavar: str = "FIELD=VALUE",
+                         set_help: str = "override an instance field by its dotted path, e.g. --set workload.rate_rps=500 (repeatable)",
+                         ) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.add_argument("file", help="instance file (YAML or JSON); its kind decides the methods")
         command.add_argument("--preset", default=None, help="fleet instances: service-model preset (paper or fleetsim_compatible)")
-        command.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                             help="override an instance field by its dotted path, e.g. --set workload.rate_rps=500 (repeatable)")
+        command.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
         command.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
         command.add_argument("--quiet", action="store_true", help="no progress display on stderr")
         command.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
@@ -64,6 +65,33 @@ def build_parser() -> argparse.ArgumentParser:
     solver_options(gap)
     gap.add_argument("--out", default=None, metavar="DIR", help="folder to write gap.csv and gap.json")
     gap.add_argument("--plot", default=None, metavar="PNG", help="write a plot of the results, for kinds that have one (needs the plot extra)")
+
+    sweep = instance_command(
+        "sweep", "a scenario study: solve the instance for every combination of swept field values, one tidy table of results",
+        set_metavar="FIELD=VALUES",
+        set_help="sweep an instance field by its dotted path (repeatable; scenarios are the product of the fields' values): "
+                 "a comma-separated list of YAML scalars, e.g. --set workload.rate_rps=100,1000,10000, or a range "
+                 "start:stop:step, stop included when it lands on the grid, e.g. --set slo.ttft_p99_ms=200:1000:100")
+    sweep.add_argument("--zip", action="store_true", help="pair the fields' values (the i-th of each) instead of their product")
+    sweep.add_argument("--methods", default=None, help="comma-separated methods run on every scenario (default: the instance's gap set)")
+    solver_options(sweep)
+    sweep.add_argument("--engine", default="local", help="local (a process pool, default), serial (this process) or dask")
+    sweep.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="processes of the local pool or the Dask LocalCluster (default: min(cores, scenarios)); local with 1 runs in this process; "
+                            "a running --scheduler has its own")
+    sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="with --engine dask: a running scheduler, e.g. tcp://host:8786 (default: a LocalCluster)")
+    sweep.add_argument("--out", default=None, metavar="FILE",
+                       help="results table, .parquet or .csv; a rerun with the same file skips the scenarios it holds")
+
+    plot = sub.add_parser("plot", help="plot a sweep's results: a result column against a swept one",
+                          description="plot a sweep's results: a result column against a swept one (needs the plot extra)")
+    plot.add_argument("file", help="results table of optfleet sweep --out (.parquet or .csv)")
+    plot.add_argument("--x", required=True, metavar="COLUMN", help="the column on the x axis, e.g. workload.rate_rps")
+    plot.add_argument("--y", required=True, metavar="COLUMN", help="the column on the y axis, e.g. objective or gap_pct")
+    plot.add_argument("--hue", default=None, metavar="COLUMN", help="one line per value of this column, e.g. method")
+    plot.add_argument("--title", default=None, help="the plot's title (default: Y vs X)")
+    plot.add_argument("--out", default=None, metavar="PNG", help="the PNG to write (default: the results file's name with .png)")
+    plot.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
     validate = instance_command("validate", "check an instance file and summarise it")
     del validate  # no options beyond the common ones

@@ -11,8 +11,8 @@ from typing import Any
 
 from optfleet import api
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InputError
-from optfleet.instance.documents import parse_yaml
 from optfleet.progress import progress_display
+from optfleet.studies.overrides import split_assignment, yaml_value
 
 
 def dump(data: Any) -> str:
@@ -22,20 +22,16 @@ def dump(data: Any) -> str:
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Instance overrides from the options: ``--preset``, ``--time-limit``, ``--solver`` and every ``--set``."""
-    import yaml
-
-    chosen: dict[str, Any] = {"preset": args.preset, "time_limit_s": getattr(args, "time_limit", None), "solver": getattr(args, "solver", None)}
+    chosen: dict[str, Any] = option_overrides(args)
     for item in args.set:
-        field, sep, text = item.partition("=")
-        if not sep or not field.strip() or not text.strip():
-            raise InputError("--set", item, "expected FIELD=VALUE, e.g. --set workload.rate_rps=500")
-        if any(not part for part in field.strip().split(".")):
-            raise InputError("--set", item, "the field path has an empty part (two dots, or a dot at an end)")
-        try:
-            chosen[field.strip()] = parse_yaml(text, field.strip())
-        except (yaml.YAMLError, RecursionError):
-            raise InputError("--set", item, "the value is not valid YAML") from None
+        field, text = split_assignment(item, "FIELD=VALUE, e.g. --set workload.rate_rps=500")
+        chosen[field] = yaml_value(text, field, item)
     return chosen
+
+
+def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Instance overrides from the generic options ``--preset``, ``--time-limit`` and ``--solver`` (None when not given)."""
+    return {"preset": args.preset, "time_limit_s": getattr(args, "time_limit", None), "solver": getattr(args, "solver", None)}
 
 
 def out_folder(option: str, value: str | None) -> Path | None:
@@ -81,9 +77,7 @@ def solve_command(args: argparse.Namespace) -> int:
 
 def gap_command(args: argparse.Namespace) -> int:
     folder = out_folder("--out", args.out)
-    methods = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
-    if methods is not None and not methods:
-        raise InputError("--methods", args.methods, "name at least one method")
+    methods = methods_option(args.methods)
     loaded = api.load(args.file, **overrides(args))
     if args.plot is not None:
         _check_plot(loaded, args.plot)
@@ -97,17 +91,82 @@ def gap_command(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.has_feasible_plan else EXIT_INFEASIBLE
 
 
+def methods_option(value: str | None) -> list[str] | None:
+    """``--methods M1,M2``: the names (None when not given; naming none is refused)."""
+    if value is None:
+        return None
+    methods = [m.strip() for m in value.split(",") if m.strip()]
+    if not methods:
+        raise InputError("--methods", value, "name at least one method")
+    return methods
+
+
 def _check_plot(loaded: api.Loaded, path: str) -> None:
-    """``--plot`` needs a kind with a plot, a ``.png`` file name and matplotlib (the ``plot`` extra): refused before any work."""
+    """``--plot`` needs a kind with a plot and a PNG it can write: refused before any work."""
     if loaded.kind.plot is None:
         raise InputError("--plot", path, f"kind {loaded.kind.name} has no plot")
+    png_file("--plot", path)
+
+
+def png_file(option: str, path: str) -> Path:
+    """A ``.png`` file name in a writable folder, with matplotlib (the ``plot`` extra) installed: refused before any work."""
     if Path(path).is_dir() or Path(path).suffix.lower() != ".png":
-        raise InputError("--plot", path, "give the name of a .png file to write")
+        raise InputError(option, path, "give the name of a .png file to write")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise InputError("--plot", path, "plotting needs matplotlib: pip install 'optfleet[plot]'") from None
-    out_folder("--plot", str(Path(path).parent))
+        raise InputError(option, path, "plotting needs matplotlib: pip install 'optfleet[plot]'") from None
+    out_folder(option, str(Path(path).parent))
+    return Path(path)
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    from optfleet.studies.overrides import parse_axis
+    from optfleet.studies.study import plan_study, run_study
+
+    axes: dict[str, list[Any]] = {}
+    for item in args.set:
+        field, values = parse_axis(item)
+        if field in axes:
+            raise InputError("--set", item, f"{field} is swept twice; give all its values in one --set")
+        axes[field] = values
+    if args.out is not None:
+        out_folder("--out", str(Path(args.out).parent))
+    study = plan_study(args.file, axes, methods_option(args.methods), zipped=args.zip, engine=args.engine, workers=args.workers,
+                       scheduler=args.scheduler, out=args.out, **option_overrides(args))
+    frame = run_study(study, progress_display("sweep", quiet=args.quiet, unit="scenarios"))
+    print(dump(_sweep_json(frame, list(axes), args.out)) if args.json else _sweep_text(frame, list(axes), args.out))
+    return EXIT_OK if frame["feasible"].fillna(False).any() else EXIT_INFEASIBLE  # as gap: 1 when no row has a plan
+
+
+def _sweep_json(frame: Any, fields: list[str], out: str | None) -> dict[str, Any]:
+    from optfleet.studies.table import records
+
+    return {**frame.attrs, "fields": fields, "out": out, "rows": records(frame)}
+
+
+def _sweep_text(frame: Any, fields: list[str], out: str | None) -> str:
+    """A summary line and the table's main columns (the middle rows elided in a long study)."""
+    facts = frame.attrs
+    shown = [c for c in [*fields, "method", "status", "objective", "objective_unit", "bound", "gap_pct", "seconds", "error"] if c in frame.columns]
+    if "error" in shown and frame["error"].isna().all():
+        shown.remove("error")
+    head = (f"{facts['instance']}: {facts['scenarios']} scenarios, methods {', '.join(facts['methods'])}: "
+            f"{facts['solved']} solved, {facts['resumed']} resumed from the results file, {facts['failed']} failed"
+            + (f"; table in {out}" if out else ""))
+    table = frame[shown].astype(object).where(frame[shown].notna(), "-")
+    return head + "\n\n" + table.to_string(index=False, max_rows=60)
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    from optfleet.studies.plot import plot_study
+    from optfleet.studies.table import read_table
+
+    path = png_file("--out", args.out or str(Path(args.file).with_suffix(".png")))
+    frame = read_table(args.file)
+    plot_study(frame, args.x, args.y, path, hue=args.hue, title=args.title)
+    print(f"wrote {path}")
+    return EXIT_OK
 
 
 def validate_command(args: argparse.Namespace) -> int:
@@ -150,6 +209,8 @@ def catalog_command(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "solve": solve_command,
     "gap": gap_command,
+    "sweep": sweep_command,
+    "plot": plot_command,
     "validate": validate_command,
     "simulate": simulate_command,
     "catalog": catalog_command,
