@@ -66,7 +66,9 @@ def write_files(folder: Path, files: dict[str, str]) -> None:
 
 def solve_command(args: argparse.Namespace) -> int:
     folder = out_folder("--out", args.out)
-    outcome = api.solve(args.file, args.method, progress=progress_display("solve", quiet=args.quiet), **overrides(args))
+    chosen = overrides(args)
+    method = args.method or chosen.pop("method", None)  # --set method=M (the kind's default-method field) chooses as --method does
+    outcome = api.solve(args.file, method, progress=progress_display("solve", quiet=args.quiet), **chosen)
     text, data = outcome.text(), outcome.to_dict()
     print(dump(data) if args.json else text)
     if folder is not None:

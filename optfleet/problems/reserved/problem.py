@@ -21,7 +21,7 @@ from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.reserved.latency import BaselineLatency, baseline_latency
 from optfleet.problems.reserved.profiles import Profile, resolve
-from optfleet.problems.reserved.schema import MAX_WINDOWS, ReservedInstanceSpec
+from optfleet.problems.reserved.schema import MAX_UNITS, MAX_WINDOWS, ReservedInstanceSpec
 from optfleet.problems.reserved.trace import RequestTrace, read_trace
 from optfleet.problems.reserved.windows import WindowSeries, window_series
 
@@ -106,6 +106,10 @@ def prepare(loaded: LoadedInstance) -> ReservedProblem:
     cost_windows = window_series(trace.arrival_s, work, paygo, tau, spec.cost_window_s)
     peak = max(float(s.units_needed.max()) for s in (*windows, cost_windows))
     max_units = spec.max_units if spec.max_units is not None else max(profile.round_up(peak), profile.min_units)
+    if max_units > MAX_UNITS:
+        raise InputError("profile.tau_tokens_per_s_per_unit", profile.tau_tokens_per_s_per_unit,
+                         f"the busiest window would need {peak:,.4g} {profile.unit_name}s, above the limit of {MAX_UNITS:,} (the purchase "
+                         "grid is scanned unit step by unit step): check tau and the trace's time_unit, or widen the windows")
     _needs_prices(spec, prices)
     _asks_something(spec, prices)
     if max_units < profile.min_units:
@@ -186,8 +190,13 @@ def _duration_label(seconds: float) -> str:
 
 def _commitment_models(spec, trace: RequestTrace, profile: Profile, prices: Prices) -> tuple[CommitmentModel, ...]:
     """One model per entry of ``plans.commitment.models`` (each serving the trace class of its name), or one model
-    (the instance's profile) serving every class."""
+    (the instance's profile) serving every class.  A block must hold whole cost windows (a window's units are
+    its block's)."""
     commitment = spec.plans.commitment
+    per_block = commitment.block_s / spec.cost_window_s
+    if per_block < 1 or abs(per_block - round(per_block)) > 1e-9 * per_block:
+        raise InputError("plans.commitment.block_s", commitment.block_s,
+                         f"must be a whole multiple of cost_window_s ({spec.cost_window_s:g} s): a window's units are its block's")
     paygo = prices.request_cost(trace)
     if not commitment.models:
         work = profile.work(trace.input_tokens, trace.cached_tokens, trace.output_tokens, trace.thinking_tokens)

@@ -32,10 +32,12 @@ MAX_WINDOWS = 5_000_000
 """Windows of the cost window over the trace's span (about 58 days at 1 s): the exact models have a row per
 window, so a longer span is refused before any array is made (``problem.py`` checks it)."""
 
-UNITS_LIMIT = at_most(1_000_000, "units", "the purchase grid is scanned unit step by unit step")
+MAX_UNITS = 1_000_000
+UNITS_LIMIT = at_most(MAX_UNITS, "units", "the purchase grid is scanned unit step by unit step")
 
 Probability = Annotated[Real, Field(gt=0.0, lt=1.0)]
 PositiveReal = Annotated[Real, Field(gt=0.0)]
+Tau = Annotated[Real, Field(gt=0.0), at_most(1e9, "adjusted tokens/s per unit", "a million times the fastest published unit")]
 Price = Annotated[Real, Field(ge=0.0)]
 
 
@@ -70,7 +72,7 @@ class AzurePtuProfileSpec(_ProfileBase):
 
     provider: Literal["azure_ptu"]
     model: str = "azure-ptu"
-    tau_tokens_per_s_per_unit: PositiveReal
+    tau_tokens_per_s_per_unit: Tau
     deployment: Literal["global", "regional"] = "global"
     w_in: Real | None = Field(None, ge=0.0)
     w_cache: Real | None = Field(None, ge=0.0)
@@ -84,7 +86,7 @@ class CustomProfileSpec(_ProfileBase):
     provider: Literal["custom"]
     model: str = "custom"
     unit_name: str = "unit"
-    tau_tokens_per_s_per_unit: PositiveReal
+    tau_tokens_per_s_per_unit: Tau
     w_in: Real = Field(1.0, ge=0.0)
     w_cache: Real = Field(0.0, ge=0.0)
     w_out: Real = Field(1.0, ge=0.0)
@@ -293,7 +295,14 @@ class ReservedInstanceSpec(Strict):
     plans: PlansSpec = PlansSpec()
     solve: SolveSpec = SolveSpec()
 
+    @field_validator("windows_s")
+    @classmethod
+    def _distinct_widths(cls, value: list[float]) -> list[float]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"window widths must differ: {value}")
+        return value
+
 
 def percentile_label(p: float) -> str:
     """``0.95`` -> ``p95``, ``0.999`` -> ``p99.9``: how a percentile names its methods."""
-    return f"p{round(100 * p, 6):g}"
+    return f"p{round(100 * p, 8):.10g}"
