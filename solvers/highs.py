@@ -63,6 +63,7 @@ from optfleet.solvers.report import (
     OPTIMAL,
     TIME_LIMIT,
     UNBOUNDED,
+    UNPROVEN,
     SolveReport,
     relative_gap,
 )
@@ -85,6 +86,7 @@ OBJECTIVE_TARGET = HIGHS_STATUS[highspy.HighsModelStatus.kObjectiveTarget]
 TARGET_TOLERANCE = 1e-9  # relative: how close to known_bound an incumbent stops HiGHS
 ROUND_OFF_GAP = 1e-12  # relative gaps below this are floating-point round-off, reported as 0
 START_ZERO = 1e-6  # a MIP start fits a case when its fixed variables are this close to 0
+UNPROVEN_GAP = 1e-3  # relative: an "optimal" run whose bound is further than this from the incumbent is reported unproven
 
 _LEGACY_STATUS = {
     LegacyCondition.optimal: OPTIMAL,
@@ -199,6 +201,8 @@ def solve_arrays(
     if status == OBJECTIVE_TARGET:
         status = OPTIMAL  # the incumbent reaches known_bound (to TARGET_TOLERANCE): optimal by that bound
     gap = _gap(status, objective, bound)
+    if status == OPTIMAL and gap is not None and gap > max(UNPROVEN_GAP, 10 * (mip_gap or 0.0)):
+        status = UNPROVEN  # HiGHS stopped within its tolerances, but its bound does not prove the incumbent (badly scaled costs)
     return SolveReport(status, objective, bound, gap, seconds, "highs", log.text, counts), values
 
 

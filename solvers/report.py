@@ -11,6 +11,7 @@ INFEASIBLE = "infeasible"
 UNBOUNDED = "unbounded"
 INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
 ERROR = "error"
+UNPROVEN = "unproven"  # the solver said optimal, but its bound is too far from the incumbent to prove it
 
 
 @dataclass(frozen=True)

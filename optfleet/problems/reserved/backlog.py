@@ -13,7 +13,8 @@ every plan's queue is, and the windows before and after are independent problems
   work to spill); when ``L = U`` the online rule is optimal there, else the segment's LP
   (:func:`optfleet.models.reserved.backlog_fixed_arrays`) gives its optimum.
 
-So ``cost(G) >= c H G + sum L`` (a proven bound) and ``cost(G) <= c H G + sum U``.  Grid points are visited in
+So ``cost(G) >= c H G + sum L`` (a proven bound; ``c H G`` for a grid point not replayed before the time limit)
+and ``cost(G) <= c H G + sum U``.  Grid points are visited in
 order of their bound; one whose bound is not below the best cost found is skipped, proven no better.  The search
 ends optimal when every grid point is solved or skipped; at the time limit the report's bound is the least bound
 of the grid points left (a lower bound on the optimum).
@@ -80,16 +81,20 @@ def solve_backlog_by_units(windows: SpillWindows, units_grid: NDArray[np.float64
     wait_windows = max_wait_s / windows.width_s
     reserved = unit_per_hour * windows.hours
     cases = {}
+    bound = {g: reserved * g for g in units_grid.tolist()}  # spill >= 0: the bound of a grid point not yet replayed
+    status = OPTIMAL
     for g in units_grid.tolist():
+        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+            status = TIME_LIMIT
+            break
         online = online_segments(windows.units_needed, g, wait_windows)
         upper, lower = _segment_costs(windows, online)
         cases[g] = (online, upper, lower)
-    bound = {g: reserved * g + lower.sum() for g, (_, _, lower) in cases.items()}
+        bound[g] = reserved * g + lower.sum()
     best_units, best = min(((g, reserved * g + upper.sum()) for g, (_, upper, _) in cases.items()), key=lambda c: (c[1], c[0]))
     lp_runs = 0
-    open_units = sorted(cases, key=lambda g: (bound[g], g))
-    status = OPTIMAL
-    while open_units and bound[open_units[0]] < best - TOLERANCE * max(1.0, abs(best)):
+    open_units = sorted(bound, key=lambda g: (bound[g], g))
+    while status == OPTIMAL and open_units and bound[open_units[0]] < best - TOLERANCE * max(1.0, abs(best)):
         if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
             status = TIME_LIMIT
             break

@@ -91,6 +91,19 @@ def spill_per_hour(series: WindowSeries, units: float) -> float:
     return float(np.dot(series.price_per_work, excess)) / series.hours
 
 
+def spill_per_hour_on_grid(series: WindowSeries, units: NDArray) -> NDArray[np.float64]:
+    """:func:`spill_per_hour` at every unit count of ``units`` with one sort: with ``X`` ascending, the windows above
+    ``G`` are a suffix, so the sum is ``sum_{X_n > G} pi_n X_n - G sum_{X_n > G} pi_n`` (``pi_n = p_n tau Delta``)."""
+    order = np.argsort(series.units_needed, kind="stable")
+    needed = series.units_needed[order]
+    price = series.price_per_work[order] * series.work_per_unit
+    suffix_price = np.concatenate([np.cumsum(price[::-1])[::-1], [0.0]])
+    suffix_cost = np.concatenate([np.cumsum((price * needed)[::-1])[::-1], [0.0]])
+    g = np.asarray(units, dtype=np.float64)
+    k = np.searchsorted(needed, g, side="right")
+    return np.maximum(suffix_cost[k] - g * suffix_price[k], 0.0) / series.hours
+
+
 def backlog_spill_per_hour(series: WindowSeries, units: float, max_wait_s: float) -> float:
     """The online backlog rule's spill in $/h (module docstring)."""
     served = series.work_per_unit * units

@@ -8,7 +8,8 @@ Each returns a unit count on the purchase grid, then applies the instance's ``he
 * :func:`overload_scan_units`: the smallest grid point with ``P(X_n > G) <= 1 - p`` at every width (a scan);
 * :func:`latency_scan_units`: the smallest grid point meeting the latency target, trying every grid point
   from the first purchase up (slosizer's linear scan; each try replays the fluid queue);
-* :func:`hybrid_scan_units`: every grid point's hybrid $/h, the cheapest (ties: fewer units);
+* :func:`hybrid_scan_units`: every grid point's hybrid $/h, the cheapest (ties: fewer units; all points' costs
+  from one sort of the windows, the same sums as one pass per point);
 * :func:`backlog_scan_units`: the same with the online backlog rule (evaluator.py);
 * :func:`worst_scenario_units`: the largest of every scenario's own hybrid scan (size for the worst day);
 * :func:`flat_commitment`: each model its own hybrid scan, all of it reserved, no on-demand units.
@@ -25,7 +26,7 @@ from optfleet.problems.reserved.evaluator import (
     backlog_spill_per_hour,
     block_index,
     latency_met,
-    spill_per_hour,
+    spill_per_hour_on_grid,
 )
 from optfleet.problems.reserved.problem import ReservedProblem, infeasible_within_grid
 from optfleet.problems.reserved.stats import curves, quantile
@@ -74,7 +75,8 @@ def latency_binding(problem: ReservedProblem) -> str:
     if target.metric == "e2e":
         floor_s = quantile(problem.baseline_latency_s, target.percentile, problem.spec.quantile_method)
         if floor_s > target.threshold_s:
-            return f"the base latency alone has p{100 * target.percentile:g} = {floor_s:.3g} s > {target.threshold_s:g} s"
+            return (f"the base latency alone has p{100 * target.percentile:g} = {floor_s:.3g} s > {target.threshold_s:g} s: no purchase "
+                    "meets it")
     return f"the queue still delays requests at {latency_search_max(problem):,} units"
 
 
@@ -85,8 +87,9 @@ def cheapest_units(grid: np.ndarray, cost_per_hour: Callable[[int], float]) -> i
 
 
 def hybrid_scan_for(problem: ReservedProblem, series: WindowSeries, grid: np.ndarray) -> int:
-    price = problem.prices.unit_per_hour
-    return cheapest_units(grid, lambda g: price * g + spill_per_hour(series, g))
+    """The cheapest grid point by the hybrid rule (every point's $/h, from one sort: evaluator.spill_per_hour_on_grid)."""
+    costs = problem.prices.unit_per_hour * grid + spill_per_hour_on_grid(series, grid)
+    return int(grid[int(np.argmin(costs))])
 
 
 def hybrid_scan_units(problem: ReservedProblem) -> int:

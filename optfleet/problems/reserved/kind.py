@@ -71,8 +71,15 @@ def run(problem: ReservedProblem, method: str, progress: Progress) -> list[Metho
     plan = UnitsPlan(plan) if isinstance(plan, int) else plan
     evaluation = evaluate(problem, plan)
     objective, feasible, note = _judge(problem, m, plan, evaluation)
+    if problem.spec.max_units is not None and _largest_units(plan) > problem.max_units:
+        feasible, note = False, "; ".join(filter(None, [note, f"buys more than max_units = {problem.max_units:,}"]))
     return [MethodResult(method, plan, evaluation, seconds, objective=objective, objective_unit=unit, sense=MINIMISE, feasible=feasible,
                          report=report, note=note, group=group, columns=_columns(problem, m, plan, evaluation))]
+
+
+def _largest_units(plan) -> int:
+    """The most units a plan holds at once (a schedule: its largest block's deployments)."""
+    return plan.units if hasattr(plan, "units") else int(plan.deployed.sum(axis=0).max())
 
 
 def _judge(problem: ReservedProblem, m: Method, plan, e) -> tuple[float, bool, str]:
@@ -143,6 +150,10 @@ def reference(problem: ReservedProblem, results: Sequence[MethodResult]) -> Refe
                              + ("" if proven else "; not proven optimal: its lower bound"))
         return Reference(report.bound, f"{exact.method}'s {'optimum' if proven else 'lower bound (not proven optimal: the gaps are upper bounds)'}")
     question = dict(results[0].group)["question"] if results else ""
+    proved_none = next((r for r in results if not r.has_plan and catalogue(problem).get(r.method, None) is not None
+                        and catalogue(problem)[r.method].exact), None)
+    if proved_none is not None:
+        return Reference(None, f"no bound: {proved_none.method} found no plan ({proved_none.note})")
     scan_prefix = EXHAUSTIVE.get(question.split(" ")[0])
     if question != "backlog" and scan_prefix and problem.spec.headroom_fraction == 0:
         scan = next((r for r in results if r.method.startswith(scan_prefix) and r.has_plan), None)

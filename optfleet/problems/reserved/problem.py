@@ -220,5 +220,6 @@ def _commitment_models(spec, trace: RequestTrace, profile: Profile, prices: Pric
 
 def infeasible_within_grid(problem: ReservedProblem, what: str, binding: str) -> InfeasibleError:
     """The error of a target no unit count up to ``max_units`` meets, naming the binding window or requests."""
+    hint = "relax the target" if "no purchase meets it" in binding else "raise max_units or relax the target"
     return InfeasibleError(f"{what}: not met by any purchase up to max_units = {problem.max_units:,} {problem.unit_name}s "
-                           f"({binding}); raise max_units or relax the target")
+                           f"({binding}); {hint}")

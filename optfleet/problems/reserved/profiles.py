@@ -83,7 +83,8 @@ class Profile:
 
     def describe(self) -> str:
         w = self.weights
-        text = (f"{self.provider} {self.model}: tau {self.tau_tokens_per_s_per_unit:,g} adjusted tokens/s per {self.unit_name}, "
+        name = self.provider if self.model == self.provider else f"{self.provider} {self.model}"
+        text = (f"{name}: tau {self.tau_tokens_per_s_per_unit:,g} adjusted tokens/s per {self.unit_name}, "
                 f"weights in {w.w_in:g} / cached {w.w_cache:g} / out {w.w_out:g} / think {w.w_think:g}")
         if self.long_weights is not None:
             lw = self.long_weights

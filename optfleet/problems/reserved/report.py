@@ -37,8 +37,8 @@ def render_problem(problem: ReservedProblem) -> str:
     ]
     if problem.prices is not None:
         p = problem.prices
-        lines.append(f"  prices: ${p.unit_per_hour:,.4g} per {problem.unit_name}-hour; pay-as-you-go ${p.input_per_million:g} / "
-                     f"${p.cached_per_million:g} / ${p.output_per_million:g} per million input / cached / output tokens")
+        lines.append(f"  prices: ${p.unit_per_hour:,.2f} per {problem.unit_name}-hour; pay-as-you-go ${p.input_per_million:,.2f} / "
+                     f"${p.cached_per_million:,.2f} / ${p.output_per_million:,.2f} per million input / cached / output tokens")
     for series in problem.windows:
         s = window_stats(series, 0.0, spec.quantile_method)
         lines.append(f"  {series.width_s:g}-s windows ({series.n_windows:,}): units needed mean {s.mean_units:,.3f}, p95 {s.p95_units:,.3f}, "
@@ -56,7 +56,7 @@ def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> dict[str, tu
     extra: dict[str, tuple[str, tables.Formatter]] = {}
     extra["units"] = (problem.unit_name + "s", tables.text)
     extra["reservation_units"] = ("reserved", tables.text)
-    extra["on_demand_lots"] = ("on-demand lots", tables.text)
+    extra["on_demand_lots"] = ("on-demand units bought", tables.text)
     extra["total_per_hour"] = ("hybrid $/h", tables.fixed(2))
     for key, heading in (("backlog_total_per_hour", "backlog $/h"), ("worst_scenario_per_hour", "worst $/h"),
                          ("commitment_per_hour", "commitment $/h")):
@@ -64,7 +64,7 @@ def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> dict[str, tu
     extra[f"overload_pct_{tag}"] = (f"overload % {tag}", tables.number(3))
     extra[f"overflow_units_{tag}"] = (f"overflow {tag}", tables.number(3))
     extra[f"spare_units_{tag}"] = (f"spare {tag}", tables.number(3))
-    extra["p99_e2e_s"] = ("p99 e2e s", tables.number(4))
+    extra["p99_e2e_s"] = ("p99 e2e s*", tables.number(4))
     extra["slo_attainment_pct"] = ("SLO %", tables.fixed(2))
     return {key: shown for key, shown in extra.items() if any(row.get(key) is not None for row in rows)}
 
@@ -88,6 +88,8 @@ def _by_question(outcome: "SolveOutcome | GapOutcome") -> str:
         rows = [row for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
         head = f"{_question_title(question, problem)}\n  bound: {reference.reason}"
         parts.append("\n".join([head, tables.render(tables.core_frame(rows, _extra(rows, problem))), *tables.notes(rows)]))
+    parts.append("* latency and SLO % with every request on the reserved units (nothing spills); overload, overflow and spare at the "
+                 "narrowest window (every width: --json or --out)")
     return "\n\n".join(parts)
 
 
@@ -114,5 +116,5 @@ def solve_files(outcome: "SolveOutcome") -> dict[str, str]:
     grid = problem.grid()
     if len(grid) > MAX_CURVE_POINTS:
         grid = grid[np.unique(np.linspace(0, len(grid) - 1, MAX_CURVE_POINTS).round().astype(int))]
-    frames = [pd.DataFrame({"window_s": series.width_s, **curves(series, grid)}) for series in problem.windows]
+    frames = [pd.DataFrame({"window_s": series.width_s, **curves(series, grid), "units": grid}) for series in problem.windows]
     return {"window_curves.csv": pd.concat(frames, ignore_index=True).to_csv(index=False)}

@@ -76,7 +76,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
 
         return generate(spec.synthetic)
     if spec.frame is not None:
-        return trace_from_frame(spec.frame, spec.time_unit, f"{field}.frame", "a DataFrame")
+        return trace_from_frame(spec.frame, spec.time_unit, f"{field}.frame", "a DataFrame", f"{field}.time_unit")
     files = [spec.file] if isinstance(spec.file, str) else list(spec.file)
     frames = []
     for i, name in enumerate(files):
@@ -95,7 +95,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
     import pandas as pd
 
     frame = pd.concat([f for f, _, _ in frames], ignore_index=True)
-    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(files))
+    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(files), f"{field}.time_unit")
 
 
 def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
@@ -107,15 +107,16 @@ def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
     except ImportError as exc:
         raise InputError(field, str(path), f"reading Parquet needs the 'parquet' extra ({exc})") from None
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(field, str(path), f"cannot parse trace: {exc}") from None
+        raise InputError(field, str(path), f"cannot parse trace: {' '.join(str(exc).split())}") from None
     except OSError as exc:
         raise InputError(field, str(path), f"cannot be read: {exc.strerror or exc}") from None
     azure = set(AZURE_COLUMNS) <= set(frame.columns)
     return (frame.rename(columns=AZURE_COLUMNS) if azure else frame), azure
 
 
-def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, source: str) -> RequestTrace:
-    """Validate a frame with the generic columns and build the trace (module docstring)."""
+def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, source: str, unit_field: str = "trace.time_unit") -> RequestTrace:
+    """Validate a frame with the generic columns and build the trace (module docstring); ``unit_field`` is where
+    the time unit is set (for messages)."""
     import pandas as pd
 
     missing = [c for c in ("t", "input_tokens", "output_tokens") if c not in frame.columns]
@@ -125,8 +126,8 @@ def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, s
     if frame.empty:
         raise InputError(field, source, "trace has no requests")
     if time_unit is None:
-        raise InputError(f"{field.split('.')[0]}.time_unit", None, "say what the t column counts: s, ms, us or datetime")
-    seconds = _seconds(frame["t"], time_unit, field)
+        raise InputError(unit_field, None, "say what the t column counts: s, ms, us or datetime")
+    seconds = _seconds(frame["t"], time_unit, field, unit_field)
     tokens = {name: _token_column(frame[name], f"{field}:{name}") if name in frame.columns else np.zeros(len(frame), dtype=np.int64)
               for name in TOKEN_COLUMNS}
     over = tokens["cached_tokens"] > tokens["input_tokens"]
@@ -157,21 +158,26 @@ def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, s
                         tuple(str(n) for n in names), source, tuple(notes))
 
 
-def _seconds(values: "pd.Series", time_unit: str, field: str) -> NDArray[np.float64]:
+def _seconds(values: "pd.Series", time_unit: str, field: str, unit_field: str) -> NDArray[np.float64]:
     import pandas as pd
 
+    dates = pd.api.types.is_datetime64_any_dtype(values)
+    if dates and time_unit != "datetime":
+        raise InputError(unit_field, time_unit, "the t column holds dates and times; give datetime")
+    if time_unit == "datetime" and pd.api.types.is_numeric_dtype(values):
+        raise InputError(unit_field, time_unit, "the t column holds numbers, not dates; give s, ms or us")
     if time_unit == "datetime":
         stamps = pd.to_datetime(values, errors="coerce", format="mixed")
         bad = stamps.isna().to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{field}:t row {row + 2}", values.iloc[row], "not a date and time (trace.time_unit is datetime)")
+            raise InputError(f"{field}:t row {row + 2}", _plain(values.iloc[row]), f"not a date and time ({unit_field} is datetime)")
         return ((stamps - stamps.min()).dt.total_seconds()).to_numpy(dtype=np.float64)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{field}:t row {row + 2}", values.iloc[row], f"not a number of {time_unit} (trace.time_unit)")
+        raise InputError(f"{field}:t row {row + 2}", _plain(values.iloc[row]), f"not a number of {time_unit} ({unit_field})")
     return (numeric - numeric.min()) * SECONDS_PER_UNIT[time_unit]
 
 
@@ -202,6 +208,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds * 1e6:,.3g} us"
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (a message shows ``-10``, not ``np.int64(-10)``)."""
+    return value.item() if hasattr(value, "item") and callable(value.item) else value
+
+
 def _token_column(values: "pd.Series", field: str) -> NDArray[np.int64]:
     import pandas as pd
 
@@ -209,5 +220,5 @@ def _token_column(values: "pd.Series", field: str) -> NDArray[np.int64]:
     bad = ~np.isfinite(numeric) | (numeric < 0) | (numeric != np.floor(numeric)) | (numeric > 2**53)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{field} row {row + 2}", values.iloc[row], "token counts must be non-negative integers")
+        raise InputError(f"{field} row {row + 2}", _plain(values.iloc[row]), "token counts must be non-negative integers")
     return numeric.astype(np.int64)
