@@ -273,7 +273,18 @@ def test_bad_trace_values_name_the_column_and_row(column, value, field):
     frame.loc[1, column] = value
     with pytest.raises(InputError) as error:
         optfleet.load(_document(frame))
-    assert field in error.value.field and "row 3" in error.value.field
+    assert field in error.value.field and "index 1" in error.value.field
+
+
+@pytest.mark.unit
+def test_a_bad_value_in_a_second_file_is_named_by_its_file_and_line(tmp_path: Path):
+    (tmp_path / "a.csv").write_text("t,input_tokens,output_tokens\n0,10,1\n1,10,1\n")
+    (tmp_path / "b.csv").write_text("t,input_tokens,output_tokens\n0.5,10,1\n1.5,-4,1\n")
+    doc = {"kind": "reserved", "name": "two", "trace": {"file": [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")], "time_unit": "s"},
+           "profile": {"provider": "custom", "tau_tokens_per_s_per_unit": 100}}
+    with pytest.raises(InputError) as error:
+        optfleet.load(doc)
+    assert str(error.value).startswith(f"trace:input_tokens line 3 of {tmp_path / 'b.csv'} = -4:")
 
 
 @pytest.mark.unit

@@ -64,9 +64,16 @@ def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> dict[str, tu
     extra[f"overload_pct_{tag}"] = (f"overload % {tag}", tables.number(3))
     extra[f"overflow_units_{tag}"] = (f"overflow {tag}", tables.number(3))
     extra[f"spare_units_{tag}"] = (f"spare {tag}", tables.number(3))
-    extra["p99_e2e_s"] = ("p99 e2e s*", tables.number(4))
+    extra["p99_e2e_s"] = ("p99 e2e s*", _seconds)
     extra["slo_attainment_pct"] = ("SLO %", tables.fixed(2))
     return {key: shown for key, shown in extra.items() if any(row.get(key) is not None for row in rows)}
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds to four figures, without an exponent (a queue that never drains shows ``755,600``)."""
+    if value is None:
+        return "-"
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
 
 
 def _question_title(question: str, problem: ReservedProblem) -> str:

@@ -11,12 +11,13 @@ Formats (chosen from the header):
 
 Arrival times become seconds since the first request (several files share one clock and are merged).
 Timestamps out of order within a file are sorted (stable) and a note says how many steps went back in time; a ``t`` column whose span or rate looks like another unit gets a note naming
-both readings.  Token counts must be non-negative integers with ``cached <= input``; a bad row is reported
-with its row number (exit 2).
+both readings.  Token counts must be non-negative integers with ``cached <= input``; a bad value is reported
+with its file and line (a DataFrame's: its index), exit 2.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 PLAUSIBLE_SPAN_S = (1.0, 30 * 86_400.0)  # a trace spanning less than a second or more than a month is suspect
 PLAUSIBLE_RATE_RPS = 1e5  # ... and so is one arriving faster than this on average
 FILE_COLUMN = "_file"  # which of several files a row came from (each file's own order is checked)
+LINE_COLUMN = "_line"  # the row's line in its file (messages name the file and the line)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
         if azure and "class" not in frame.columns:
             frame["class"] = Path(name).stem.rsplit("_", 1)[-1]
         frame[FILE_COLUMN] = i
+        frame[LINE_COLUMN] = np.arange(len(frame)) + 2  # after the header line
         frames.append((frame, azure, file_field))
     azure_kinds = {azure for _, azure, _ in frames}
     if len(azure_kinds) > 1:
@@ -95,7 +98,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
     import pandas as pd
 
     frame = pd.concat([f for f, _, _ in frames], ignore_index=True)
-    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(files), f"{field}.time_unit")
+    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(files), f"{field}.time_unit", files)
 
 
 def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
@@ -114,9 +117,11 @@ def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
     return (frame.rename(columns=AZURE_COLUMNS) if azure else frame), azure
 
 
-def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, source: str, unit_field: str = "trace.time_unit") -> RequestTrace:
+def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, source: str, unit_field: str = "trace.time_unit",
+                     files: list[str] | None = None) -> RequestTrace:
     """Validate a frame with the generic columns and build the trace (module docstring); ``unit_field`` is where
-    the time unit is set (for messages)."""
+    the time unit is set and ``files`` the files the rows were read from (for messages: a bad value is named by
+    its file and line, or by its index in a DataFrame)."""
     import pandas as pd
 
     missing = [c for c in ("t", "input_tokens", "output_tokens") if c not in frame.columns]
@@ -127,20 +132,21 @@ def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, s
         raise InputError(field, source, "trace has no requests")
     if time_unit is None:
         raise InputError(unit_field, None, "say what the t column counts: s, ms, us or datetime")
-    seconds = _seconds(frame["t"], time_unit, field, unit_field)
-    tokens = {name: _token_column(frame[name], f"{field}:{name}") if name in frame.columns else np.zeros(len(frame), dtype=np.int64)
+    where = _locator(frame, files)
+    seconds = _seconds(frame["t"], time_unit, field, unit_field, where)
+    tokens = {name: _token_column(frame[name], f"{field}:{name}", where) if name in frame.columns else np.zeros(len(frame), dtype=np.int64)
               for name in TOKEN_COLUMNS}
     over = tokens["cached_tokens"] > tokens["input_tokens"]
     if over.any():
         row = int(np.flatnonzero(over)[0])
-        raise InputError(f"{field}:cached_tokens row {row + 2}", int(tokens["cached_tokens"][row]),
+        raise InputError(f"{field}:cached_tokens {where(row)}", int(tokens["cached_tokens"][row]),
                          f"more cached tokens than input tokens ({int(tokens['input_tokens'][row])})")
     latency = (pd.to_numeric(frame["latency_s"], errors="coerce").to_numpy(dtype=np.float64) if "latency_s" in frame.columns
                else np.full(len(frame), np.nan))
     bad_latency = np.isfinite(latency) & (latency < 0)
     if bad_latency.any():
         row = int(np.flatnonzero(bad_latency)[0])
-        raise InputError(f"{field}:latency_s row {row + 2}", float(latency[row]), "a latency cannot be negative")
+        raise InputError(f"{field}:latency_s {where(row)}", float(latency[row]), "a latency cannot be negative")
     labels = frame["class"].astype(str).to_numpy() if "class" in frame.columns else np.full(len(frame), "all", dtype=object)
     names, class_index = np.unique(labels, return_inverse=True)
     notes = []
@@ -158,7 +164,18 @@ def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, s
                         tuple(str(n) for n in names), source, tuple(notes))
 
 
-def _seconds(values: "pd.Series", time_unit: str, field: str, unit_field: str) -> NDArray[np.float64]:
+def _locator(frame: "pd.DataFrame", files: list[str] | None) -> Callable[[int], str]:
+    """Where row ``i`` of ``frame`` is, for a message: ``line 3`` of its file (``line 3 of b.csv`` among several),
+    or ``index 7`` of a DataFrame."""
+    if files is None or LINE_COLUMN not in frame.columns:
+        return lambda row: f"index {_plain(frame.index[row])!r}"
+    lines, owner = frame[LINE_COLUMN].to_numpy(), frame[FILE_COLUMN].to_numpy()
+    if len(files) == 1:
+        return lambda row: f"line {lines[row]}"
+    return lambda row: f"line {lines[row]} of {files[owner[row]]}"
+
+
+def _seconds(values: "pd.Series", time_unit: str, field: str, unit_field: str, where: Callable[[int], str]) -> NDArray[np.float64]:
     import pandas as pd
 
     dates = pd.api.types.is_datetime64_any_dtype(values)
@@ -171,13 +188,13 @@ def _seconds(values: "pd.Series", time_unit: str, field: str, unit_field: str) -
         bad = stamps.isna().to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{field}:t row {row + 2}", _plain(values.iloc[row]), f"not a date and time ({unit_field} is datetime)")
+            raise InputError(f"{field}:t {where(row)}", _plain(values.iloc[row]), f"not a date and time ({unit_field} is datetime)")
         return ((stamps - stamps.min()).dt.total_seconds()).to_numpy(dtype=np.float64)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{field}:t row {row + 2}", _plain(values.iloc[row]), f"not a number of {time_unit} ({unit_field})")
+        raise InputError(f"{field}:t {where(row)}", _plain(values.iloc[row]), f"not a number of {time_unit} ({unit_field})")
     return (numeric - numeric.min()) * SECONDS_PER_UNIT[time_unit]
 
 
@@ -213,12 +230,12 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") and callable(value.item) else value
 
 
-def _token_column(values: "pd.Series", field: str) -> NDArray[np.int64]:
+def _token_column(values: "pd.Series", field: str, where: Callable[[int], str]) -> NDArray[np.int64]:
     import pandas as pd
 
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (numeric < 0) | (numeric != np.floor(numeric)) | (numeric > 2**53)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{field} row {row + 2}", _plain(values.iloc[row]), "token counts must be non-negative integers")
+        raise InputError(f"{field} {where(row)}", _plain(values.iloc[row]), "token counts must be non-negative integers")
     return numeric.astype(np.int64)
