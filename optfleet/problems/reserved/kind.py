@@ -103,7 +103,8 @@ def _judge(problem: ReservedProblem, m: Method, plan, e) -> tuple[float, bool, s
         return e.backlog_total_per_hour, True, ""
     if q == "robust":
         eps = problem.plans.robust.max_overload_probability
-        return e.worst_scenario_per_hour, _robust_overload_ok(problem, e.units, eps), ""
+        ok = _robust_overload_ok(problem, e.units, eps)
+        return e.worst_scenario_per_hour, ok, "" if ok else f"overloads more than {100 * eps:.3g} % of windows in some scenario"
     covered = schedule_is_covered(problem, plan)
     return e.commitment_per_hour, covered, "" if covered else "deploys more units in some block than the reservation and on-demand lots hold"
 
