@@ -385,3 +385,12 @@ def test_baseline_latency_is_fitted_from_20_observations_and_falls_back_below():
     frame.loc[0, "latency_s"] = np.nan
     fallback = baseline_latency(trace_from_frame(frame, "s", "trace", "test"), None)
     assert (fallback.intercept_s, fallback.per_input_s, fallback.per_cached_s, fallback.per_output_s, fallback.per_thinking_s) == FALLBACK
+
+
+@pytest.mark.solved
+def test_backlog_by_units_under_a_tiny_time_limit_keeps_a_valid_bound():
+    problem = optfleet.load(_document(_random_frame(9), plans={"percentiles": [], "backlog": {"max_wait_s": 2.0}})).problem
+    windows, grid = exact.spill_windows(problem.cost_windows), exact.grid_points(exact.purchase_grid(problem))
+    _, optimum = solve_backlog_by_units(windows, grid, 1.0, 2.0)
+    units, report = solve_backlog_by_units(windows, grid, 1.0, 2.0, time_limit_s=1e-9)
+    assert report.status == "time_limit" and report.bound <= optimum.objective + 1e-9 <= report.objective + 2e-9

@@ -84,7 +84,7 @@ def solve_backlog_by_units(windows: SpillWindows, units_grid: NDArray[np.float64
     bound = {g: reserved * g for g in units_grid.tolist()}  # spill >= 0: the bound of a grid point not yet replayed
     status = OPTIMAL
     for g in units_grid.tolist():
-        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+        if cases and time_limit_s is not None and time.perf_counter() - start > time_limit_s:  # one replay at least: an incumbent
             status = TIME_LIMIT
             break
         online = online_segments(windows.units_needed, g, wait_windows)
