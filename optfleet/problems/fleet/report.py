@@ -11,6 +11,7 @@ from optfleet import tables
 from optfleet.problems.fleet.evaluator import FleetEvaluation, PoolMetrics
 from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
 from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.routing_text import compressed_ranges, merged_ranges, routing_lines, threshold_cuts
 from optfleet.results import MethodResult, first_result, format_cost, json_safe
 
 if TYPE_CHECKING:
@@ -97,7 +98,10 @@ def render_solve(outcome: "SolveOutcome") -> str:
         e = main.evaluation
         boundary = e.plan.boundary_tokens
         if e.plan.rules is not None:
-            headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, routed by {len(e.plan.rules)} length-class rules, "
+            cuts = threshold_cuts(e.plan)
+            routed = "threshold routing" if cuts is not None else f"split routing in {len(merged_ranges(e.plan))} length ranges"
+            routed += " with Compress-and-Route" if cuts is not None and compressed_ranges(e.plan) else ""
+            headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, {routed}, "
         else:
             headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
         headline += ", ".join(f"n_{p.name} = {p.gpus}" for p in e.pools)
@@ -107,6 +111,8 @@ def render_solve(outcome: "SolveOutcome") -> str:
         if e.plan.served_share < 1.0:
             headline += f"; serves {100 * e.plan.served_share:.2f}% of the {problem.rate_rps:g} req/s (budget cap), rejects the rest"
         lines += [headline]
+        if e.plan.rules is not None:
+            lines += routing_lines(e.plan)
         if main.report is not None:
             lines.append(f"solver: {main.report.summary}; solved {main.columns.get('table_iterations')} time(s) to refresh the "
                          "Erlang tables; the plan passes the evaluator")
