@@ -44,9 +44,13 @@ class SimulationOutcome:
         r = self.result
         pools = ", ".join(f"{p.name} {p.window_tokens}:{p.gpus}" + (f" ({p.gpu})" if p.gpu else "") for p in self.plan.pools)
         spread = "mean +- 95 % half-width over replications" if r.reps > 1 else "one replication: no confidence interval"
+        from optfleet.problems.fleet.routing_text import routing_lines
+
+        routing = f"gamma {self.plan.gamma:g}" if self.plan.rules is None else f"{len(self.plan.rules)} routing rules"
         return "\n".join([
-            f"instance {self.instance}: plan {self.plan.method}: {pools}, gamma {self.plan.gamma:g}"
+            f"instance {self.instance}: plan {self.plan.method}: {pools}, {routing}"
             + (f", serves {100 * self.plan.served_share:.2f} %" if self.plan.served_share < 1 else ""),
+            *(routing_lines(self.plan) if self.plan.rules is not None else []),
             f"{r.mode} mode, {r.requests} requests x {r.reps} replications (seed {r.seed}), the first {100 * r.warmup_share:.0f} % "
             f"of each run discarded as warm-up; {spread}",
             "",
