@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from optfleet.problems.reserved.latency import queue_delay_s
 from optfleet.problems.reserved.problem import ReservedProblem
-from optfleet.problems.reserved.stats import WindowStats, quantile, window_stats
+from optfleet.problems.reserved.stats import WindowStats, quantile, weighted_excess, window_stats
 from optfleet.problems.reserved.windows import WindowSeries
 
 
@@ -92,16 +92,9 @@ def spill_per_hour(series: WindowSeries, units: float) -> float:
 
 
 def spill_per_hour_on_grid(series: WindowSeries, units: NDArray) -> NDArray[np.float64]:
-    """:func:`spill_per_hour` at every unit count of ``units`` with one sort: with ``X`` ascending, the windows above
-    ``G`` are a suffix, so the sum is ``sum_{X_n > G} pi_n X_n - G sum_{X_n > G} pi_n`` (``pi_n = p_n tau Delta``)."""
-    order = np.argsort(series.units_needed, kind="stable")
-    needed = series.units_needed[order]
-    price = series.price_per_work[order] * series.work_per_unit
-    suffix_price = np.concatenate([np.cumsum(price[::-1])[::-1], [0.0]])
-    suffix_cost = np.concatenate([np.cumsum((price * needed)[::-1])[::-1], [0.0]])
-    g = np.asarray(units, dtype=np.float64)
-    k = np.searchsorted(needed, g, side="right")
-    return np.maximum(suffix_cost[k] - g * suffix_price[k], 0.0) / series.hours
+    """:func:`spill_per_hour` at every unit count of ``units``, from one sort (stats.weighted_excess):
+    ``sum_n pi_n (X_n - G)+`` with ``pi_n = p_n tau Delta``, over ``H``."""
+    return weighted_excess(series.units_needed, series.price_per_work * series.work_per_unit, units) / series.hours
 
 
 def backlog_spill_per_hour(series: WindowSeries, units: float, max_wait_s: float) -> float:

@@ -22,7 +22,7 @@ def plot_gap(outcome: "GapOutcome", path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from optfleet.problems.reserved.evaluator import spill_per_hour
+    from optfleet.problems.reserved.evaluator import spill_per_hour_on_grid
 
     problem = outcome.loaded.problem
     series = problem.cost_windows
@@ -45,10 +45,10 @@ def plot_gap(outcome: "GapOutcome", path: Path) -> None:
     left.grid(alpha=0.3)
     if problem.prices is not None:
         grid = problem.grid()
-        cost = [problem.prices.unit_per_hour * g + spill_per_hour(series, g) for g in grid]
-        right.plot(grid, cost, color="C0", linewidth=1.2, label="hybrid $/h")
-        for i, (units, names) in enumerate(sorted(plans.items())):
-            right.scatter([units], [problem.prices.unit_per_hour * units + spill_per_hour(series, units)], color=f"C{i}", zorder=3, s=18)
+        right.plot(grid, problem.prices.unit_per_hour * grid + spill_per_hour_on_grid(series, grid), color="C0", linewidth=1.2, label="hybrid $/h")
+        chosen = np.array(sorted(plans), dtype=np.int64)
+        for i, (units, cost) in enumerate(zip(chosen, problem.prices.unit_per_hour * chosen + spill_per_hour_on_grid(series, chosen), strict=True)):
+            right.scatter([units], [cost], color=f"C{i}", zorder=3, s=18)
         right.set_xlabel(f"reserved {problem.unit_name}s")
         right.set_ylabel("$/h (reserved + pay-as-you-go)")
         right.set_title("cost against the unit count", fontsize=10)

@@ -116,7 +116,7 @@ def prepare(loaded: LoadedInstance) -> ReservedProblem:
         raise InputError("max_units", max_units, f"below the profile's first purchase of {profile.min_units} {profile.unit_name}s: "
                          "the purchase grid holds no unit count but 0")
     notes = list(trace.notes)
-    scenarios = _scenarios(spec, loaded, trace, profile, work, paygo, notes) if spec.plans.robust is not None else ()
+    scenarios = _scenarios(spec, loaded, trace, profile, prices, work, paygo, notes) if spec.plans.robust is not None else ()
     models = _commitment_models(spec, trace, profile, prices) if spec.plans.commitment is not None else ()
     return ReservedProblem(spec.name, spec, trace, profile, work, prices, windows, cost_windows, max_units,
                            baseline_latency(trace, spec.baseline_latency), scenarios, models, tuple(notes))
@@ -155,7 +155,7 @@ def _asks_something(spec: ReservedInstanceSpec, prices: Prices | None) -> None:
                          "or commitment")
 
 
-def _scenarios(spec, loaded, trace, profile, work, paygo, notes) -> tuple[Scenario, ...]:
+def _scenarios(spec, loaded, trace, profile, prices, work, paygo, notes) -> tuple[Scenario, ...]:
     robust = spec.plans.robust
     tau = profile.tau_tokens_per_s_per_unit
     scenarios = []
@@ -173,7 +173,6 @@ def _scenarios(spec, loaded, trace, profile, work, paygo, notes) -> tuple[Scenar
                                       tuple(window_series(arrival, work[rows], paygo[rows], tau, w, span) for w in spec.windows_s)))
         if robust.split_s > trace.span_s:
             notes.append(f"plans.robust.split_s: {robust.split_s:,g} s is longer than the trace ({trace.span_s:,.0f} s): one scenario")
-    prices = _prices(spec)
     for i, extra in enumerate(robust.traces):
         other = read_trace(extra, loaded.base_dir, f"plans.robust.traces[{i}]")
         _check_span(other, spec, f"plans.robust.traces[{i}]")

@@ -7,9 +7,8 @@ For windows ``X_1..X_N`` (windows.py):
     expected overflow (units)      E[(X_n - G)+]
     expected spare (units)         E[(G - X_n)+]
 
-The curves use one sort: with ``X`` ascending and prefix sums ``S``, the windows above ``G`` are the last
-``N - k`` with ``k = #{X_n <= G}``, so ``E[(X - G)+] = (S_N - S_k - (N - k) G) / N`` and
-``E[(G - X)+] = (k G - S_k) / N``.
+The curves use one sort (:func:`weighted_excess`): the windows above ``G`` are a suffix of the sorted ``X``,
+and ``E[(G - X)+] = G - E[X] + E[(X - G)+]``.
 """
 
 from __future__ import annotations
@@ -47,18 +46,30 @@ def window_stats(series: WindowSeries, units: float, method: str) -> WindowStats
                        float(np.mean(x > units)), float(np.maximum(x - units, 0.0).mean()), float(np.maximum(units - x, 0.0).mean()))
 
 
-def curves(series: WindowSeries, units: NDArray) -> dict[str, NDArray[np.float64]]:
-    """Overload probability, expected overflow and expected spare at every unit count in ``units`` (one sort)."""
-    x = np.sort(series.units_needed)
-    n = len(x)
-    prefix = np.concatenate([[0.0], np.cumsum(x)])
-    g = np.asarray(units, dtype=np.float64)
+def weighted_excess(values: NDArray[np.float64], weights: NDArray[np.float64], points: NDArray) -> NDArray[np.float64]:
+    """``sum_n w_n (x_n - G)+`` at every ``G`` of ``points`` with one sort: with ``x`` ascending, the values above ``G``
+    are a suffix, so the sum is ``sum_{x_n > G} w_n x_n - G sum_{x_n > G} w_n`` (suffix sums)."""
+    order = np.argsort(values, kind="stable")
+    x, w = values[order], weights[order]
+    suffix_weight = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])
+    suffix_mass = np.concatenate([np.cumsum((w * x)[::-1])[::-1], [0.0]])
+    g = np.asarray(points, dtype=np.float64)
     k = np.searchsorted(x, g, side="right")
+    return np.maximum(suffix_mass[k] - g * suffix_weight[k], 0.0)
+
+
+def curves(series: WindowSeries, units: NDArray) -> dict[str, NDArray[np.float64]]:
+    """Overload probability, expected overflow and expected spare at every unit count in ``units``:
+    ``E[(X - G)+]`` is :func:`weighted_excess` with weights ``1/N``, and ``E[(G - X)+] = G - E[X] + E[(X - G)+]``."""
+    x = series.units_needed
+    n = len(x)
+    g = np.asarray(units, dtype=np.float64)
+    overflow = weighted_excess(x, np.full(n, 1.0 / n), g)
     return {
         "units": g,
-        "overload_probability": (n - k) / n,
-        "expected_overflow_units": (prefix[n] - prefix[k] - (n - k) * g) / n,
-        "expected_spare_units": (k * g - prefix[k]) / n,
+        "overload_probability": (n - np.searchsorted(np.sort(x), g, side="right")) / n,
+        "expected_overflow_units": overflow,
+        "expected_spare_units": np.maximum(g - x.mean() + overflow, 0.0),
     }
 
 
