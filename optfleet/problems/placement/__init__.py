@@ -1,0 +1,1 @@
+"""Request placement across model servers (kind ``placement``): simulator, routing policies, exact views."""

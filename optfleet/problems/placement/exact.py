@@ -1,0 +1,99 @@
+"""The exact views: the hindsight MILP, the look-ahead (receding-horizon) MILPs and the relaxation bound.
+
+* ``hindsight_milp`` (models/placement.py) on the whole trace when it has at most ``solve.max_milp_requests``
+  requests.  Its service model is a simplification of the simulator (FCFS prefill only, generous reuse, no
+  decode, no batching limits), built to bound it from below (bounds.py): its report's objective and bound are in
+  that model's terms, and its bound is a lower bound on the simulator's best placement for the instance's
+  objective.  Its placement is re-scored by the simulator (the row's objective), which makes it a candidate
+  for the best known schedule, not an optimum of the simulator.
+* ``lookahead_milp``: the same MILP over windows of ``solve.lookahead_requests`` arrivals, committing the first
+  ``solve.lookahead_commit`` placements of each, the next window starting from the committed requests' state in
+  the model (servers busy until their model prefill ends, groups and conversations already seen).  A policy
+  with a forecast of the next arrivals could reach its plan; it bounds nothing (no report).
+* ``relaxation_bound``: bounds.relaxation_bound, solved exactly (no plan).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from optfleet.models.placement import PlacementData, build, extract, model_ttft_ms
+from optfleet.solvers import highs
+from optfleet.solvers.report import OPTIMAL, SolveReport
+
+from optfleet.errors import InfeasibleError
+from optfleet.problems.placement.bounds import relaxation_bound, reusable_tokens
+from optfleet.problems.placement.problem import PlacementProblem
+
+
+def placement_data(problem: PlacementProblem, first: int, count: int, ready_ms: np.ndarray | None = None,
+                   prior_group: np.ndarray | None = None, prior_session: np.ndarray | None = None) -> PlacementData:
+    """The MILP's numbers for requests ``[first, first + count)``; the starting state defaults to empty servers."""
+    q = problem.requests
+    window = slice(first, first + count)
+    group_tokens, cap = reusable_tokens(problem)
+    engines = problem.engines
+    classes = {e: i for i, e in enumerate(dict.fromkeys(engines))}
+    k = len(engines)
+    zeros = np.zeros((count, k))
+    return PlacementData(
+        q.arrival_ms[window], q.prompt_tokens[window], group_tokens[window], cap[window], q.group[window], q.session[window],
+        np.array([e.prefill_ms_per_token for e in engines]), np.array([e.step_base_ms for e in engines]),
+        np.array([classes[e] for e in engines]), np.zeros(k) if ready_ms is None else ready_ms,
+        zeros if prior_group is None else prior_group, zeros if prior_session is None else prior_session,
+        problem.objective, problem.slo.ttft_ms)
+
+
+def _solve(problem: PlacementProblem, data: PlacementData, time_limit_s: float | None) -> tuple[np.ndarray, SolveReport]:
+    model = build(data)
+    report = highs.solve(model, solver=problem.solve.solver, time_limit=time_limit_s)
+    if not report.has_solution:
+        raise InfeasibleError(f"the placement MILP found no placement ({report.summary})")
+    return extract(model, data), report
+
+
+def hindsight(problem: PlacementProblem) -> tuple[np.ndarray, SolveReport]:
+    """The hindsight MILP's placement and report (module docstring)."""
+    return _solve(problem, placement_data(problem, 0, len(problem.requests)), problem.solve.time_limit_s)
+
+
+def lookahead(problem: PlacementProblem) -> tuple[np.ndarray, dict[str, int]]:
+    """The receding-horizon placement (module docstring) and counts: windows, windows proven optimal."""
+    n, k = len(problem.requests), len(problem.engines)
+    horizon, commit = problem.solve.lookahead_requests, min(problem.solve.lookahead_commit, problem.solve.lookahead_requests)
+    q = problem.requests
+    placement = np.full(n, -1, dtype=np.int64)
+    ready = np.zeros(k)
+    groups: list[set[int]] = [set() for _ in range(k)]
+    sessions: list[set[int]] = [set() for _ in range(k)]
+    windows = proven = 0
+    windows_total = -(-n // commit)
+    per_window_s = None if problem.solve.time_limit_s is None else max(1.0, problem.solve.time_limit_s / windows_total)
+    for first in range(0, n, commit):
+        count = min(horizon, n - first)
+        rows = range(first, first + count)
+        prior_session = np.array([[float(int(q.session[r]) in sessions[j]) for j in range(k)] for r in rows])
+        prior_group = np.array([[float((q.group[r] >= 0 and int(q.group[r]) in groups[j]) or int(q.session[r]) in sessions[j])
+                                 for j in range(k)] for r in rows])
+        data = placement_data(problem, first, count, ready.copy(), prior_group, prior_session)
+        chosen, report = _solve(problem, data, per_window_s)
+        windows += 1
+        proven += int(report.status == OPTIMAL)
+        kept = min(commit, count)
+        placement[first:first + kept] = chosen[:kept]
+        kept_data = placement_data(problem, first, kept, ready.copy(), prior_group[:kept], prior_session[:kept])
+        ttft = model_ttft_ms(kept_data, chosen[:kept])
+        for j, r in enumerate(range(first, first + kept)):
+            server = int(chosen[j])
+            ready[server] = max(ready[server], float(q.arrival_ms[r]) + ttft[j] - float(kept_data.beta_ms[server]))
+            groups[server].add(int(q.group[r]))
+            sessions[server].add(int(q.session[r]))
+    return placement, {"windows": windows, "windows_optimal": proven}
+
+
+def relaxation(problem: PlacementProblem) -> tuple[SolveReport, dict[str, float]]:
+    """The relaxation bound as a report (solved exactly: objective = bound, gap 0) and its parts."""
+    start = time.perf_counter()
+    value, parts = relaxation_bound(problem)
+    return SolveReport(OPTIMAL, value, value, 0.0, time.perf_counter() - start, "srpt-relaxation"), parts

@@ -1,0 +1,100 @@
+"""A placement instance made ready to run: servers expanded, requests generated or loaded, policies resolved.
+
+Cross-field checks (each an InputError naming the field): at least one server; every server's KV blocks hold the
+largest request whole (``ceil((prompt + output) / B)`` blocks: admission reserves them, server.py), else that
+request could never run there; policy labels unique; exact method names known; the ``ttft_excess`` objective
+needs ``slo.ttft_ms``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.instance.loader import LoadedInstance
+from optfleet.problems.placement.schema import PlacementInstanceSpec, PolicySpec, SloSpec, SolveSpec
+from optfleet.problems.placement.server import Engine
+from optfleet.problems.placement.workload import Requests, build_requests
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One row of the comparison: a label, a registered policy name and its parameters."""
+
+    label: str
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlacementProblem:
+    name: str
+    description: str
+    engines: tuple[Engine, ...]
+    block_tokens: int
+    requests: Requests
+    total_blocks: np.ndarray
+    slo: SloSpec
+    solve: SolveSpec
+    policies: tuple[PolicyEntry, ...]
+    seed: int
+    source: str
+    spec: PlacementInstanceSpec
+
+    @property
+    def objective(self) -> str:
+        return self.solve.objective
+
+
+def engines_of(spec: PlacementInstanceSpec) -> tuple[Engine, ...]:
+    engines = []
+    for s in spec.servers:
+        t = s.timing
+        engine = Engine(s.name, s.max_running_seqs, s.kv_capacity_blocks, s.prefill_budget_tokens, t.prefill_ms_per_token,
+                        t.step_base_ms, t.step_ms_per_seq, t.step_ms_per_kv_block)
+        engines.extend([engine] * s.count)
+    return tuple(engines)
+
+
+def _policies(spec: PlacementInstanceSpec) -> tuple[PolicyEntry, ...]:
+    entries = []
+    for i, p in enumerate(spec.policies):
+        if isinstance(p, str):
+            entries.append(PolicyEntry(p, p))
+        else:
+            assert isinstance(p, PolicySpec)
+            params = p.model_dump(exclude_none=True, exclude={"name", "label"})
+            entries.append(PolicyEntry(p.label or p.name, p.name, params))
+    labels = [e.label for e in entries]
+    duplicate = next((label for label in labels if labels.count(label) > 1), None)
+    if duplicate is not None:
+        raise InputError("policies", duplicate, "two policies share this label (give one a label:)")
+    return tuple(entries)
+
+
+def prepare(loaded: LoadedInstance) -> PlacementProblem:
+    """The instance in numbers (module docstring's checks)."""
+    from optfleet.problems.placement.policies import make_policy
+
+    spec = loaded.spec
+    if not spec.servers:
+        raise InputError("servers", [], "at least one server is needed")
+    requests = build_requests(spec.workload, loaded.resolve)
+    block = spec.block_tokens
+    total_blocks = -(-(requests.prompt_tokens + requests.output_tokens) // block)
+    largest = int(total_blocks.max())
+    for i, s in enumerate(spec.servers):
+        if s.kv_capacity_blocks < largest:
+            raise InputError(f"servers[{i}].kv_capacity_blocks", s.kv_capacity_blocks,
+                             f"below the largest request ({largest} blocks of {block} tokens, prompt and output): it could never run")
+    if spec.solve.objective == "ttft_excess" and spec.slo.ttft_ms is None:
+        raise InputError("solve.objective", "ttft_excess", "needs slo.ttft_ms")
+    source = f"trace {spec.workload.trace.file}" if spec.workload.trace is not None else "shared-prefix generator"
+    problem = PlacementProblem(spec.name, spec.description, engines_of(spec), block, requests, total_blocks, spec.slo, spec.solve,
+                               _policies(spec), spec.workload.seed, source, spec)
+    for i, entry in enumerate(problem.policies):
+        make_policy(problem, entry.name, entry.params, f"policies[{i}]")  # unknown names and parameters fail here
+    return problem

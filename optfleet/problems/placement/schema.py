@@ -1,0 +1,198 @@
+"""Typed schema of a ``kind: placement`` instance file (request placement across model servers).
+
+An instance names the model servers (heterogeneous allowed), the workload (the shared-prefix generator of the
+llm-d predicted-latency blog's scenarios, or a CSV trace), the arrival process (Poisson at one rate, or a stepped
+QPS ladder), the routing policies to compare, optional SLOs and the ``solve:`` block of the exact views.  Units
+are in the field names; unknown keys are errors.  Example::
+
+    kind: placement
+    name: tiny
+    servers:
+      - {name: gpu, count: 2, max_running_seqs: 8, kv_capacity_blocks: 400, prefill_budget_tokens: 512,
+         timing: {prefill_ms_per_token: 0.1, step_base_ms: 5, step_ms_per_seq: 0.2, step_ms_per_kv_block: 0.001}}
+    workload:
+      shared_prefix: {num_groups: 2, num_prompts_per_group: 3, system_prompt_len: 256, question_len: 64,
+                      output_len: 16}
+      arrivals: {process: poisson, rate_rps: 4, requests: 20}
+    policies: [round_robin, least_requests, load_prefix_111, predicted_latency]
+    slo: {ttft_ms: 500, tpot_ms: 50}
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, at_most
+
+MAX_REQUESTS = 2_000_000
+"""Requests an instance may generate: twice the 1e6-request simulator benchmark (every method replays them all)."""
+MAX_SERVERS = 10_000
+REQUESTS_LIMIT = at_most(MAX_REQUESTS, "requests", "every policy replays every request through the simulator")
+SERVERS_LIMIT = at_most(MAX_SERVERS, "servers", "every routing decision scores every server")
+
+PositiveReal = Annotated[Real, Field(gt=0.0)]
+NonNegativeReal = Annotated[Real, Field(ge=0.0)]
+Length = Annotated[Integer, TOKEN_LIMIT, Field(ge=0)]
+
+METHOD_NAMES = ("hindsight_milp", "lookahead_milp", "relaxation_bound")
+OBJECTIVES = ("total_ttft", "ttft_excess")
+
+
+class TimingSpec(Strict):
+    """A server's iteration-time profile: one continuous-batching iteration that decodes ``n`` sequences, holds ``b``
+    KV blocks in use and prefills ``p`` uncached tokens takes
+
+        t_iter = step_base_ms + step_ms_per_seq * n + step_ms_per_kv_block * b + prefill_ms_per_token * p   (ms)."""
+
+    prefill_ms_per_token: PositiveReal
+    step_base_ms: NonNegativeReal = 0.0
+    step_ms_per_seq: NonNegativeReal = 0.0
+    step_ms_per_kv_block: NonNegativeReal = 0.0
+
+
+class ServerSpec(Strict):
+    """``count`` identical model servers (give several entries for a heterogeneous pool)."""
+
+    name: str = "server"
+    count: Annotated[Integer, SERVERS_LIMIT] = Field(1, ge=1)
+    max_running_seqs: Annotated[Integer, at_most(1_000_000, "sequences", "a batch is scanned sequence by sequence")] = Field(ge=1)
+    kv_capacity_blocks: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
+    prefill_budget_tokens: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
+    timing: TimingSpec
+
+
+class SharedPrefixSpec(Strict):
+    """The shared-prefix workload of the blog's scenarios (inference-perf's shared_prefix data generator):
+    ``num_groups`` system prompts of ``system_prompt_len`` tokens, each shared by ``num_prompts_per_group`` users;
+    a user's question has ``question_len +- question_len_sd`` tokens and the answer ``output_len +- output_len_sd``
+    (normal, rounded, at least 1).  With ``multi_turn`` a user's next prompt is the previous prompt, the previous
+    answer and a new question; after ``max_turns`` turns the user starts a new conversation."""
+
+    num_groups: Annotated[Integer, REQUESTS_LIMIT] = Field(ge=1)
+    num_prompts_per_group: Annotated[Integer, REQUESTS_LIMIT] = Field(ge=1)
+    system_prompt_len: Length
+    question_len: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
+    question_len_sd: NonNegativeReal = 0.0
+    output_len: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
+    output_len_sd: NonNegativeReal = 0.0
+    multi_turn: bool = True
+    max_turns: Annotated[Integer, at_most(1000, "turns", "a history grows by one question and answer per turn")] = Field(5, ge=1)
+    max_prompt_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
+
+
+class TraceSpec(Strict):
+    """A CSV trace: columns ``arrival_s, prompt_tokens, output_tokens`` and optionally ``group``,
+    ``shared_prefix_tokens`` (the group's common prefix) and ``session`` (turns of one conversation share their
+    history); relative to the instance file."""
+
+    file: str
+
+
+class StepSpec(Strict):
+    rate_rps: PositiveReal
+    duration_s: PositiveReal
+
+
+class ArrivalSpec(Strict):
+    """Poisson arrivals at ``rate_rps`` for ``requests`` requests, or a stepped QPS ladder (Poisson within each
+    step of ``duration_s``).  Ignored for a trace (its arrival times are used)."""
+
+    process: Literal["poisson", "stepped"] = "poisson"
+    rate_rps: PositiveReal | None = None
+    requests: Annotated[Integer, REQUESTS_LIMIT] | None = Field(None, ge=1)
+    steps: list[StepSpec] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> "ArrivalSpec":
+        if self.process == "poisson" and (self.rate_rps is None or self.requests is None):
+            raise ValueError("poisson arrivals need rate_rps and requests")
+        if self.process == "stepped" and not self.steps:
+            raise ValueError("stepped arrivals need steps: [{rate_rps, duration_s}, ...]")
+        return self
+
+
+class WorkloadSpec(Strict):
+    seed: Integer = Field(0, ge=0)
+    shared_prefix: SharedPrefixSpec | None = None
+    trace: TraceSpec | None = None
+    arrivals: ArrivalSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "WorkloadSpec":
+        if (self.shared_prefix is None) == (self.trace is None):
+            raise ValueError("give exactly one of shared_prefix, trace")
+        if self.shared_prefix is not None and self.arrivals is None:
+            raise ValueError("a generated workload needs arrivals")
+        return self
+
+
+class PolicySpec(Strict):
+    """A registered routing policy with parameters; a bare string names one with its defaults.
+
+    ``load_prefix``: ``weights`` (prefix : queue : kv).  ``predicted_latency``: ``predictor`` (``oracle`` or
+    ``quantile``), ``ttft_weight`` (0.8), ``affinity_tau`` (0.80), ``explore_probability`` (0.01),
+    ``affinity_max_ttft_penalty_ms`` (5000), ``buffer`` (1.0)."""
+
+    name: str
+    label: str | None = None
+    weights: dict[str, NonNegativeReal] | None = None
+    predictor: Literal["oracle", "quantile"] | None = None
+    ttft_weight: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
+    affinity_tau: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
+    explore_probability: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
+    affinity_max_ttft_penalty_ms: NonNegativeReal | None = None
+    buffer: PositiveReal | None = None
+    retrain_every: Annotated[Integer, at_most(1_000_000, "requests", "a retrain fits the window")] | None = Field(None, ge=1)
+    per_bucket: Annotated[Integer, at_most(100_000, "samples", "the window is refitted")] | None = Field(None, ge=1)
+
+
+class SloSpec(Strict):
+    """Per-request latency SLOs (both optional); ``buffer`` scales them in the predicted-latency scorer's headroom
+    ``SLO * buffer - predicted``."""
+
+    ttft_ms: PositiveReal | None = None
+    tpot_ms: PositiveReal | None = None
+    buffer: PositiveReal = 1.0
+
+    @field_validator("ttft_ms", "tpot_ms", mode="before")
+    @classmethod
+    def _positive(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+            raise ValueError("an SLO must be > 0 ms (leave it out for no SLO)")
+        return value
+
+
+class SolveSpec(Strict):
+    """The exact views: ``method`` (what ``solve`` runs; default ``hindsight_milp`` when the trace is small enough,
+    else ``relaxation_bound``), ``objective`` (``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above
+    ``slo.ttft_ms``), the MILP size limit and the look-ahead window."""
+
+    method: str | None = None
+    objective: Literal["total_ttft", "ttft_excess"] = "total_ttft"
+    time_limit_s: PositiveReal | None = 60.0
+    solver: str = "highs"
+    max_milp_requests: Annotated[Integer, at_most(5000, "requests", "the MILP has a row per pair of requests and server")] = Field(120, ge=1)
+    lookahead_requests: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(24, ge=1)
+    lookahead_commit: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(8, ge=1)
+
+    @field_validator("method")
+    @classmethod
+    def _known(cls, value: str | None) -> str | None:
+        if value is not None and value not in METHOD_NAMES:
+            raise ValueError(f"unknown exact method; known: {', '.join(METHOD_NAMES)}")
+        return value
+
+
+class PlacementInstanceSpec(Strict):
+    kind: Literal["placement"]
+    name: str
+    description: str = ""
+    block_tokens: Annotated[Integer, at_most(4096, "tokens", "a block is a page of the KV cache")] = Field(16, ge=1)
+    servers: list[ServerSpec]
+    workload: WorkloadSpec
+    policies: list[str | PolicySpec] = Field(default_factory=lambda: ["round_robin", "least_requests", "load_prefix_111",
+                                                                      "load_prefix_322", "predicted_latency"])
+    slo: SloSpec = SloSpec()
+    solve: SolveSpec = SolveSpec()

@@ -1,0 +1,146 @@
+"""The requests a placement instance routes: the shared-prefix generator, Poisson or stepped-QPS arrivals, CSV traces.
+
+A request is its arrival time, its prompt and output lengths and where its prompt's tokens come from, which is
+all the per-server prefix caches need (``cache.py``): the first ``shared_tokens`` are the system prompt of
+``group`` (identical for every request of the group); the rest belong to ``session`` (a conversation: turn
+``t + 1``'s prompt is turn ``t``'s prompt, its answer and a new question, so a session's token stream only grows).
+
+The generator follows the shared-prefix data generator that the llm-d predicted-latency blog's scenarios A-D use
+(inference-perf: ``num_groups`` system prompts, ``num_prompts_per_group`` users each, ``question_len +- sd``,
+``output_len +- sd``, multi-turn histories appended turn by turn).  Each arrival goes to a user drawn uniformly at
+random; lengths are normal draws rounded to whole tokens, at least 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.problems.placement.schema import ArrivalSpec, SharedPrefixSpec, WorkloadSpec
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Requests in arrival order (arrays of one length): arrival (ms), prompt and output tokens, the group's shared
+    prefix (tokens, 0 without a group), group (-1 without), session, turn (1 = first) and QPS step index."""
+
+    arrival_ms: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    shared_tokens: np.ndarray
+    group: np.ndarray
+    session: np.ndarray
+    turn: np.ndarray
+    step: np.ndarray
+    step_rates_rps: tuple[float, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.arrival_ms.shape[0])
+
+    def head(self, n: int) -> "Requests":
+        """The first ``n`` requests."""
+        cut = {name: getattr(self, name)[:n] for name in ARRAYS}
+        return Requests(**cut, step_rates_rps=self.step_rates_rps)
+
+
+ARRAYS = ("arrival_ms", "prompt_tokens", "output_tokens", "shared_tokens", "group", "session", "turn", "step")
+
+
+def arrival_times_s(spec: ArrivalSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
+    """Arrival times (s), each arrival's step index and the steps' rates: Poisson at ``rate_rps`` (``requests``
+    arrivals), or a stepped ladder, Poisson at ``rate_rps`` for ``duration_s`` per step."""
+    if spec.process == "poisson":
+        gaps = rng.exponential(1.0 / spec.rate_rps, size=spec.requests)
+        return np.cumsum(gaps) - gaps[0], np.zeros(spec.requests, dtype=np.int64), (float(spec.rate_rps),)
+    times, steps, start = [], [], 0.0
+    for i, step in enumerate(spec.steps):
+        count = rng.poisson(step.rate_rps * step.duration_s)
+        times.append(start + np.sort(rng.uniform(0.0, step.duration_s, size=count)))
+        steps.append(np.full(count, i, dtype=np.int64))
+        start += step.duration_s
+    return np.concatenate(times), np.concatenate(steps), tuple(float(s.rate_rps) for s in spec.steps)
+
+
+def _lengths(rng: np.random.Generator, mean: int, sd: float, n: int) -> np.ndarray:
+    """``n`` normal draws of mean ``mean`` and deviation ``sd``, rounded, at least 1 token."""
+    return np.maximum(1, np.rint(rng.normal(mean, sd, size=n))).astype(np.int64) if sd > 0 else np.full(n, mean, dtype=np.int64)
+
+
+def shared_prefix(spec: SharedPrefixSpec, arrival_s: np.ndarray, steps: np.ndarray, rates: tuple[float, ...],
+                  rng: np.random.Generator) -> Requests:
+    """The shared-prefix workload over the given arrivals (module docstring): arrival ``i`` goes to a uniformly drawn
+    user; a multi-turn user's prompt is ``system + history + question`` and the history then grows by the question
+    and the answer; after ``max_turns`` turns, or when the prompt would exceed ``max_prompt_tokens``, the user starts
+    a new conversation (a new session, history empty)."""
+    n = arrival_s.shape[0]
+    users = spec.num_groups * spec.num_prompts_per_group
+    user_of = rng.integers(0, users, size=n)
+    questions = _lengths(rng, spec.question_len, spec.question_len_sd, n)
+    outputs = _lengths(rng, spec.output_len, spec.output_len_sd, n)
+    history = np.zeros(users, dtype=np.int64)
+    turns = np.zeros(users, dtype=np.int64)
+    session_of_user = np.arange(users, dtype=np.int64)
+    next_session = users
+    prompt, session, turn = (np.empty(n, dtype=np.int64) for _ in range(3))
+    system = spec.system_prompt_len
+    for i in range(n):
+        u = user_of[i]
+        length = system + history[u] + questions[i]
+        too_long = spec.max_prompt_tokens is not None and length > spec.max_prompt_tokens
+        if not spec.multi_turn or turns[u] >= spec.max_turns or (too_long and history[u] > 0):
+            session_of_user[u], next_session = next_session, next_session + 1
+            history[u], turns[u] = 0, 0
+            length = system + questions[i]
+        prompt[i], session[i] = length, session_of_user[u]
+        turns[u] += 1
+        turn[i] = turns[u]
+        history[u] += questions[i] + outputs[i]
+    group = user_of // spec.num_prompts_per_group
+    return Requests(arrival_s * 1000.0, prompt, outputs, np.full(n, system, dtype=np.int64), group.astype(np.int64), session, turn,
+                    steps.astype(np.int64), rates)
+
+
+def load_trace(path, field: str) -> Requests:
+    """A CSV trace (schema ``TraceSpec``), sorted by arrival; ``field`` names the file in errors."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(field, str(path), f"cannot read the trace ({exc})") from exc
+    missing = [c for c in ("arrival_s", "prompt_tokens", "output_tokens") if c not in frame.columns]
+    if missing or frame.empty:
+        raise InputError(field, str(path), f"the trace needs rows and the columns arrival_s, prompt_tokens, output_tokens (missing: {missing})")
+    frame = frame.sort_values("arrival_s", kind="stable").reset_index(drop=True)
+    n = len(frame)
+    column = (lambda name, default: frame[name].to_numpy() if name in frame.columns else np.full(n, default))
+    arrays = {"arrival_s": frame["arrival_s"].to_numpy(dtype=float), "prompt_tokens": column("prompt_tokens", 0),
+              "output_tokens": column("output_tokens", 0), "shared_tokens": column("shared_prefix_tokens", 0),
+              "group": column("group", -1), "session": column("session", -1)}
+    for name, values in arrays.items():
+        if not np.all(np.isfinite(values.astype(float))) or (name != "group" and name != "session" and np.any(values < 0)):
+            raise InputError(f"{field}:{name}", str(path), "needs finite values >= 0")
+    if np.any(arrays["prompt_tokens"] < 1) or np.any(arrays["output_tokens"] < 1):
+        raise InputError(f"{field}:prompt_tokens", str(path), "every request needs at least one prompt and one output token")
+    if np.any(arrays["shared_tokens"] > arrays["prompt_tokens"]):
+        raise InputError(f"{field}:shared_prefix_tokens", str(path), "a shared prefix cannot exceed its prompt")
+    session = arrays["session"].astype(np.int64)
+    unnamed = session < 0
+    session[unnamed] = session.max(initial=-1) + 1 + np.arange(int(unnamed.sum()))  # a request without a session has its own
+    group = arrays["group"].astype(np.int64)
+    shared = np.where(group >= 0, arrays["shared_tokens"], 0).astype(np.int64)
+    return Requests(arrays["arrival_s"] * 1000.0, arrays["prompt_tokens"].astype(np.int64), arrays["output_tokens"].astype(np.int64),
+                    shared, group, session, np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64), ())
+
+
+def build_requests(spec: WorkloadSpec, resolve) -> Requests:
+    """The instance's requests: its trace (``resolve`` turns its relative path into a path) or its generator."""
+    if spec.trace is not None:
+        return load_trace(resolve(spec.trace.file), "workload.trace.file")
+    rng = np.random.default_rng(spec.seed)
+    arrival_s, steps, rates = arrival_times_s(spec.arrivals, rng)
+    if arrival_s.shape[0] == 0:
+        raise InputError("workload.arrivals.steps", [s.model_dump() for s in spec.arrivals.steps], "the ladder draws no arrival")
+    return shared_prefix(spec.shared_prefix, arrival_s, steps, rates, rng)
