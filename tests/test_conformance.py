@@ -62,6 +62,13 @@ KIND_CASES: dict[str, dict[str, Any]] = {
         "bad": [("profile.tau_tokens_per_s_per_unit", 0, "0"), ("plans.percentiles", [1.5], "1.5"), ("solve.method", "annealing", "annealing"),
                 ("trace.time_unit", "hours", "hours"), ("max_units", 0, "0")],
     },
+    "placement": {
+        "folder": INSTANCES / "placement",
+        "small": INSTANCES / "placement" / "tiny.yaml",
+        "bad": [("servers", [], "[]"), ("workload.shared_prefix.question_len", -5, "-5"), ("slo.ttft_ms", -1, "-1"),
+                ("policies", ["mru"], "mru"), ("policies", [{"name": "load_prefix", "weights": {"prefix": 0, "queue": 0, "kv": 0}}], "weights"),
+                ("solve.method", "annealing", "annealing")],
+    },
 }
 
 
