@@ -45,7 +45,7 @@ def oracle_latency(server: Server, r: Live, t_ms: float) -> tuple[float, float]:
     mine = copy.copy(r)
     clone.enqueue(mine, t_ms)
     while math.isnan(mine.done_ms):
-        clone.advance(clone.iteration_end_ms)
+        clone.step()
     ttft = mine.first_token_ms - t_ms
     tpot = (mine.done_ms - mine.first_token_ms) / (mine.output - 1) if mine.output > 1 else 0.0
     return ttft, tpot

@@ -17,7 +17,8 @@ TPOT = (completion - first token) / (output - 1), E2E = completion - arrival.
 
 When no request prefills and none can be admitted, iterations repeat identically until the first running request
 completes: they run as one stretch of ``k`` iterations (the same times as one by one).  A request arriving in the
-middle cuts the stretch at the end of the iteration in flight, where it is first considered.
+middle cuts the stretch at the end of the iteration in flight, where it is first considered; one arriving exactly
+when an iteration ends is considered then.
 """
 
 from __future__ import annotations
@@ -92,18 +93,26 @@ class Server:
         return self.cache.held_blocks / self.engine.kv_capacity_blocks
 
     def advance(self, t_ms: float) -> None:
-        while self.iteration_end_ms is not None and self.iteration_end_ms <= t_ms:
-            end = self.iteration_end_ms
-            self._finish_iteration(end)
-            self._plan(end)
+        """Run every iteration that ends before ``t_ms`` (one ending at ``t_ms`` sees the arrivals at ``t_ms``)."""
+        while self.iteration_end_ms is not None and self.iteration_end_ms < t_ms:
+            self.step()
+
+    def step(self) -> None:
+        """Finish the iteration in flight and plan the next one at its end."""
+        end = self.iteration_end_ms
+        self._finish_iteration(end)
+        self._plan(end)
 
     def enqueue(self, r: Live, t_ms: float) -> None:
+        """Request ``r`` arrives at ``t_ms`` (the server was advanced to ``t_ms``).  An idle server wakes at
+        ``t_ms`` (an empty iteration ending then), so every arrival at the same instant is planned together."""
         self.waiting.append(r)
         self.input_tokens_in_flight += r.prompt
         if self.iteration_end_ms is None:
-            self._plan(t_ms)
+            self._decoding, self._prefilling, self._repeats = [], [], 1
+            self.iteration_end_ms = t_ms
         elif self._repeats > 1:  # cut the decode-only stretch at the end of the iteration in flight
-            done = math.floor((t_ms - self._start_ms) / self._step_ms) + 1
+            done = max(1, math.ceil((t_ms - self._start_ms) / self._step_ms))
             if done < self._repeats:
                 self._repeats = done
                 self.iteration_end_ms = self._start_ms + done * self._step_ms
