@@ -27,7 +27,9 @@ optimum); pairs with ``M <= 0`` are dropped (``r'`` is done before ``r`` arrives
 ordered by first use (``x[r,k] <= sum_{r' < r} x[r',k-1]`` within a class of identical servers), which removes
 their permutations without losing a placement.
 
-``ready[k]``, ``prior_g`` and ``prior_s`` carry a look-ahead window's starting state (0 in hindsight).
+``ready[k]``, ``prior_g`` and ``prior_s`` carry a look-ahead window's starting state (0 in hindsight), and a
+window may cap the requests per server, ``sum_r x[r,k] <= max_per_server`` (balance; never in hindsight, where
+it would cut placements off and the optimum would no longer bound the simulator's).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class PlacementData:
     prior_session: np.ndarray
     objective: str = "total_ttft"
     slo_ttft_ms: float | None = None
+    max_per_server: int | None = None  # a look-ahead window's cap on requests per server (None in hindsight)
 
     @property
     def n(self) -> int:
@@ -132,6 +135,12 @@ def constraint_symmetry(m: pyo.ConcreteModel, d: PlacementData) -> None:
     m.first_use = pyo.Constraint(rows, rule=lambda m, r, k: m.x[r, k] <= sum(m.x[q, k - 1] for q in range(r)))
 
 
+def constraint_balance(m: pyo.ConcreteModel, d: PlacementData) -> None:
+    """``sum_r x[r,k] <= max_per_server`` (look-ahead windows only: the model sees no decode load, see exact.py)."""
+    if d.max_per_server is not None:
+        m.balance = pyo.Constraint(m.K, rule=lambda m, k: sum(m.x[r, k] for r in m.R) <= d.max_per_server)
+
+
 def ttft_expression(m: pyo.ConcreteModel, d: PlacementData, r: int):
     return m.c[r] - float(d.arrival_ms[r]) + sum(float(d.beta_ms[k]) * m.x[r, k] for k in m.K)
 
@@ -157,6 +166,7 @@ def build(d: PlacementData) -> pyo.ConcreteModel:
     constraint_prefill(m, d)
     constraint_fcfs(m, d)
     constraint_symmetry(m, d)
+    constraint_balance(m, d)
     objective_ttft(m, d)
     return m
 

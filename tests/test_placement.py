@@ -271,3 +271,16 @@ def test_bad_input_names_the_field(change, field):
     with pytest.raises(InputError) as caught:
         optfleet.load(doc)
     assert caught.value.field.startswith(field)
+
+
+@pytest.mark.solved
+def test_lookahead_windows_commit_every_request_and_respect_the_balance_cap():
+    from optfleet.problems.placement.exact import lookahead
+
+    problem = _tiny(3, 10, servers=2)
+    problem = replace(problem, solve=problem.solve.model_copy(update={"lookahead_requests": 4, "lookahead_commit": 2, "lookahead_balance": 1.0}))
+    placement, counts = lookahead(problem)
+    assert counts["windows"] == 5 and placement.min() >= 0
+    for first in range(0, 10, 2):  # each window of 4 puts at most 2 on a server; its first 2 are kept
+        assert np.bincount(placement[first:first + 2], minlength=2).max() <= 2
+    assert evaluate(problem, placement).objective_ms > 0

@@ -8,13 +8,17 @@
   for the best known schedule, not an optimum of the simulator.
 * ``lookahead_milp``: the same MILP over windows of ``solve.lookahead_requests`` arrivals, committing the first
   ``solve.lookahead_commit`` placements of each, the next window starting from the committed requests' state in
-  the model (servers busy until their model prefill ends, groups and conversations already seen).  A policy
-  with a forecast of the next arrivals could reach its plan; it bounds nothing (no report).
+  the model (servers busy until their model prefill ends, groups and conversations already seen).  Because the
+  model sees prefill only (no decode load, no batch or KV limits), a window may place at most
+  ``ceil(solve.lookahead_balance x window / servers)`` requests on one server; without that cap it packs every
+  request where the prefix is cached and the simulator's decode queues explode.  A policy with a forecast of the
+  next arrivals could reach its plan; it bounds nothing (no report).
 * ``relaxation_bound``: bounds.relaxation_bound, solved exactly (no plan).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -28,7 +32,8 @@ from optfleet.problems.placement.problem import PlacementProblem
 
 
 def placement_data(problem: PlacementProblem, first: int, count: int, ready_ms: np.ndarray | None = None,
-                   prior_group: np.ndarray | None = None, prior_session: np.ndarray | None = None) -> PlacementData:
+                   prior_group: np.ndarray | None = None, prior_session: np.ndarray | None = None,
+                   max_per_server: int | None = None) -> PlacementData:
     """The MILP's numbers for requests ``[first, first + count)``; the starting state defaults to empty servers."""
     q = problem.requests
     window = slice(first, first + count)
@@ -42,7 +47,7 @@ def placement_data(problem: PlacementProblem, first: int, count: int, ready_ms: 
         np.array([e.prefill_ms_per_token for e in engines]), np.array([e.step_base_ms for e in engines]),
         np.array([classes[e] for e in engines]), np.zeros(k) if ready_ms is None else ready_ms,
         zeros if prior_group is None else prior_group, zeros if prior_session is None else prior_session,
-        problem.objective, problem.slo.ttft_ms)
+        problem.objective, problem.slo.ttft_ms, max_per_server)
 
 
 def _solve(problem: PlacementProblem, data: PlacementData, time_limit_s: float | None) -> tuple[np.ndarray, SolveReport]:
@@ -76,7 +81,8 @@ def lookahead(problem: PlacementProblem) -> tuple[np.ndarray, dict[str, int]]:
         prior_session = np.array([[float(int(q.session[r]) in sessions[j]) for j in range(k)] for r in rows])
         prior_group = np.array([[float((q.group[r] >= 0 and int(q.group[r]) in groups[j]) or int(q.session[r]) in sessions[j])
                                  for j in range(k)] for r in rows])
-        data = placement_data(problem, first, count, ready.copy(), prior_group, prior_session)
+        cap = math.ceil(problem.solve.lookahead_balance * count / k)
+        data = placement_data(problem, first, count, ready.copy(), prior_group, prior_session, cap)
         chosen, report = _solve(problem, data, per_window_s)
         windows += 1
         proven += int(report.status == OPTIMAL)

@@ -26,6 +26,7 @@ import numpy as np
 from optfleet.errors import InputError
 from optfleet.problems.placement.evaluate import live_request, new_servers
 from optfleet.problems.placement.forecast import oracle_latency
+from optfleet.problems.placement.predictor import Accuracy
 from optfleet.problems.placement.server import Server
 
 if TYPE_CHECKING:
@@ -159,18 +160,21 @@ def affinity_candidates(prefix: np.ndarray, ttft_ms: np.ndarray, tau: float, max
 
 class PredictedLatency:
     """The predicted-latency scorer (:func:`affinity_candidates`, then :func:`pick_by_latency`) over a predictor's
-    TTFT and TPOT per server (``predict(cluster, i, t, state) -> (ttft, tpot)``)."""
+    TTFT and TPOT per server (``predict(cluster, i, t, state) -> (ttft, tpot)``); ``make_predictor()`` is called
+    at the first decision (so checking an instance needs no learning library)."""
 
-    def __init__(self, problem: "PlacementProblem", predictor, *, ttft_weight: float = 0.8, affinity_tau: float = 0.80,
+    def __init__(self, problem: "PlacementProblem", make_predictor: Callable[[], Any], *, ttft_weight: float = 0.8, affinity_tau: float = 0.80,
                  explore_probability: float = 0.01, affinity_max_ttft_penalty_ms: float = 5000.0, buffer: float | None = None,
                  seed: int = 0) -> None:
-        self.problem, self.predictor = problem, predictor
+        self.problem, self.make_predictor, self.predictor = problem, make_predictor, None
         self.ttft_weight, self.tau, self.explore = ttft_weight, affinity_tau, explore_probability
         self.max_penalty_ms = affinity_max_ttft_penalty_ms
         self.buffer = problem.slo.buffer if buffer is None else buffer
         self.rng = np.random.default_rng(seed)
 
     def choose(self, cluster: Cluster, i: int, t_ms: float) -> int:
+        if self.predictor is None:
+            self.predictor = self.make_predictor()
         state = cluster.state(i, t_ms)
         ttft, tpot = self.predictor.predict(cluster, i, t_ms, state)
         candidates = affinity_candidates(state["prefix"], ttft, self.tau, self.max_penalty_ms, self.rng.random() < self.explore)
@@ -181,17 +185,30 @@ class PredictedLatency:
         self.predictor.chosen(cluster, i, t_ms, k, state, ttft[k], tpot[k])
         return k
 
+    def finish(self, cluster: Cluster) -> None:
+        self.accuracy = None if self.predictor is None else self.predictor.summary(cluster)
+
+    def summary(self) -> dict[str, Any]:
+        """The predictor's accuracy on the servers chosen (predictor.Accuracy)."""
+        return self.accuracy
+
 
 class OraclePredictor:
     """The simulator's own expected latency (forecast.py) on every server."""
+
+    def __init__(self) -> None:
+        self.accuracy = Accuracy()
 
     def predict(self, cluster: Cluster, i: int, t_ms: float, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         r = live_request(cluster.problem, i)
         pairs = [oracle_latency(cluster.at(k, t_ms), r, t_ms) for k in range(len(cluster.servers))]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
-    def chosen(self, *args: Any) -> None:
-        """The oracle learns nothing."""
+    def chosen(self, cluster: Cluster, i: int, t_ms: float, k: int, state: dict[str, np.ndarray], ttft_ms: float, tpot_ms: float) -> None:
+        self.accuracy.record(i, ttft_ms, tpot_ms)  # the oracle learns nothing; its error is not knowing later arrivals
+
+    def summary(self, cluster: Cluster) -> dict[str, Any]:
+        return self.accuracy.summary(cluster)
 
 
 def _load_prefix(problem: "PlacementProblem", params: dict[str, Any], field: str) -> LoadPrefix:
@@ -210,10 +227,11 @@ def _predicted_latency(problem: "PlacementProblem", params: dict[str, Any], fiel
     if params.get("predictor", "oracle") == "quantile":
         from optfleet.problems.placement.predictor import QuantilePredictor
 
-        predictor = QuantilePredictor(problem, retrain_every=params.get("retrain_every"), per_bucket=params.get("per_bucket"))
+        def make_predictor() -> Any:
+            return QuantilePredictor(problem, retrain_every=params.get("retrain_every"), per_bucket=params.get("per_bucket"))
     else:
-        predictor = OraclePredictor()
-    return PredictedLatency(problem, predictor, seed=problem.seed, **options)
+        make_predictor = OraclePredictor
+    return PredictedLatency(problem, make_predictor, seed=problem.seed, **options)
 
 
 Factory = Callable[["PlacementProblem", dict[str, Any], str], Any]

@@ -176,6 +176,7 @@ class SolveSpec(Strict):
     max_milp_requests: Annotated[Integer, at_most(5000, "requests", "the MILP has a row per pair of requests and server")] = Field(120, ge=1)
     lookahead_requests: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(24, ge=1)
     lookahead_commit: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(8, ge=1)
+    lookahead_balance: Annotated[Real, Field(ge=1.0)] = 1.5
 
     @field_validator("method")
     @classmethod
