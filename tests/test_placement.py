@@ -284,3 +284,35 @@ def test_lookahead_windows_commit_every_request_and_respect_the_balance_cap():
     for first in range(0, 10, 2):  # each window of 4 puts at most 2 on a server; its first 2 are kept
         assert np.bincount(placement[first:first + 2], minlength=2).max() <= 2
     assert evaluate(problem, placement).objective_ms > 0
+
+
+def test_the_readme_quotes_the_published_placement_tables():
+    from support import REPO
+
+    readme = (REPO / "README.md").read_text()
+    for name in ("placement.md", "placement_scenarios.md"):
+        table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
+        assert "\n".join(table) in readme, f"README does not quote benchmarks/results/{name}"
+
+
+def test_a_csv_trace_replays_with_its_groups_and_sessions(tmp_path):
+    """Two conversations of one group (system prompt 64 tokens = 4 blocks) and a request without group or
+    session; sorted by arrival on load."""
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens,group,shared_prefix_tokens,session\n"
+                                    "1.0,100,20,0,64,5\n0.0,80,20,0,64,4\n2.0,150,5,0,64,4\n3.0,40,3,,,\n")
+    doc = instance()
+    doc["workload"] = {"trace": {"file": str(tmp_path / "t.csv")}}
+    problem = optfleet.load(doc).problem
+    q = problem.requests
+    assert q.arrival_ms.tolist() == [0.0, 1000.0, 2000.0, 3000.0] and q.session[:3].tolist() == [4, 5, 4]
+    assert q.group[3] == -1 and q.shared_tokens[3] == 0 and q.session[3] not in (4, 5)
+    # request 1 reuses the group's 4 blocks; request 2 (turn 2 of session 4) its first turn's prompt + answer (100 tokens: 6 blocks)
+    assert replay(problem, np.zeros(4, dtype=int)).hit_tokens.tolist() == [0, 64, 96, 0]
+
+
+def test_a_trace_without_its_columns_is_refused(tmp_path):
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens\n0,10\n")
+    doc = instance()
+    doc["workload"] = {"trace": {"file": str(tmp_path / "t.csv")}}
+    with pytest.raises(InputError, match="output_tokens"):
+        optfleet.load(doc)

@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
 
 
-def reusable_tokens(problem: "PlacementProblem", count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def reusable_tokens(problem: "PlacementProblem") -> tuple[np.ndarray, np.ndarray]:
     """Per request: ``G_r`` (its group's system prompt as whole blocks it may reuse) and ``H_r`` (its whole
-    reusable prompt: ``B floor((P - 1) / B)``, cache.py's limit), over the first ``count`` requests."""
-    q = problem.requests.head(count if count is not None else len(problem.requests))
+    reusable prompt: ``B floor((P - 1) / B)``, cache.py's limit)."""
+    q = problem.requests
     block = problem.block_tokens
     cap = block * ((q.prompt_tokens - 1) // block)
     group = np.where(q.group >= 0, np.minimum(block * (q.shared_tokens // block), cap), 0)

@@ -18,13 +18,13 @@ from typing import Any
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.placement.problem import PlacementProblem, PolicyEntry, prepare
-from optfleet.problems.placement.schema import PlacementInstanceSpec
+from optfleet.problems.placement.schema import METHOD_NAMES, PlacementInstanceSpec
 from optfleet.progress import Progress
 from optfleet.registry import ProblemKind, lazy
 from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
 
-HINDSIGHT, LOOKAHEAD, RELAXATION = "hindsight_milp", "lookahead_milp", "relaxation_bound"
-EXACT = (HINDSIGHT, LOOKAHEAD, RELAXATION)
+EXACT = METHOD_NAMES
+HINDSIGHT, LOOKAHEAD, RELAXATION = EXACT
 REPORT = "optfleet.problems.placement.report"
 
 

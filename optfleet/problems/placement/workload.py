@@ -39,14 +39,6 @@ class Requests:
     def __len__(self) -> int:
         return int(self.arrival_ms.shape[0])
 
-    def head(self, n: int) -> "Requests":
-        """The first ``n`` requests."""
-        cut = {name: getattr(self, name)[:n] for name in ARRAYS}
-        return Requests(**cut, step_rates_rps=self.step_rates_rps)
-
-
-ARRAYS = ("arrival_ms", "prompt_tokens", "output_tokens", "shared_tokens", "group", "session", "turn", "step")
-
 
 def arrival_times_s(spec: ArrivalSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
     """Arrival times (s), each arrival's step index and the steps' rates: Poisson at ``rate_rps`` (``requests``
@@ -103,7 +95,8 @@ def shared_prefix(spec: SharedPrefixSpec, arrival_s: np.ndarray, steps: np.ndarr
 
 
 def load_trace(path, field: str) -> Requests:
-    """A CSV trace (schema ``TraceSpec``), sorted by arrival; ``field`` names the file in errors."""
+    """A CSV trace (schema ``TraceSpec``), sorted by arrival; ``field`` names the file in errors.  An empty
+    ``group`` or ``session`` cell means none (a request without a session is a conversation of its own)."""
     import pandas as pd
 
     try:
@@ -115,7 +108,7 @@ def load_trace(path, field: str) -> Requests:
         raise InputError(field, str(path), f"the trace needs rows and the columns arrival_s, prompt_tokens, output_tokens (missing: {missing})")
     frame = frame.sort_values("arrival_s", kind="stable").reset_index(drop=True)
     n = len(frame)
-    column = (lambda name, default: frame[name].to_numpy() if name in frame.columns else np.full(n, default))
+    column = (lambda name, default: frame[name].fillna(default).to_numpy() if name in frame.columns else np.full(n, default))
     arrays = {"arrival_s": frame["arrival_s"].to_numpy(dtype=float), "prompt_tokens": column("prompt_tokens", 0),
               "output_tokens": column("output_tokens", 0), "shared_tokens": column("shared_prefix_tokens", 0),
               "group": column("group", -1), "session": column("session", -1)}

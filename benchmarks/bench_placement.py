@@ -1,0 +1,174 @@
+"""Benchmark: the placement kind's simulator, scorers and MILP, and the shipped scenarios' tables, in one run.
+
+* Simulator: requests per second of the evaluator (a fixed round-robin placement replayed, servers independent)
+  and of online routing with the predicted-latency scorer and the oracle predictor (one forward simulation per
+  server per request), on the ShareGPT-like workload over ``--servers`` servers; the ratio is against online
+  round-robin routing in the same run.  The time for 1e6 requests is extrapolated linearly from the rate
+  measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s).
+* Scorer decision: microseconds per request of the predicted-latency choice (affinity gate + headroom scoring)
+  and of the load+prefix scores over 100 candidates, against ``np.argmin`` over 100 values in the same run.
+* MILP: the largest hindsight MILP (requests x 4 servers, tiny.yaml's workload at 4 servers) proven optimal
+  within 60 s, trying 25, 50, 100, 150, 200 requests and stopping at the first not proven.
+* Scenarios: ``optfleet gap`` on every shipped scenario (policies, look-ahead MILP, relaxation bound): each
+  policy's mean TTFT by the simulator, its gap to the bound and its excess over the best known schedule, with
+  P90 TTFT, P50 NTPOT, throughput, prefix hit rate and the predictor's MAPE (predicted-latency policies).
+
+Writes benchmarks/out/ (benchmarks/results/ with --publish): placement.{md,json} (simulator, scorer, MILP) and
+placement_scenarios.{md,json}.
+
+Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--milp-limit-s 60] [--publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+from output import add_output_option, output_folder, write_results
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCES = ROOT / "instances" / "placement"
+SCENARIOS = ("scenario_a", "scenario_b", "scenario_c", "scenario_d", "sharegpt_like")
+
+
+def sharegpt(servers: int, requests: int):
+    import optfleet
+
+    rate = 2.5 * servers  # about the ShareGPT-like instance's middle step per server
+    return optfleet.load(INSTANCES / "sharegpt_like.yaml", servers__0__count=servers,
+                         workload__arrivals={"process": "poisson", "rate_rps": rate, "requests": requests}).problem
+
+
+def simulator(servers: int, requests: int) -> list[dict]:
+    from optfleet.problems.placement.evaluate import evaluate
+    from optfleet.problems.placement.policies import make_policy, route
+
+    problem = sharegpt(servers, requests)
+    rows = []
+    start = time.perf_counter()
+    placement = route(problem, make_policy(problem, "round_robin", {}, "bench"))
+    baseline = time.perf_counter() - start
+    rows.append({"what": "online round robin (baseline)", "requests": requests, "servers": servers, "seconds": baseline})
+    start = time.perf_counter()
+    evaluate(problem, placement)
+    rows.append({"what": "evaluator (fixed placement)", "requests": requests, "servers": servers, "seconds": time.perf_counter() - start})
+    start = time.perf_counter()
+    route(problem, make_policy(problem, "predicted_latency", {}, "bench"))
+    rows.append({"what": "online predicted latency, oracle", "requests": requests, "servers": servers, "seconds": time.perf_counter() - start})
+    for row in rows:
+        row["requests_per_s"] = requests / row["seconds"]
+        row["ratio_to_baseline"] = row["seconds"] / baseline
+        row["extrapolated_1e6_s"] = 1e6 / row["requests_per_s"]
+    return rows
+
+
+def scorer(candidates: int = 100, repeats: int = 20_000) -> list[dict]:
+    from optfleet.problems.placement.policies import LoadPrefix, affinity_candidates, pick_by_latency
+
+    rng = np.random.default_rng(0)
+    ttft, tpot = rng.uniform(50, 5000, candidates), rng.uniform(5, 80, candidates)
+    prefix, idle = rng.uniform(0, 1, candidates), np.zeros(candidates, dtype=bool)
+    state = {"prefix": prefix, "queue": rng.integers(0, 20, candidates).astype(float), "kv": rng.uniform(0, 1, candidates)}
+    load_prefix = LoadPrefix(1, 1, 1, 0)
+
+    def predicted() -> int:
+        chosen = affinity_candidates(prefix, ttft, 0.8, 5000.0, False)
+        return pick_by_latency(ttft[chosen], tpot[chosen], idle[chosen], 2000.0, 40.0, 1.0, 0.8)
+
+    cases = {"np.argmin over 100 (baseline)": lambda: np.argmin(ttft), "predicted-latency choice (SLOs)": predicted,
+             "predicted-latency choice (no SLO)": lambda: pick_by_latency(ttft, tpot, idle, None, None, 1.0, 0.8),
+             "load+prefix scores (1,1,1)": lambda: np.argmax(load_prefix.scores(state))}
+    rows = []
+    for what, call in cases.items():
+        start = time.perf_counter()
+        for _ in range(repeats):
+            call()
+        rows.append({"what": what, "candidates": candidates, "microseconds": 1e6 * (time.perf_counter() - start) / repeats})
+    for row in rows:
+        row["ratio_to_baseline"] = row["microseconds"] / rows[0]["microseconds"]
+    return rows
+
+
+def milp_sizes(limit_s: float) -> list[dict]:
+    import optfleet
+    from optfleet.problems.placement.exact import hindsight
+
+    rows = []
+    for n in (25, 50, 100, 150, 200):
+        problem = optfleet.load(INSTANCES / "tiny.yaml", servers__0__count=4, solve__time_limit_s=limit_s, solve__max_milp_requests=n,
+                                workload__arrivals={"process": "poisson", "rate_rps": 16, "requests": n}).problem
+        start = time.perf_counter()
+        _, report = hindsight(problem)
+        rows.append({"requests": n, "servers": 4, "status": report.status, "objective_ms": report.objective, "bound_ms": report.bound,
+                     "gap": report.gap, "seconds": time.perf_counter() - start})
+        print(f"  MILP {n} x 4: {report.summary}")
+        if not report.proven_optimal:
+            break
+    return rows
+
+
+def scenarios() -> list[dict]:
+    import optfleet
+
+    rows = []
+    for name in SCENARIOS:
+        loaded = optfleet.load(INSTANCES / f"{name}.yaml")
+        methods = [p.label for p in loaded.problem.policies] + ["lookahead_milp", "relaxation_bound"]
+        outcome = optfleet.run_gap(loaded, methods=methods)
+        summary = outcome.summary
+        for row in outcome.rows:
+            if row["objective"] is None:
+                continue
+            rows.append({"scenario": name, "method": row["method"], "mean_ttft_ms": row["objective"], "bound_ms": row["bound"],
+                         "gap_pct": row["gap_pct"], "excess_over_best_pct": summary["excess_over_best_pct"][row["method"]],
+                         "p90_ttft_ms": row["p90_ttft_ms"], "p50_ntpot_ms": row["p50_ntpot_ms"],
+                         "throughput_tokens_per_s": row["throughput_tokens_per_s"], "prefix_hit_rate": row["prefix_hit_rate"],
+                         "ttft_mape_pct": row.get("ttft_mape_pct"), "tpot_mape_pct": row.get("tpot_mape_pct"), "seconds": row["seconds"]})
+        print(f"  {name}: best known {summary['best_known_method']} ({summary['best_known_objective_ms']:,.1f} ms)")
+    return rows
+
+
+def _cell(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--milp-limit-s", type=float, default=60.0)
+    add_output_option(parser)
+    args = parser.parse_args()
+    folder = output_folder(args)
+    print("simulator ...")
+    sim = simulator(args.servers, args.requests)
+    print("scorers ...")
+    scores = scorer()
+    print("MILP sizes ...")
+    milp = milp_sizes(args.milp_limit_s)
+    print("scenarios ...")
+    table = scenarios()
+    proven = [r["requests"] for r in milp if r["status"] == "optimal"]
+    lines = [(r["what"], f"{r['requests']:,} x {r['servers']}", f"{r['seconds']:.2f} s", f"{r['requests_per_s']:,.0f} req/s",
+              f"{r['ratio_to_baseline']:.2f}x", f"{r['extrapolated_1e6_s']:,.0f} s") for r in sim]
+    lines += [(r["what"], f"{r['candidates']} candidates", f"{r['microseconds']:.1f} µs", "-", f"{r['ratio_to_baseline']:.1f}x", "-") for r in scores]
+    lines += [(f"hindsight MILP ({r['status']}, gap {_cell(r['gap'], '.2%')})", f"{r['requests']} x {r['servers']}", f"{r['seconds']:.1f} s",
+               "-", "-", "-") for r in milp]
+    write_results(folder, "placement", {"simulator": sim, "scorer": scores, "milp": milp,
+                                        "largest_milp_proven_optimal_requests": max(proven) if proven else None},
+                  ["measurement", "size", "time", "rate", "ratio to baseline", "1e6 requests (extrapolated)"], lines)
+    write_results(folder, "placement_scenarios", {"rows": table},
+                  ["scenario", "method", "mean TTFT ms", "gap to bound %", "excess over best %", "P90 TTFT ms", "P50 NTPOT ms", "tok/s", "hit %",
+                   "MAPE TTFT / TPOT %"],
+                  [(r["scenario"], r["method"], f"{r['mean_ttft_ms']:,.1f}", _cell(r["gap_pct"], ",.1f"), _cell(r["excess_over_best_pct"], ",.1f"),
+                    _cell(r["p90_ttft_ms"], ",.1f"), _cell(r["p50_ntpot_ms"], ".2f"), _cell(r["throughput_tokens_per_s"], ",.0f"),
+                    _cell(None if r["prefix_hit_rate"] is None else 100 * r["prefix_hit_rate"], ".1f"),
+                    "-" if r["ttft_mape_pct"] is None else f"{r['ttft_mape_pct']:.1f} / {_cell(r['tpot_mape_pct'], '.1f')}") for r in table])
+    print((folder / "placement.md").read_text())
+    print((folder / "placement_scenarios.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
