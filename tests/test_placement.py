@@ -5,6 +5,7 @@ capacity table and bad input."""
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -198,18 +199,30 @@ def _tiny(seed: int, n: int, servers: int = 2):
 
 
 @pytest.mark.solved
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_hindsight_milp_equals_brute_force_of_its_model_and_bounds_the_simulator(seed):
+@pytest.mark.parametrize(("seed", "objective", "heterogeneous"), [(0, "total_ttft", False), (1, "total_ttft", True), (2, "ttft_excess", False),
+                                                                  (3, "ttft_excess", True)])
+def test_hindsight_milp_equals_brute_force_of_its_model_and_bounds_the_simulator(seed, objective, heterogeneous):
+    """Six requests on two servers (identical, or one twice as slow to prefill): the MILP's optimum is the best of
+    the 64 placements under its own model, and its bound is below every placement's simulated objective."""
     from optfleet.models.placement import model_ttft_ms
     from optfleet.problems.placement.exact import hindsight, placement_data
 
     problem = _tiny(seed, 6)
+    problem = replace(problem, slo=problem.slo.model_copy(update={"ttft_ms": 30.0}), solve=problem.solve.model_copy(update={"objective": objective}))
+    if heterogeneous:
+        slow = replace(problem.engines[1], prefill_ms_per_token=1.0, step_base_ms=6.0)
+        problem = replace(problem, engines=(problem.engines[0], slow))
     data = placement_data(problem, 0, 6)
     placement, report = hindsight(problem)
     assert report.proven_optimal
-    brute = min(model_ttft_ms(data, np.array(p)).mean() for p in itertools.product(range(2), repeat=6))
-    assert report.objective == pytest.approx(brute, rel=1e-6)
-    best_simulated = min(evaluate(problem, np.array(p)).objective_ms for p in itertools.product(range(2), repeat=6))
+
+    def model_objective(p) -> float:
+        ttft = model_ttft_ms(data, np.array(p))
+        return float(np.maximum(0.0, ttft - 30.0).mean() if objective == "ttft_excess" else ttft.mean())
+
+    placements = list(itertools.product(range(2), repeat=6))
+    assert report.objective == pytest.approx(min(model_objective(p) for p in placements), rel=1e-6, abs=1e-6)
+    best_simulated = min(evaluate(problem, np.array(p)).objective_ms for p in placements)
     assert report.bound <= best_simulated + 1e-6
     assert relaxation_bound(problem)[0] <= best_simulated + 1e-6
 
@@ -228,6 +241,37 @@ def test_the_model_ttft_is_below_the_simulated_ttft_request_by_request(seed, n, 
     simulated = evaluate(problem, placement).ttft_ms
     model = model_ttft_ms(placement_data(problem, 0, n), placement)
     assert np.all(model <= simulated + 1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 14), kv=st.integers(10, 30))
+def test_the_cache_keeps_its_room_and_every_cached_prefix_whole(seed, n, kv):
+    """After every arrival and at the end: held + cached blocks <= C, reference counts match the running requests,
+    and each origin's cached blocks are exactly [start, end) (what the O(1) reuse lookup relies on)."""
+    from optfleet.problems.placement.policies import Cluster
+
+    problem = _tiny(seed, n, servers=1)
+    kv = max(kv, int(problem.total_blocks.max()))
+    problem = replace(problem, engines=tuple(replace(e, kv_capacity_blocks=kv) for e in problem.engines))
+    cluster = Cluster(problem)
+
+    def check(server) -> None:
+        cache = server.cache
+        assert cache.held_blocks + cache.cached_blocks <= kv
+        assert cache.held_blocks == len(cache._ref) + sum(r.total_blocks - r.shared_upto for r in server.running)
+        present: dict[tuple, set[int]] = {}
+        for origin, k in [*cache._ref, *cache._lru]:
+            present.setdefault(origin, set()).add(k)
+        for origin, blocks in present.items():
+            assert blocks == set(range(min(blocks), cache._end[origin])), origin
+
+    for i in range(n):
+        t = float(problem.requests.arrival_ms[i])
+        cluster.dispatch(i, 0, t)
+        check(cluster.servers[0])
+    cluster.servers[0].drain()
+    check(cluster.servers[0])
+    assert len(cluster.servers[0].finished) == n
 
 
 def test_srpt_relaxation_on_a_hand_worked_case():
@@ -316,3 +360,17 @@ def test_a_trace_without_its_columns_is_refused(tmp_path):
     doc["workload"] = {"trace": {"file": str(tmp_path / "t.csv")}}
     with pytest.raises(InputError, match="output_tokens"):
         optfleet.load(doc)
+
+
+def test_simulate_draws_fresh_workloads_and_scores_a_given_plan(tmp_path):
+    outcome = optfleet.simulate("instances/placement/tiny.yaml", method="round_robin", reps=2, seed=5)
+    body = outcome.to_dict()
+    assert [r["seed"] for r in body["replications"]] == [5, 6]
+    assert body["summary"]["objective_ms"]["half_width_95"] is not None
+    problem = optfleet.load("instances/placement/tiny.yaml", workload__seed=5).problem
+    placement = route(problem, make_policy(problem, "round_robin", {}, "p"))
+    assert body["replications"][0]["objective_ms"] == pytest.approx(evaluate(problem, placement).objective_ms)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"placement": [0] * len(optfleet.load("instances/placement/tiny.yaml").problem.requests)}))
+    single = optfleet.simulate("instances/placement/tiny.yaml", plan=str(plan)).to_dict()
+    assert len(single["replications"]) == 1 and single["replications"][0]["seed"] is None

@@ -44,10 +44,11 @@ def milp_fits(problem: PlacementProblem) -> bool:
 
 
 def default_method(problem: PlacementProblem) -> str:
-    """``solve.method``, else the hindsight MILP when the trace is small enough, else the relaxation bound."""
+    """``solve.method``, else the hindsight MILP when the trace is small enough, else the look-ahead MILP (a plan
+    either way; the relaxation bound runs beside it)."""
     if problem.solve.method is not None:
         return problem.solve.method
-    return HINDSIGHT if milp_fits(problem) else RELAXATION
+    return HINDSIGHT if milp_fits(problem) else LOOKAHEAD
 
 
 def solve_methods(problem: PlacementProblem, chosen: str) -> tuple[str, ...]:
@@ -192,4 +193,5 @@ KIND = ProblemKind(
     result_json=result_json,
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"},
     gap_summary=gap_summary,
+    simulate=lazy("optfleet.problems.placement.simulate", "simulate_instance"),
 )

@@ -166,7 +166,7 @@ class SloSpec(Strict):
 
 class SolveSpec(Strict):
     """The exact views: ``method`` (what ``solve`` runs; default ``hindsight_milp`` when the trace is small enough,
-    else ``relaxation_bound``), ``objective`` (``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above
+    else ``lookahead_milp``), ``objective`` (``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above
     ``slo.ttft_ms``), the MILP size limit and the look-ahead window."""
 
     method: str | None = None

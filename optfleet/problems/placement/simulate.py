@@ -1,0 +1,110 @@
+"""``optfleet simulate`` on a placement instance: a method's placement on fresh draws of the instance's workload.
+
+Replication ``i`` regenerates the workload with seed ``seed + i`` (a trace is replayed once: it has no draws), runs
+the method on it and scores the placement with the simulator (evaluate.py); the report gives each replication's
+metrics and their means with 95 % confidence half-widths (Student t over the replications).  With ``--plan`` (a
+JSON list of server indices, or ``{"placement": [...]}``), that placement is scored on the instance's own
+workload.  ``--requests`` and ``--mode`` are the fleet simulator's options and do not apply: the request count is
+the instance's and the simulator is always the continuous-batching one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.progress import Progress
+from optfleet.results import json_safe
+
+METRICS = ("objective_ms", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p50_ntpot_ms", "p90_ntpot_ms",
+           "throughput_tokens_per_s", "prefix_hit_rate", "slo_attainment")
+
+
+@dataclass(frozen=True)
+class PlacementSimulation:
+    name: str
+    method: str
+    replications: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...]
+
+    def summary(self) -> dict[str, dict[str, float | None]]:
+        """Mean and 95 % half-width of every metric over the replications (half-width None with one)."""
+        from scipy.stats import t
+
+        out = {}
+        for name in METRICS:
+            values = np.array([r[name] for r in self.replications if r[name] is not None], dtype=float)
+            if values.size == 0:
+                out[name] = {"mean": None, "half_width_95": None}
+                continue
+            half = float(t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else None
+            out[name] = {"mean": float(values.mean()), "half_width_95": half}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe({"instance": self.name, "kind": "placement", "method": self.method, "replications": list(self.replications),
+                          "summary": self.summary(), "notes": list(self.notes)})
+
+    def text(self) -> str:
+        lines = [f"instance {self.name}: {self.method}'s placement, {len(self.replications)} replication(s), scored by the simulator"]
+        for r in self.replications:
+            lines.append(f"  seed {r['seed']}: mean TTFT {r['objective_ms']:,.1f} ms (objective), TTFT p50/p90/p99 "
+                         f"{r['p50_ttft_ms']:,.1f}/{r['p90_ttft_ms']:,.1f}/{r['p99_ttft_ms']:,.1f} ms, NTPOT p50 {r['p50_ntpot_ms']:.2f} ms, "
+                         f"{r['throughput_tokens_per_s']:,.0f} tok/s, hit {100 * r['prefix_hit_rate']:.1f} %")
+        for name, s in self.summary().items():
+            if s["mean"] is not None:
+                half = "" if s["half_width_95"] is None else f" +- {s['half_width_95']:,.4g}"
+                lines.append(f"  {name}: {s['mean']:,.4g}{half}")
+        return "\n".join([*lines, *(f"  note: {n}" for n in self.notes)])
+
+
+def _row(seed: int | None, evaluation) -> dict[str, Any]:
+    m = evaluation.overall
+    p = m.percentiles_ms
+    return {"seed": seed, "objective_ms": evaluation.objective_ms, "p50_ttft_ms": p["ttft"][50], "p90_ttft_ms": p["ttft"][90],
+            "p99_ttft_ms": p["ttft"][99], "p50_tpot_ms": p["tpot"][50], "p50_ntpot_ms": p["ntpot"][50], "p90_ntpot_ms": p["ntpot"][90],
+            "throughput_tokens_per_s": m.throughput_tokens_per_s, "prefix_hit_rate": m.prefix_hit_rate, "slo_attainment": m.slo_attainment}
+
+
+def _placement(plan: Any) -> np.ndarray:
+    if isinstance(plan, (str, Path)):
+        try:
+            plan = json.loads(Path(plan).read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError("--plan", str(plan), f"cannot read the placement ({exc})") from exc
+    if isinstance(plan, dict):
+        plan = plan.get("placement")
+    if not isinstance(plan, (list, tuple, np.ndarray)):
+        raise InputError("--plan", type(plan).__name__, "a placement is a JSON list of server indices (or {\"placement\": [...]})")
+    return np.asarray(plan, dtype=np.int64)
+
+
+def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progress, requests: int | None = None, reps: int = 3,
+                      seed: int = 0, mode: str | None = None) -> PlacementSimulation:
+    """The module docstring's replications."""
+    from optfleet.api import load
+    from optfleet.problems.placement.evaluate import evaluate
+
+    problem = loaded.problem
+    notes = ["--requests and --mode do not apply to placement (the instance's workload, the continuous-batching simulator)"]
+    if plan is not None:
+        return PlacementSimulation(problem.name, "--plan", (_row(None, evaluate(problem, _placement(plan))),), tuple(notes))
+    if reps < 1:
+        raise InputError("--reps", reps, "must be >= 1")
+    if problem.spec.workload.trace is not None:
+        reps = 1
+        notes.append("a trace is replayed once (no draws)")
+    rows = []
+    for i in range(reps):
+        progress(f"{method} seed {seed + i}", i, reps)
+        drawn = load(loaded.instance, workload__seed=seed + i) if problem.spec.workload.trace is None else loaded
+        (result,) = drawn.kind.run(drawn.problem, method, progress)
+        if result.evaluation is None:
+            raise InputError("--method", method, f"has no placement to simulate ({result.note})")
+        rows.append(_row(seed + i if problem.spec.workload.trace is None else None, result.evaluation))
+    return PlacementSimulation(problem.name, method, tuple(rows), tuple(notes))
