@@ -28,6 +28,11 @@ from optfleet.problems.placement.policies import (
 )
 from optfleet.problems.placement.workload import Requests
 
+from support import REPO
+
+PLACEMENT = REPO / "instances" / "placement"
+TINY = PLACEMENT / "tiny.yaml"
+
 TIMING = {"prefill_ms_per_token": 0.5, "step_base_ms": 4.0, "step_ms_per_seq": 1.0, "step_ms_per_kv_block": 0.25}
 
 
@@ -293,7 +298,7 @@ def test_the_blog_appendix_capacity_table(groups, users, sys, user, out, unique_
 
 
 def test_validate_prints_the_capacity_check():
-    text = optfleet.validate("instances/placement/scenario_c.yaml").text
+    text = optfleet.validate(PLACEMENT / "scenario_c.yaml").text
     assert "63.94 % of user histories fit" in text
 
 
@@ -331,8 +336,6 @@ def test_lookahead_windows_commit_every_request_and_respect_the_balance_cap():
 
 
 def test_the_readme_quotes_the_published_placement_tables():
-    from support import REPO
-
     readme = (REPO / "README.md").read_text()
     for name in ("placement.md", "placement_scenarios.md"):
         table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
@@ -363,14 +366,14 @@ def test_a_trace_without_its_columns_is_refused(tmp_path):
 
 
 def test_simulate_draws_fresh_workloads_and_scores_a_given_plan(tmp_path):
-    outcome = optfleet.simulate("instances/placement/tiny.yaml", method="round_robin", reps=2, seed=5)
+    outcome = optfleet.simulate(TINY, method="round_robin", reps=2, seed=5)
     body = outcome.to_dict()
     assert [r["seed"] for r in body["replications"]] == [5, 6]
     assert body["summary"]["objective_ms"]["half_width_95"] is not None
-    problem = optfleet.load("instances/placement/tiny.yaml", workload__seed=5).problem
+    problem = optfleet.load(TINY, workload__seed=5).problem
     placement = route(problem, make_policy(problem, "round_robin", {}, "p"))
     assert body["replications"][0]["objective_ms"] == pytest.approx(evaluate(problem, placement).objective_ms)
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"placement": [0] * len(optfleet.load("instances/placement/tiny.yaml").problem.requests)}))
-    single = optfleet.simulate("instances/placement/tiny.yaml", plan=str(plan)).to_dict()
+    plan.write_text(json.dumps({"placement": [0] * len(optfleet.load(TINY).problem.requests)}))
+    single = optfleet.simulate(TINY, plan=str(plan)).to_dict()
     assert len(single["replications"]) == 1 and single["replications"][0]["seed"] is None

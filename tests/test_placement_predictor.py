@@ -14,7 +14,7 @@ from optfleet.problems.placement.forecast import oracle_latency  # noqa: E402
 from optfleet.problems.placement.policies import Cluster, make_policy, route  # noqa: E402
 from optfleet.problems.placement.predictor import StratifiedWindow, bucket  # noqa: E402
 
-from test_placement import instance, with_requests  # noqa: E402
+from test_placement import TINY, instance, with_requests  # noqa: E402
 
 
 def test_buckets_are_queue_classes_kv_tenths_and_prefix_quarters():
@@ -37,7 +37,7 @@ def test_the_window_keeps_the_newest_samples_of_every_stratum():
 
 
 def test_the_quantile_predictor_trains_online_and_reports_its_error():
-    problem = optfleet.load("instances/placement/tiny.yaml").problem
+    problem = optfleet.load(TINY).problem
     policy = make_policy(problem, "predicted_latency", {"predictor": "quantile", "retrain_every": 5, "per_bucket": 50}, "p")
     placement = route(problem, policy)
     summary = policy.summary()
