@@ -273,7 +273,8 @@ def add_wait_rows(m: pyo.ConcreteModel, ratio_ms: np.ndarray) -> None:
     for the chosen count and level; the cap ``r_j = rho_max n_max_j`` per GPU from ``N_j`` GPUs on."""
     data = m.data
     problem = data.problem
-    tables = [table.tolist() for table in erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)]
+    m.wait_tables = erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)
+    tables = [table.tolist() for table in m.wait_tables]
 
     def wait_rule(m, j, lv):
         counts = range(1, data.pools[j].table_gpus)

@@ -49,7 +49,7 @@ from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
-from optfleet.problems.fleet.open_set_bounds import open_set_bounds
+from optfleet.problems.fleet.open_set_bounds import open_set_bounds, threshold_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
@@ -327,7 +327,13 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
         return None
     groups = [fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))]
     cases = [sorted(set(range(len(data.pools))) - set(chosen.tolist())) for chosen in open_sets]
-    return OpenSetCases(groups, cases, open_set_bounds(data, open_sets) if cost_objective else None)
+    if not cost_objective:
+        return OpenSetCases(groups, cases, None)
+    bounds = open_set_bounds(data, open_sets)
+    if model.routing == "threshold":
+        caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
+        bounds = np.maximum(bounds, threshold_set_bounds(data, open_sets, model.wait_tables, caps))
+    return OpenSetCases(groups, cases, bounds)
 
 
 def covering_sets(data: FleetMilpData, max_pools: int) -> np.ndarray | None:

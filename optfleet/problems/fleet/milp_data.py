@@ -107,10 +107,11 @@ class FleetMilpData:
     floor_bound: str
     floor_resolution: int
 
-    def floor_excess(self, j: int, level: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Row (4)'s coefficients of pool j at ``level``, per class, for ``x[:, j]`` and ``z[:, j]``: the class's
-        floor measure less the level's allowance per unit of its mass (the row reads ``excess . shares <= 0``)."""
-        allowance = self.floor_allowance[j, level] * self.mass
+    def floor_excess(self, j: int, level: int | slice) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Row (4)'s coefficients of pool j at ``level`` (or at a slice of levels: ``[class, level]``), per class, for
+        ``x[:, j]`` and ``z[:, j]``: the class's floor measure less the level's allowance per unit of its mass (the
+        row reads ``excess . shares <= 0``)."""
+        allowance = np.multiply.outer(self.mass, self.floor_allowance[j, level])
         return self.floor_measure[:, level] - allowance, self.compressed_floor_measure[:, j, level] - allowance
 
     @property
