@@ -13,6 +13,9 @@ from numpy.typing import NDArray
 from optfleet.compress.selection import Objective
 
 EXACT_MIP_GAP = 1e-9  # HiGHS's default relative gap (1e-4) would hide greedy gaps below 0.01 %
+# HiGHS's presolve (probing 500 binaries) took 60 ms of a 70 ms solve on 500-sentence prompts; the knapsack needs
+# none: without it the same optima take 6-80 ms (benchmarks/bench_compress.py)
+HIGHS_OPTIONS = {"presolve": "off"}
 
 
 def exact_selection(scores: NDArray[np.float64], tokens: NDArray[np.int64], keep: NDArray[np.bool_], budget_tokens: int,
@@ -28,7 +31,7 @@ def exact_selection(scores: NDArray[np.float64], tokens: NDArray[np.int64], keep
                            objective.redundancy_penalty * similarity[pairs])
     start_values = None if start is None else _start_columns(start, objective, pairs)
     report, values = solve_arrays(args, what="the sentence knapsack", time_limit=time_limit_s, mip_gap=EXACT_MIP_GAP,
-                                  threads=1, start_values=start_values)
+                                  threads=1, start_values=start_values, options=HIGHS_OPTIONS)
     chosen = None if values is None else values[: len(scores)] > 0.5
     return chosen, report
 
