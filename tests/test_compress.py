@@ -114,6 +114,8 @@ def test_greedy_fills_by_score_and_passes_over_what_does_not_fit():
     chosen = greedy_selection(scores, tokens, keep, budget_tokens=5 + 5 + 2)  # kept 5, then 0.9 (5), 0.8 does not fit, 0.7 (2)
     assert np.flatnonzero(chosen).tolist() == [0, 1, 2, 3, 5, 7, 8]
     assert selection_value(chosen, scores, np.zeros((9, 9)), Objective()) == pytest.approx(0.5 + 0.9 + 0.7)
+    by_density = greedy_selection(scores, tokens, keep, budget_tokens=12, per_token=True)  # 0.7/2 and 0.6/2 before 0.9/5
+    assert np.flatnonzero(by_density).tolist() == [0, 1, 2, 5, 6, 7, 8]
 
 
 @settings(max_examples=40, deadline=None)

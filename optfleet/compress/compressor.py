@@ -168,15 +168,18 @@ def prepare(text: str, counter: TokenCounter = approx_tokens) -> Prompt:
 
 
 def select(prompt: Prompt, budget_tokens: int, method: str, objective: Objective = Objective(), time_limit_s: float | None = 10.0):
-    """``(selection, SolveReport or None, greedy selection)`` at ``budget_tokens`` (summed sentence tokens)."""
+    """``(selection, SolveReport or None, greedy selection)`` at ``budget_tokens`` (summed sentence tokens); the exact
+    method starts HiGHS from the better of the paper's greedy and the score-per-token greedy."""
     composite = prompt.scores.composite
     greedy = greedy_selection(composite, prompt.tokens, prompt.keep, budget_tokens)
     if method == "greedy":
         return greedy, None, greedy
     from optfleet.compress.exact import exact_selection
 
+    by_density = greedy_selection(composite, prompt.tokens, prompt.keep, budget_tokens, per_token=True)
+    start = max((greedy, by_density), key=lambda chosen: selection_value(chosen, composite, prompt.scores.similarity, objective))
     chosen, report = exact_selection(composite, prompt.tokens, prompt.keep, budget_tokens, prompt.scores.similarity, objective,
-                                     time_limit_s=time_limit_s, start=greedy)
+                                     time_limit_s=time_limit_s, start=start)
     return (greedy if chosen is None else chosen), report, greedy
 
 
