@@ -9,7 +9,7 @@ Measured per prompt:
 
 * the compressor's end-to-end latency (``optfleet.compress.compress``, greedy), after one warm-up call,
   and the part of it spent in TextRank (networkx: graph construction and PageRank);
-* the greedy fill alone, and the knapsack MILP (HiGHS through ``solve_arrays``, no presolve, one thread,
+* the greedy fill alone, and the knapsack MILP (HiGHS through ``solve_arrays``, no presolve,
   started from the better greedy selection, relative gap 1e-9) on the same scores: its time, status, bound, and the greedy selection's gap to the bound
   ``100 (bound - greedy) / bound``; the same for the score-per-token greedy (Dantzig's);
 * fidelity of the greedy and the exact selections (ROUGE-L recall, TF-IDF cosine, token reduction;

@@ -31,7 +31,7 @@ def exact_selection(scores: NDArray[np.float64], tokens: NDArray[np.int64], keep
                            objective.redundancy_penalty * similarity[pairs])
     start_values = None if start is None else _start_columns(start, objective, pairs)
     report, values = solve_arrays(args, what="the sentence knapsack", time_limit=time_limit_s, mip_gap=EXACT_MIP_GAP,
-                                  threads=1, start_values=start_values, options=HIGHS_OPTIONS)
+                                  start_values=start_values, options=HIGHS_OPTIONS)
     chosen = None if values is None else values[: len(scores)] > 0.5
     return chosen, report
 
