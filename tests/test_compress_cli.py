@@ -60,6 +60,7 @@ def test_code_is_never_compressed_and_exits_1(prompt_file, capsys):
     (TEXT, ["--budget-tokens", "30"], "--budget-tokens", "30"),  # below the first 3 and last 2 sentences
     (TEXT, ["--budget-tokens", "100", "--output-tokens", "100"], "--output-tokens", "100"),
     (TEXT, ["--budget-tokens", "100", "--category", "poetry"], "--category", "'poetry'"),
+    (TEXT, ["--budget-tokens", "100", "--exact", "--time-limit", "0"], "--time-limit", "0.0"),
 ])
 def test_bad_input_exits_2_naming_the_option_and_value(tmp_path, capsys, content, options, field, value):
     path = tmp_path / "prompt.txt"

@@ -208,7 +208,8 @@ def catalog_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMPRESS_OPTIONS = {"budget_tokens": "--budget-tokens", "output_tokens": "--output-tokens", "category": "--category"}
+_COMPRESS_OPTIONS = {"budget_tokens": "--budget-tokens", "output_tokens": "--output-tokens", "category": "--category",
+                     "time_limit_s": "--time-limit"}
 
 
 def compress_command(args: argparse.Namespace) -> int:
@@ -253,7 +254,8 @@ def _compress_summary(path: str, result: Any, kept: Any) -> str:
     if result.compressed:
         parts.append(f"{result.method}: {len(result.kept_sentences)} of {result.sentences} sentences, value {result.value:.4g}")
         if result.report is not None:
-            parts.append(f"MILP {result.report.summary}; greedy value {result.greedy_value:.4g}, gap {result.greedy_gap_pct:.3g} % of the bound")
+            gap = "no bound" if result.greedy_gap_pct is None else f"gap {result.greedy_gap_pct:.3g} % of the bound"
+            parts.append(f"MILP {result.report.summary}; greedy value {result.greedy_value:.4g}, {gap}")
         parts.append(f"ROUGE-L recall {kept.rouge_l_recall:.3f}, TF-IDF cosine {kept.tfidf_cosine:.3f}, "
                      f"token reduction {100 * kept.token_reduction:.1f} %")
     return "; ".join(parts)

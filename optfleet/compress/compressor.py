@@ -123,11 +123,11 @@ def compress(text: str, budget_tokens: int, output_tokens: int = 0, *, category:
     """``text``, compressed when needed so that ``tokens + output_tokens <= budget_tokens`` (module docstring).
 
     Raises :class:`InputError` for an empty text, a non-positive budget, ``output_tokens`` outside
-    ``[0, budget_tokens)``, an unknown category or method, and, when compression is needed, a text with no
+    ``[0, budget_tokens)``, an unknown category or method, a non-positive time limit, and, when compression is needed, a text with no
     sentence boundary or a budget below what the first 3 and last 2 sentences need.
     """
     started = time.perf_counter()
-    _check(text, budget_tokens, output_tokens, category, method)
+    _check(text, budget_tokens, output_tokens, category, method, time_limit_s)
     prompt_budget = budget_tokens - output_tokens
     original = counter(text)
     accounts = dict(category=category, budget_tokens=budget_tokens, output_tokens=output_tokens, original_tokens=original)
@@ -197,7 +197,7 @@ def _select(prompt: Prompt, budget_tokens: int, prompt_budget: int, counter: Tok
                              f"the token counter counts the first {KEEP_FIRST} and last {KEEP_LAST} sentences, joined, above T_c = {prompt_budget}")
 
 
-def _check(text: str, budget_tokens: int, output_tokens: int, category: str, method: str) -> None:
+def _check(text: str, budget_tokens: int, output_tokens: int, category: str, method: str, time_limit_s: float | None) -> None:
     if not text.strip():
         raise InputError("text", text, "is empty: there is nothing to compress")
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, (int, np.integer)) or budget_tokens <= 0:
@@ -210,3 +210,5 @@ def _check(text: str, budget_tokens: int, output_tokens: int, category: str, met
         raise InputError("category", category, f"is not one of {', '.join(CATEGORIES)}")
     if method not in METHODS:
         raise InputError("method", method, f"is not one of {', '.join(METHODS)}")
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise InputError("time_limit_s", time_limit_s, "must be > 0 seconds")
