@@ -3,8 +3,8 @@
 
 * ROUGE-L recall ``LCS(original, compressed) / |original|`` over the tokens of the ``rouge-score`` library
   (Lin, 2004; Google's reimplementation of ROUGE-1.5.5: lower-cased ``[a-z0-9]`` runs, no stemming, so
-  non-Latin text has no tokens).  The library's LCS is a pure-Python ``O(|a| |b|)`` table, minutes per
-  10K-token pair; the length here comes from the bit-parallel LCS of Crochemore, Iliopoulos, Pinzon and Reid
+  non-Latin text has no tokens).  The library's LCS is a pure-Python ``O(|a| |b|)`` table (0.9 s for
+  2,073 x 1,368 tokens, some 15 s for a 10K-token prompt); the length here comes from the bit-parallel LCS of Crochemore, Iliopoulos, Pinzon and Reid
   (2001) in Hyyrö's form (2004): one bit per original token, for each compressed token ``u = v & M_tok``,
   ``v = (v + u) | (v - u)``; the LCS is the number of zero bits of ``v`` (tested equal to the library's
   ``rougeL`` recall).  For an extractive compression (a subsequence of the original's sentences) it is
