@@ -48,6 +48,9 @@ def test_exact_equals_brute_force(n, seed, contiguity, redundancy):
     best = brute_force(scores, tokens, keep, budget, similarity, objective)
     assert selection_value(chosen, scores, similarity, objective) == pytest.approx(best, abs=1e-9)
     assert report.objective == pytest.approx(best, abs=1e-9)
+    start = greedy_selection(scores, tokens, keep, budget, per_token=True)  # with a start: reduced-cost fixing (plain objective)
+    _, started = exact_selection(scores, tokens, keep, budget, similarity, objective, start=start)
+    assert started.objective == pytest.approx(best, abs=1e-9) and started.bound >= best - 1e-9
 
 
 @settings(max_examples=25, deadline=None)
@@ -72,3 +75,30 @@ def test_exact_compression_reports_the_greedy_gap_and_keeps_the_guarantee():
     assert result.greedy_value <= result.value + 1e-9
     assert result.greedy_gap_pct == pytest.approx(100 * (result.report.bound - result.greedy_value) / result.report.bound)
     assert result.greedy_gap_pct >= -1e-9
+
+
+def test_reduced_cost_fixing_on_a_hand_worked_knapsack():
+    """Ratios 2, 1.5, 1, 0.2; the LP takes the first two whole (9 tokens), the third is critical (r = 1), U = 16.
+    Reduced costs s - r t: 5, 2, 0, -4; with an incumbent of 16, U - |d| < 16 fixes the first two in and the
+    last out; the critical one (d = 0) stays free."""
+    from optfleet.compress.exact import reduced_cost_fixing
+
+    fix_in, fix_out = reduced_cost_fixing(np.array([10.0, 6.0, 3.0, 1.0]), np.array([5, 4, 3, 5]), np.zeros(4, dtype=bool), 9, 16.0)
+    assert fix_in.tolist() == [True, True, False, False] and fix_out.tolist() == [False, False, False, True]
+    fix_in, fix_out = reduced_cost_fixing(np.array([10.0, 6.0, 3.0, 1.0]), np.array([5, 4, 3, 5]), np.zeros(4, dtype=bool), 9, 11.5)
+    assert fix_in.tolist() == [True, False, False, False] and not fix_out.any()  # 11 < 11.5 only: a weaker incumbent fixes less
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=random_texts, slack=st.floats(0.0, 1.0))
+def test_fixing_from_a_start_keeps_the_optimum_and_the_bound(text, slack):
+    prompt = prepare(text)
+    budget = int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
+    scores, similarity = prompt.scores.composite, prompt.scores.similarity
+    start = greedy_selection(scores, prompt.tokens, prompt.keep, budget, per_token=True)
+    fixed, fixed_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=start)
+    _, full_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=None)
+    assert fixed_report.status == full_report.status == "optimal"
+    assert fixed_report.objective == pytest.approx(full_report.objective, abs=1e-9)
+    assert fixed_report.bound >= full_report.objective - 1e-9 and prompt.tokens[fixed].sum() <= budget
+    assert "fixed_by_reduced_cost" in fixed_report.counts and "fixed_by_reduced_cost" in full_report.counts
