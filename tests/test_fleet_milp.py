@@ -140,9 +140,13 @@ def test_no_pool_option_that_can_open_is_explained_not_raised(tmp_path):
         solve_milp(problem, routing="threshold")
 
 
-def test_fleetsim_preset_is_refused_with_a_clear_message():
-    with pytest.raises(InputError, match="paper TTFT rule with flat iteration"):
-        solve_milp(fleet_problem("toy", "fleetsim_compatible"))
+def test_paper_rule_with_length_scaled_iteration_is_refused_with_a_clear_message(tmp_path):
+    scaled = (FLEET_INSTANCES / "toy.yaml").read_text().replace(
+        "iteration: {w_ms: 1.0, h_ms_per_slot: 0.0, chunk_tokens: 1000}",
+        "iteration: {w_ms: 1.0, h_ms_per_slot: 0.0, chunk_tokens: 1000, scaling: length_scaled, length_scale_tokens: 2000}")
+    (tmp_path / "toy.yaml").write_text(scaled)
+    with pytest.raises(InputError, match="hardware.iteration.scaling.*paper TTFT rule with flat iteration"):
+        solve_milp(prepare(load_instance(tmp_path / "toy.yaml")))
 
 
 def test_cli_milp_reports_status_bound_and_gap(capsys):

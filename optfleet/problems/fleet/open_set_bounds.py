@@ -4,7 +4,8 @@ With the pool options S open, every solution of the model has, per pool j,
 ``n_j >= a_j / (rho_max s_j)`` (utilisation cap, row 3), so its cost is at least
 ``sum_j c_j a_j / (rho_max s_j)``, linear in the shares.  Each open pool also meets its floor
 row (4) at its top level, which every level meets: ``sum_k e[k,j] x[k,j] + e'[k,j] z[k,j] <= 0``
-with ``e`` the class's mass above that level less 1 % of its mass.  Adding ``mu`` times these
+with ``e`` the class's floor measure at that level less the level's allowance per unit of its mass
+(``FleetMilpData.floor_excess``).  Adding ``mu`` times these
 rows (``mu >= 0``, a Lagrangian relaxation) and minimising each class over its shares
 (``sum_j x + sum_j z = 1``, ``sum_j z <= p_c``, row 1) gives, for every ``mu``,
 
@@ -32,12 +33,11 @@ def open_set_bounds(data: FleetMilpData, open_sets: NDArray[np.int64]) -> NDArra
     """``LB(S)`` (module docstring) for every row ``S`` of ``open_sets`` (sets x options per set)."""
     problem = data.problem
     pc = problem.compressible_fraction
-    options = range(len(data.pools))
     usable = np.array([o.levels > 0 for o in data.pools])
     rate = np.array([o.cost_per_gpu_hour / (problem.rho_max * o.slots_per_gpu) for o in data.pools])
-    top = np.array([max(o.levels - 1, 0) for o in data.pools])
-    excess = data.above[:, top] - 0.01 * data.mass[:, None]
-    compressed_excess = data.compressed_above[:, options, top] - 0.01 * data.mass[:, None]
+    top_rows = [data.floor_excess(j, max(o.levels - 1, 0)) for j, o in enumerate(data.pools)]
+    excess = np.stack([x for x, _ in top_rows], axis=1)
+    compressed_excess = np.stack([z for _, z in top_rows], axis=1)
     holds = data.fits & usable
     compresses = data.can_compress & usable
     best = np.full(len(open_sets), -np.inf)
