@@ -59,7 +59,7 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
     from optfleet.problems.fleet.problem import prepare as prepare_fleet
 
     spec: RoutingInstanceSpec = loaded.spec
-    fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance))
+    fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance), slo__ttft_p99_ms=spec.fleet.ttft_p99_ms)
     if fleet_loaded.kind != "fleet":
         raise InputError("fleet.instance", spec.fleet.instance, f"names a {fleet_loaded.kind} instance, not a fleet one")
     fleet = prepare_fleet(fleet_loaded)
@@ -95,16 +95,22 @@ def calibrators(spec: RoutingInstanceSpec) -> dict[str, Calibrator]:
 
 def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
     """The fleet plan the routing instance names; it must have a short and a long pool, each with GPUs."""
-    from optfleet.problems.fleet.heuristics import FLEET_METHODS
-    from optfleet.problems.fleet.plan import check_plan
+    from optfleet.problems.fleet.heuristics import FLEET_METHODS, size_plan
+    from optfleet.problems.fleet.plan import PoolPlan, check_plan
 
     if spec.fleet.method is not None:
         if spec.fleet.method not in FLEET_METHODS:
             raise InputError("fleet.method", spec.fleet.method, f"not a fleet heuristic; known: {', '.join(FLEET_METHODS)}")
         plan = FLEET_METHODS[spec.fleet.method](fleet)
-    else:
+    elif spec.fleet.plan is not None:
         plan = Plan.from_dict(spec.fleet.plan)
         check_plan(fleet, plan)
+    else:
+        boundary = spec.fleet.boundary_tokens
+        if boundary >= fleet.long_window_tokens:
+            raise InputError("fleet.boundary_tokens", boundary, f"must be below the fleet's long window of {fleet.long_window_tokens} tokens")
+        pools = (PoolPlan("short", boundary, 0), PoolPlan("long", fleet.long_window_tokens, 0))
+        plan = size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}"))
     if len(plan.pools) != 2 or plan.rules is not None:
         raise InputError("fleet", spec.fleet.method or "plan", f"the plan has {len(plan.pools)} pools"
                          + (" and split routing rules" if plan.rules is not None else "") + "; token-budget routing needs a short and a long pool")

@@ -41,18 +41,25 @@ class CategorySpec(Strict):
 
 
 class FleetSpec(Strict):
-    """The fleet the requests are replayed on: a fleet instance (relative to this file) and either a fleet
-    method's plan (``method``, e.g. ``pool-routing``) or a plan written out (``plan``: ``optfleet solve --json``'s
-    form).  The plan must have two pools: short and long."""
+    """The fleet the requests are replayed on: a fleet instance (relative to this file) and exactly one of
+    ``method`` (a fleet heuristic's plan, e.g. ``pool-routing``), ``plan`` (a plan written out: ``optfleet solve
+    --json``'s form) or ``boundary_tokens`` (a short pool at that window and a long pool at the instance's long
+    window, C&R multiplier ``gamma``, sized to the fleet evaluator's fewest GPUs).  The plan must have two pools
+    with GPUs: short and long.  ``ttft_p99_ms`` replaces the fleet instance's TTFT SLO (e.g. the token-budget
+    routing paper's 2 s)."""
 
     instance: str
     method: str | None = None
     plan: dict[str, Any] | None = None
+    boundary_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
+    gamma: Real = Field(1.0, ge=1.0)
+    ttft_p99_ms: Real | None = Field(None, gt=0.0)
 
     @model_validator(mode="after")
     def _one_plan(self) -> "FleetSpec":
-        if (self.method is None) == (self.plan is None):
-            raise ValueError("give exactly one of method, plan")
+        given = [name for name in ("method", "plan", "boundary_tokens") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of method, plan, boundary_tokens (given: {', '.join(given) or 'none'})")
         return self
 
 
@@ -106,10 +113,12 @@ class ReplaySpec(Strict):
 
 
 class DesignSpec(Strict):
-    """Threshold design: the mis-route probability allowed (``epsilon``), the short windows tried (default: the
-    plan's), the thresholds tried as fractions of the window, the C&R multipliers tried."""
+    """Threshold design: the mis-route probability allowed (``epsilon``), the calibrator whose errors the design
+    must absorb, the short windows tried (default: the plan's), the thresholds tried as fractions of the window,
+    the C&R multipliers tried."""
 
     epsilon: Probability = 0.01
+    calibrator: Literal["paper", "router", "static"] = "paper"
     short_windows_tokens: list[Annotated[Integer, TOKEN_LIMIT]] | None = Field(None, min_length=1)
     threshold_fractions: list[Annotated[Real, Field(gt=0.0, le=1.0)]] = Field([1.0, 0.95, 0.9, 0.85, 0.8, 0.7], min_length=1)
     gammas: list[Annotated[Real, Field(ge=1.0)]] = Field([1.0], min_length=1)

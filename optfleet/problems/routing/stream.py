@@ -3,9 +3,13 @@
 ``max_output_tokens`` of Eq. 3 is taken to be the request's output tokens (the budget the engine reserves); the
 true prompt tokens are what ``usage.prompt_tokens`` reports back to the calibrator.
 
-Synthesised (:func:`synthesise`): Poisson arrivals at the fleet instance's rate, ``(L_in, L_out)`` drawn from its
-request mix (``L_in`` at least 1: a prompt has a byte), a category drawn by share, and
-``bytes = max(1, round(L_in c_k exp(s Z - s^2 / 2)))``: a lognormal ratio with mean ``c_k`` and log-spread ``s``.
+Synthesised (:func:`synthesise`): Poisson arrivals at the fleet instance's rate; an atom ``(L_in, L_out)`` of its
+request mix drawn by probability, its total ``T_j`` replaced by a uniform integer in ``(T_{j-1}, T_j]`` (the atom
+below it: the token-budget routing paper's generator, "inverse-CDF with uniform interpolation within each
+bucket", Appendix A; a CDF mix puts each bucket's mass at its upper end) and split with the atom's output share
+(``L_out = round(T L_out,j / T_j)``, ``L_in = T - L_out`` at least 1: a prompt has a byte); a category drawn by
+share; ``bytes = max(1, round(L_in c_k exp(s Z - s^2 / 2)))``: a lognormal ratio with mean ``c_k`` and log-spread
+``s``.
 Read (:func:`read_stream`): a CSV with columns ``arrival_s, bytes, input_tokens, output_tokens, category``.
 """
 
@@ -49,11 +53,16 @@ class Stream:
 def synthesise(mix_l_in: NDArray[np.int64], mix_l_out: NDArray[np.int64], mix_prob: NDArray[np.float64], rate_rps: float,
                ratios: NDArray[np.float64], shares: NDArray[np.float64], names: tuple[str, ...], spread: float, count: int,
                seed: int) -> Stream:
-    """``count`` requests as in the module docstring (seeded)."""
+    """``count`` requests as in the module docstring (seeded); the mix's atoms are sorted by total tokens."""
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1.0 / rate_rps, size=count))
     atom = rng.choice(len(mix_prob), size=count, p=mix_prob)
-    l_in, l_out = np.maximum(mix_l_in[atom], 1), mix_l_out[atom].astype(np.int64)
+    upper = (mix_l_in + mix_l_out).astype(np.int64)
+    totals = np.unique(upper)
+    lower = np.concatenate(([0], totals))[np.searchsorted(totals, upper)]
+    total = lower[atom] + 1 + np.floor(rng.random(count) * (upper[atom] - lower[atom])).astype(np.int64)
+    l_out = np.rint(total * (mix_l_out[atom] / np.maximum(upper[atom], 1))).astype(np.int64)
+    l_in = np.maximum(total - l_out, 1)
     category = rng.choice(len(shares), size=count, p=shares / shares.sum())
     ratio = ratios[category] * np.exp(spread * rng.standard_normal(count) - 0.5 * spread**2)
     bytes_ = np.maximum(np.rint(l_in * ratio), 1).astype(np.int64)
