@@ -143,3 +143,21 @@ def test_unknown_category_default_policy_tracks_it_on_its_own(tmp_path):
     problem = optfleet.load(path).problem
     assert problem.stream.names[-1] == "poetry" and problem.stream.true_ratio[-1] == pytest.approx((3.0 + 920 / 300) / 2)
     assert dataclasses.replace(problem.rule).compressible == problem.rule.compressible
+
+
+def test_readme_quotes_every_routing_benchmark_table():
+    readme = (REPO / "README.md").read_text()
+    published = (REPO / "benchmarks" / "results" / "routing.md").read_text().strip().split("\n\n")
+    tables = [block for block in published if block.startswith("|")]
+    assert len(tables) == 5
+    for table in tables:
+        assert table in readme
+
+
+@pytest.mark.slow
+def test_azure_4k_replay_numbers_quoted_in_the_readme():
+    rows = {row["method"]: row for row in optfleet.run_gap(REPO / "instances" / "routing" / "azure_2023_4k.yaml").rows}
+    assert round(rows["hindsight"]["objective"], 1) == 248.8 and rows["hindsight"]["status"] == "optimal"
+    assert round(rows["paper"]["objective"], 1) == 255.8 and round(rows["paper"]["misroute_pct"], 3) == 0.161
+    assert round(rows["static"]["misroute_pct"], 2) == 1.52
+    assert rows["design"]["objective"] == pytest.approx(612.17, abs=0.01)
