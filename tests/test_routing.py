@@ -161,3 +161,20 @@ def test_azure_4k_replay_numbers_quoted_in_the_readme():
     assert round(rows["paper"]["objective"], 1) == 255.8 and round(rows["paper"]["misroute_pct"], 3) == 0.161
     assert round(rows["static"]["misroute_pct"], 2) == 1.52
     assert rows["design"]["objective"] == pytest.approx(612.17, abs=0.01)
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"design.short_windows_tokens": [4000]}, "design.short_windows_tokens"),
+    ({"fleet.boundary_tokens": None, "fleet.method": "homogeneous"}, "fleet"),
+])
+def test_bad_design_window_and_one_pool_plan(tmp_path, capsys, changes, field):
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**changes)))
+    assert main(["gap", str(path)]) == EXIT_BAD_INPUT
+    assert f"error: {field}" in capsys.readouterr().err
+
+
+def test_a_non_numeric_stream_value_names_its_column(tmp_path, capsys):
+    path = _write_stream(tmp_path, ["0.0,lots,1000,200,prose"])
+    assert main(["validate", path]) == EXIT_BAD_INPUT
+    assert "stream.bytes = 'lots'" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from optfleet.errors import InfeasibleError
+from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.routing.calibrator import calibrate, observed_ratios
 from optfleet.problems.routing.dispatcher import SHORT, DispatchRule, estimated_total, route
 from optfleet.problems.routing.problem import RoutingProblem
@@ -65,6 +65,11 @@ def candidates(problem: RoutingProblem) -> list[DesignCandidate]:
     """The design grid (module docstring); thresholds are whole tokens, at least 1, duplicates dropped."""
     d = problem.spec.design
     windows = d.short_windows_tokens or [problem.rule.short_window_tokens]
+    long_window, gpu = problem.plan.pools[1].window_tokens, problem.plan.pools[0].gpu
+    for c in windows:
+        if c >= long_window or problem.fleet.configuration(gpu).slots_per_gpu(c) < 1:
+            raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens "
+                             "and hold a KV slot on the short pool's GPU")
     grid = {DesignCandidate(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
     return sorted(grid, key=lambda c: (c.short_window_tokens, c.b_short_tokens, c.gamma))
 

@@ -116,5 +116,6 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
                          + (" and split routing rules" if plan.rules is not None else "") + "; token-budget routing needs a short and a long pool")
     for i, pool in enumerate(plan.pools):
         if pool.gpus < 1:
-            raise InputError(f"fleet.plan.pools[{i}].gpus", pool.gpus, f"pool {pool.name} has no GPU")
+            where = "fleet.method" if spec.fleet.method is not None else f"fleet.plan.pools[{i}].gpus"
+            raise InputError(where, spec.fleet.method or pool.gpus, f"the plan's pool {pool.name} has no GPU: token-budget routing needs both pools")
     return plan

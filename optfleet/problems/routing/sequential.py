@@ -22,11 +22,12 @@ def route_one_by_one(calibrator: Calibrator, rule: DispatchRule, bytes_: list[in
     ratios, pools, compressed = [], [], []
     seen_categories: dict[int, None] = {}
     for size, tokens, out, k in zip(bytes_, prompt_tokens, output_tokens, category, strict=True):
+        tracker = k
         if isinstance(calibrator, RouterCalibrator):
             if k not in seen_categories and len(seen_categories) < calibrator.max_categories:
                 seen_categories[k] = None
-            k = k if k in seen_categories else -1
-        ratio = _ratio(calibrator, state.get(k))
+            tracker = k if k in seen_categories else -1
+        ratio = _ratio(calibrator, state.get(tracker))
         estimate = math.ceil(size / ratio) + out
         band = (rule.compress_gamma > 1.0 and k in rule.compressible and rule.b_short_tokens < estimate
                 <= math.floor(rule.compress_gamma * rule.b_short_tokens) and out < rule.b_short_tokens)
@@ -34,7 +35,7 @@ def route_one_by_one(calibrator: Calibrator, rule: DispatchRule, bytes_: list[in
         ratios.append(ratio)
         pools.append(SHORT if short else LONG)
         compressed.append(band)
-        state[k] = _observe(calibrator, state.get(k), size / tokens)
+        state[tracker] = _observe(calibrator, state.get(tracker), size / tokens)
     return ratios, pools, compressed
 
 

@@ -87,9 +87,9 @@ def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64],
     frame = frame.sort_values("arrival_s", kind="stable")
     numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in COLUMNS[:4]}
     for column, values in numbers.items():
-        if values.isna().any() or not np.isfinite(values.to_numpy(dtype=np.float64)).all():
-            raise InputError(f"stream.{column}", str(frame[column].iloc[int(np.flatnonzero(values.isna())[0])] if values.isna().any() else "inf"),
-                             "not a finite number")
+        bad = ~np.isfinite(values.to_numpy(dtype=np.float64))
+        if bad.any():
+            raise InputError(f"stream.{column}", str(frame[column].iloc[int(np.flatnonzero(bad)[0])]), "not a finite number")
     for column in ("bytes", "input_tokens"):
         bad = numbers[column] <= 0
         if bad.any():
