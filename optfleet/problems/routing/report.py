@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from optfleet import tables
 from optfleet.problems.routing.problem import RoutingProblem
@@ -60,7 +60,20 @@ def _tables(outcome: "SolveOutcome | GapOutcome") -> str:
         shown = {k: v for k, v in columns.items() if any(row.get(k) is not None for row in rows)}
         parts.append("\n".join([f"{QUESTIONS[question]}\n  bound: {reference.reason}", tables.render(tables.core_frame(rows, shown)),
                                 *tables.notes(rows)]))
-    return "\n\n".join(parts)
+        if question == "routing":
+            parts.append(_calibration_text([r for r in outcome.results if r.group == group]))
+    return "\n\n".join(part for part in parts if part)
+
+
+def _calibration_text(results: list) -> str:
+    """Each calibrator's relative error ``|c_hat_k(n) - c_k| / c_k`` (%) per category after ``n`` observations."""
+    import pandas as pd
+
+    rows = [{"method": r.method, "category": name, **{f"n={n}": f"{100 * v:.2f}" for n, v in by_n.items()}}
+            for r in results if r.evaluation is not None for name, by_n in r.evaluation.calibration_error.items()]
+    if not rows:
+        return ""
+    return "calibration error (|c_hat - c| / c, %) after n observations of the category\n" + tables.render(pd.DataFrame(rows).fillna("-"))
 
 
 def render_gap(outcome: "GapOutcome") -> str:
@@ -72,7 +85,3 @@ def render_solve(outcome: "SolveOutcome") -> str:
     """The text of ``optfleet solve``: the chosen method beside its question's exact method."""
     return render_problem(outcome.loaded.problem) + "\n\n" + _tables(outcome)
 
-
-def calibration_table(errors: dict[str, dict[int, float]]) -> list[dict[str, Any]]:
-    """Rows ``category, n, relative error %`` of an evaluation's calibration error over time."""
-    return [{"category": name, "observations": n, "relative_error_pct": 100.0 * value} for name, by_n in errors.items() for n, value in by_n.items()]
