@@ -73,8 +73,9 @@ def hindsight_arrays(data: HindsightData) -> tuple[tuple, HindsightColumns]:
     values = np.concatenate([np.ones(2 * len(both)), placed_short, -long_s])
     long_total = np.bincount(data.window, weights=data.long_s, minlength=windows)
     row_upper = np.concatenate([np.ones(len(both)), data.capacity_short, data.capacity_long - long_total])
-    args = _pass_args(cost, np.zeros(count), np.ones(count), np.ones(count, dtype=np.int32), rows, cols, values,
-                      np.full(len(row_upper), -np.inf), row_upper)
+    # one last column fixed at 0 (no cost, no entry): HiGHS refuses a model without columns (no request fits short)
+    args = _pass_args(np.append(cost, 0.0), np.zeros(count + 1), np.append(np.ones(count), 0.0), np.ones(count + 1, dtype=np.int32), rows,
+                      cols, values, np.full(len(row_upper), -np.inf), row_upper)
     constant = float(data.long_s.sum()) / n_l / data.span_s
     return (*args[:5], constant, *args[6:]), HindsightColumns(xs, ys)
 
@@ -82,7 +83,7 @@ def hindsight_arrays(data: HindsightData) -> tuple[tuple, HindsightColumns]:
 def hindsight_placement(values: NDArray[np.float64], columns: HindsightColumns, requests: int) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """(short uncompressed, short compressed) per request from the column values."""
     short, compressed = np.zeros(requests, dtype=bool), np.zeros(requests, dtype=bool)
-    chosen = values > 0.5
+    chosen = values[: len(columns.x_requests) + len(columns.y_requests)] > 0.5
     short[columns.x_requests[chosen[: len(columns.x_requests)]]] = True
     compressed[columns.y_requests[chosen[len(columns.x_requests):]]] = True
     return short, compressed

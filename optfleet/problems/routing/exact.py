@@ -43,9 +43,11 @@ def hindsight(problem: RoutingProblem) -> tuple[Routing, SolveReport]:
     check_solver(problem)
     args, columns = hindsight_arrays(hindsight_data(problem))
     report, values = highs.solve_arrays(args, what="the hindsight routing model", time_limit=problem.spec.solve.time_limit_s)
+    if values is None and report.status == "infeasible":
+        raise InfeasibleError(f"hindsight routing: no placement keeps every capacity window within rho_max {problem.rho_max:g} x slots: "
+                              "the plan's pools are too small for the stream even with the true lengths known")
     if values is None:
-        raise InfeasibleError(f"hindsight routing: no placement keeps every capacity window within rho_max {problem.rho_max:g} x slots "
-                              f"({report.status}): the plan's pools are too small for the stream even with the true lengths known")
+        raise InfeasibleError(f"hindsight routing: the solver found no placement ({report.summary})")
     short, compressed = hindsight_placement(values, columns, len(problem.stream))
     s = problem.stream
     pool = np.where(short | compressed, SHORT, LONG).astype(np.int64)

@@ -7,7 +7,9 @@ admission and it leaves after ``S = (ceil(L_in / C_chunk) + L_out) t_iter``.  Ba
 
 Per request: TTFT = first token - arrival; TPOT = (finish - first token) / (L_out - 1) for ``L_out >= 2`` (the
 time per output token after the first).  Requests arriving before the warm-up cut (``warmup_share`` of the
-arrivals) are not measured.
+arrivals) are not measured.  Unlike the fleet simulator's own runs, batching mode here does not lengthen the
+warm-up to the slowest pool's fill time: a pool whose service times are long against the stream's span is
+measured while it still fills, so its batching-mode latencies are optimistic (slot mode starts in equilibrium).
 """
 
 from __future__ import annotations
