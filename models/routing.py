@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from optfleet.models.reserved import _pass_args
+from optfleet.models.arrays import pass_model_args
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def hindsight_arrays(data: HindsightData) -> tuple[tuple, HindsightColumns]:
     long_total = np.bincount(data.window, weights=data.long_s, minlength=windows)
     row_upper = np.concatenate([np.ones(len(both)), data.capacity_short, data.capacity_long - long_total])
     # one last column fixed at 0 (no cost, no entry): HiGHS refuses a model without columns (no request fits short)
-    args = _pass_args(np.append(cost, 0.0), np.zeros(count + 1), np.append(np.ones(count), 0.0), np.ones(count + 1, dtype=np.int32), rows,
+    args = pass_model_args(np.append(cost, 0.0), np.zeros(count + 1), np.append(np.ones(count), 0.0), np.ones(count + 1, dtype=np.int32), rows,
                       cols, values, np.full(len(row_upper), -np.inf), row_upper)
     constant = float(data.long_s.sum()) / n_l / data.span_s
     return (*args[:5], constant, *args[6:]), HindsightColumns(xs, ys)
@@ -93,5 +93,5 @@ def design_arrays(cost: NDArray[np.float64], misroute: NDArray[np.float64], epsi
     """``passModel`` arguments of the threshold design's one-hot selection (module docstring)."""
     count = len(cost)
     col = np.arange(count)
-    return _pass_args(cost, np.zeros(count), np.ones(count), np.ones(count, dtype=np.int32), np.concatenate([np.zeros(count), np.ones(count)]),
+    return pass_model_args(cost, np.zeros(count), np.ones(count), np.ones(count, dtype=np.int32), np.concatenate([np.zeros(count), np.ones(count)]),
                       np.concatenate([col, col]), np.concatenate([np.ones(count), misroute]), np.array([1.0, -np.inf]), np.array([1.0, epsilon]))
