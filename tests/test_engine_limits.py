@@ -44,13 +44,17 @@ def test_toy_with_limits_by_hand(tmp_path):
     assert exact.report.proven_optimal and exact.evaluation.cost_per_hour == pytest.approx(swept)
 
 
-def test_the_simulator_runs_the_limited_slots(tmp_path):
+def test_both_simulator_modes_run_the_limited_slots(tmp_path):
+    # One sequence per GPU and H = 0 (a batch of one iterates as fast as the slot model's full batch): both modes
+    # are the same M/G/46 queue, so they agree on utilisation and on the P99 TTFT, which the slot mode takes from the
+    # capped configuration; batching mode at the KV cache's 2 slots per GPU would wait far less.
     problem = prepare(load_instance(_toy(tmp_path, {"max_num_seqs": 1})))
-    plan = Plan((PoolPlan("long", 4000, 40),))
+    plan = Plan((PoolPlan("long", 4000, 46),))
     evaluation = evaluate(problem, plan)
-    result = simulate_plan(problem, plan, requests=20_000, reps=1, mode="slots")
-    # one slot per GPU: simulated utilisation matches the evaluator's at 40 slots, not at 80
-    assert result.metrics["long"]["utilisation"][0] == pytest.approx(evaluation.pools[0].utilisation, rel=0.05)
+    slots, batching = (simulate_plan(problem, plan, requests=20_000, reps=1, mode=mode).metrics["long"] for mode in ("slots", "batching"))
+    assert slots["utilisation"][0] == pytest.approx(evaluation.pools[0].utilisation, rel=0.05)
+    assert batching["utilisation"][0] == pytest.approx(evaluation.pools[0].utilisation, rel=0.05)
+    assert batching["ttft_p99_ms"][0] == pytest.approx(slots["ttft_p99_ms"][0], rel=0.25)
 
 
 def test_vllm_defaults_follow_the_engines_table():
