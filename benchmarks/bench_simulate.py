@@ -3,8 +3,8 @@
 1. Speed: 1e6 requests through the largest shipped plan (agent-heavy under the
    fleetsim-compatible preset, 1,851 GPUs) in slot mode; requests per second.
 2. Validation: every feasible sweep plan of the three paper workloads under
-   both presets, and the MILP plan (threshold routing, K = 2) under the paper
-   preset (the MILP does not support the fleetsim rule yet), simulated in slot
+   both presets, and the MILP plan (threshold routing, K = 2) under both
+   presets, simulated in slot
    mode (--requests, default 1e6) and in batching mode (--batching-requests,
    default 4e5), one replication each, against the evaluator: utilisation and
    P99 TTFT per pool, relative errors, and the time each run took.

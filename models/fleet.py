@@ -18,8 +18,10 @@ Constraints (equation numbers refer to this docstring)
    (1') compress_share[k]  sum_j z[k,j] <= p_c          (p_c served)
     (2) load_definition[j]  a_j = load_erlangs[j] = sum_k L[k,j] x[k,j] + L'[k,j] z[k,j]   (erlangs)
     (3) utilisation_cap[j]  a_j <= rho_max n_max_j n[j]
-    (4) floor[j,m]      sum_k (A[k,m] - 0.01 p_k) x + (A'[k,j,m] - 0.01 p_k) z <= M_jm (1 - sum_{m'<=m} level[j,m'])
-                        (at most 1 % of the pool's traffic has a floor above the level; exact;
+    (4) floor[j,m]      sum_k (A[k,m] - e_jm p_k) x + (A'[k,j,m] - e_jm p_k) z <= M_jm (1 - sum_{m'<=m} level[j,m'])
+                        (paper rule: A = mass above m chunks, e = 0.01: at most 1 % of the pool's traffic has a
+                        floor above the level; fleetsim rule: A = chunk mass, e = the level's top in mean chunks;
+                        optfleet/problems/fleet/milp_data.py;
                         the excess falls with m, so a pool at level m' <= m meets row m too;
                         M_jm = the largest excess any routing can reach, rows with M_jm <= 0 dropped;
                         every pool picks a level, open or not, so the top row holds outright)
@@ -32,7 +34,9 @@ Constraints (equation numbers refer to this docstring)
     (7) wait[j,m]       a_j <= sum_q a_max[j,q,m] count[j,q] + r_j nbig[j] + D_jm (1 - level[j,m])
                         (below N_j GPUs the Erlang-C limit of the chosen count; from N_j on the
                         cap r_j n = rho_max n_max n implies W99 = 0; D_jm = max_q (r_j q - a_max[j,q,m])
-                        relaxes the row exactly to the cap when another level is chosen)
+                        relaxes the row exactly to the cap when another level is chosen; a_max at the level's
+                        floor f_jm: exact under the paper rule, one end of the level's interval under the
+                        fleetsim rule, whose restriction and relaxation the driver solves)
     (8) max_pools       sum_j open[j] <= K
     cost                cost = sum_j price_j n[j]   ($/hour)
 
@@ -216,23 +220,25 @@ def add_opening_rows(m: pyo.ConcreteModel) -> None:
 
 
 def add_floor_rows(m: pyo.ConcreteModel) -> None:
-    """(4) ``floor[j,m]``: at most 1 % of pool j's traffic (``pool_mass[j]``) has a TTFT floor above level m
-    unless the pool's level is above m; the big-M is the largest excess any routing can put into the pool."""
+    """(4) ``floor[j,m]``: pool j's floor measure stays within level m's allowance per unit of its mass
+    (``pool_mass[j]``) unless the pool's level is above m; the big-M is the largest excess any routing can put
+    into the pool.  Paper rule: at most 1 % of the traffic has a floor above the level (measure: mass above m
+    chunks, allowance 0.01); fleetsim rule: the mean chunks are at most the level's top (measure: chunk mass,
+    allowance the top); optfleet/problems/fleet/milp_data.py."""
     data, index = m.data, m.share_index
     pools = range(len(data.pools))
 
     def floor_rule(m, j, lv):
         x_of, z_of = index.x_of[j], index.z_of[j]
         excess = np.zeros((2, len(data.mass)))
-        excess[0, x_of] = data.above[x_of, lv] - 0.01 * data.mass[x_of]
-        excess[1, z_of] = data.compressed_above[z_of, j, lv] - 0.01 * data.mass[z_of]
+        excess_x, excess_z = data.floor_excess(j, lv)
+        excess[0, x_of], excess[1, z_of] = excess_x[x_of], excess_z[z_of]
         # Tightest big-M: the largest excess any routing can put into pool j (each class at most once).
         big_m = float(np.maximum(excess.max(axis=0), 0.0).sum())
         if big_m <= 0:
             return pyo.Constraint.Skip
-        # excess = (mass above the level) - 1 % of the pool's mass; only classes with mass above enter.
-        above = weighted(m.x, x_of, j, data.above[:, lv]) + weighted(m.z, z_of, j, data.compressed_above[:, j, lv])
-        return above - 0.01 * m.pool_mass[j] <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
+        measure = weighted(m.x, x_of, j, data.floor_measure[:, lv]) + weighted(m.z, z_of, j, data.compressed_floor_measure[:, j, lv])
+        return measure - data.floor_allowance[j, lv] * m.pool_mass[j] <= big_m * (1 - sum(m.level[j, low] for low in range(lv + 1)))
 
     m.pool_mass = pyo.Var(pools, domain=pyo.NonNegativeReals)
     m.pool_mass_definition = pyo.Constraint(
@@ -267,7 +273,8 @@ def add_wait_rows(m: pyo.ConcreteModel, ratio_ms: np.ndarray) -> None:
     for the chosen count and level; the cap ``r_j = rho_max n_max_j`` per GPU from ``N_j`` GPUs on."""
     data = m.data
     problem = data.problem
-    tables = [table.tolist() for table in erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)]
+    m.wait_tables = erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)
+    tables = [table.tolist() for table in m.wait_tables]
 
     def wait_rule(m, j, lv):
         counts = range(1, data.pools[j].table_gpus)
@@ -428,9 +435,10 @@ def pool_shares(m: pyo.ConcreteModel, j: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lowest_floor_level(data: FleetMilpData, j: int, x: np.ndarray, z: np.ndarray) -> int | None:
-    """The lowest floor level m whose row (4) the shares meet (at most 1 % of pool j's mass above it); None if none."""
-    served = float(np.dot(data.mass, x + z))
+    """The lowest floor level m whose row (4) the shares meet (pool j's floor measure within the level's allowance);
+    None if none."""
     for lv in range(data.pools[j].levels):
-        if float(np.dot(data.above[:, lv], x) + np.dot(data.compressed_above[:, j, lv], z)) <= 0.01 * served + 1e-12:
+        excess_x, excess_z = data.floor_excess(j, lv)
+        if float(np.dot(excess_x, x) + np.dot(excess_z, z)) <= 1e-12:
             return lv
     return None

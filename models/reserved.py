@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 from numpy.typing import NDArray
-from scipy.sparse import coo_matrix
 
+from optfleet.models.arrays import pass_model_args
 from optfleet.models.linear import scaled, total
 
 PYOMO_WINDOW_LIMIT = 20_000  # windows above which the hybrid and robust models are arrays and the backlog is solved per unit count
@@ -288,15 +288,6 @@ def _grid_columns(grid: PurchaseGrid, unit_cost: float) -> tuple[NDArray, NDArra
             np.array([1.0, float(grid.max_steps)]), np.array([1, 1], dtype=np.int32))
 
 
-def _pass_args(cost, lower, upper, integer, rows: NDArray, cols: NDArray, values: NDArray, row_lower, row_upper) -> tuple:
-    """``Highs.passModel`` arguments (column-wise, minimising) from triplets."""
-    matrix = coo_matrix((values, (rows, cols)), shape=(len(row_lower), len(cost))).tocsc()
-    return (len(cost), len(row_lower), int(matrix.nnz), 1, 1, 0.0, np.asarray(cost, dtype=np.float64), np.asarray(lower, dtype=np.float64),
-            np.asarray(upper, dtype=np.float64), np.asarray(row_lower, dtype=np.float64), np.asarray(row_upper, dtype=np.float64),
-            matrix.indptr[:-1].astype(np.int32), matrix.indices.astype(np.int32), matrix.data.astype(np.float64),
-            np.asarray(integer, dtype=np.int32))
-
-
 def _units_triplets(grid: PurchaseGrid, rows: NDArray, scale: float = 1.0) -> tuple[NDArray, NDArray, NDArray]:
     """``scale G = scale (m y + s k)`` in each of ``rows``: (rows, cols, values)."""
     count = len(rows)
@@ -321,7 +312,7 @@ def hybrid_arrays(windows: SpillWindows, grid: PurchaseGrid, unit_per_hour: floa
     rows, cols, values, rhs, busy = _spill_triplets(windows, grid, 2, 0)
     b = len(busy)
     cost, lower, upper, integer = _grid_columns(grid, unit_per_hour * windows.hours)
-    return _pass_args(np.concatenate([cost, windows.spill_price[busy]]), np.concatenate([lower, np.zeros(b)]),
+    return pass_model_args(np.concatenate([cost, windows.spill_price[busy]]), np.concatenate([lower, np.zeros(b)]),
                       np.concatenate([upper, np.full(b, np.inf)]), np.concatenate([integer, np.zeros(b, dtype=np.int32)]),
                       np.concatenate([rows, [b, b]]), np.concatenate([cols, [0, 1]]), np.concatenate([values, [-grid.max_steps, 1.0]]),
                       np.concatenate([rhs, [-np.inf]]), np.concatenate([np.full(b, np.inf), [0.0]]))
@@ -361,7 +352,7 @@ def robust_arrays(scenarios: list[SpillWindows], grid: PurchaseGrid, unit_per_ho
     integer[:2] = 1
     row_lower = np.concatenate([*(p[3] for p in parts), np.zeros(s), [-np.inf]])
     row_upper = np.concatenate([np.full(first_epigraph + s, np.inf), [0.0]])
-    return _pass_args(cost, np.zeros(n_cols), upper, integer, rows, cols, values, row_lower, row_upper)
+    return pass_model_args(cost, np.zeros(n_cols), upper, integer, rows, cols, values, row_lower, row_upper)
 
 
 def backlog_fixed_arrays(units_needed: NDArray[np.float64], spill_price: NDArray[np.float64], starts: NDArray[np.bool_], units: float,
@@ -377,7 +368,7 @@ def backlog_fixed_arrays(units_needed: NDArray[np.float64], spill_price: NDArray
     values = np.concatenate([np.ones(n), -np.ones(len(linked)), np.ones(n)])
     cost = np.concatenate([np.zeros(n), spill_price])
     upper = np.concatenate([np.full(n, wait_windows * units), units_needed])
-    return _pass_args(cost, np.zeros(2 * n), upper, np.zeros(2 * n, dtype=np.int32), rows, cols, values, units_needed - units, np.full(n, np.inf))
+    return pass_model_args(cost, np.zeros(2 * n), upper, np.zeros(2 * n, dtype=np.int32), rows, cols, values, units_needed - units, np.full(n, np.inf))
 
 
 def units_from_columns(values: NDArray[np.float64], grid: PurchaseGrid) -> int:

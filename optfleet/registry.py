@@ -52,6 +52,7 @@ KINDS: dict[str, str] = {
     "profiled_fleet": "optfleet.problems.profiled_fleet.kind",
     "caching": "optfleet.problems.caching.kind",
     "reserved": "optfleet.problems.reserved.kind",
+    "routing": "optfleet.problems.routing.kind",
     "placement": "optfleet.problems.placement.kind",
 }
 

@@ -163,19 +163,23 @@ def solve_arrays(
     stream_log: bool = False,
     known_bound: float | None = None,
     started: float | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tuple[SolveReport, np.ndarray | None]:
     """Solve a model given as ``passModel`` arrays (column-wise: see :func:`_pass_model_args`) with HiGHS.
 
     The one HiGHS run of every model: a Pyomo model reaches it through its compiled arrays, a model too large
     for Pyomo (the reserved-capacity LPs over 604,800 windows) is built as arrays directly.  Returns the
     report and the incumbent's column values (None without a primal feasible solution).  ``start_values`` is
-    a MIP start; ``known_bound`` and the statuses are as in :func:`solve`.
+    a MIP start; ``known_bound`` and the statuses are as in :func:`solve`; ``options`` are further HiGHS options
+    by name (e.g. ``{"presolve": "off"}``).
     """
     start = time.perf_counter() if started is None else started
     minimising = int(args[4]) == 1
     integer = np.asarray(args[14])
     counts = {"solver_runs": 1, "mip_starts": 0, "feasible_mip_starts": 0}
     with highs_session(time_limit=time_limit, mip_gap=mip_gap, threads=threads, stream_log=stream_log) as (h, log):
+        for name, value in (options or {}).items():
+            h.setOptionValue(name, value)
         pass_model(h, args, what)
         _set_target(h, known_bound, minimising)
         if start_values is not None and integer.any():

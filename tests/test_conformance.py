@@ -62,6 +62,12 @@ KIND_CASES: dict[str, dict[str, Any]] = {
         "bad": [("profile.tau_tokens_per_s_per_unit", 0, "0"), ("plans.percentiles", [1.5], "1.5"), ("solve.method", "annealing", "annealing"),
                 ("trace.time_unit", "hours", "hours"), ("max_units", 0, "0")],
     },
+    "routing": {
+        "folder": INSTANCES / "routing",
+        "small": INSTANCES / "routing" / "tiny.yaml",
+        "bad": [("calibrator.decay", 1.5, "1.5"), ("dispatcher.b_short_tokens", 3000, "3000"), ("dispatcher.compress_gamma", 0.5, "0.5"),
+                ("unknown_category", "guess", "guess"), ("solve.method", "annealing", "annealing")],
+    },
     "placement": {
         "folder": INSTANCES / "placement",
         "small": INSTANCES / "placement" / "tiny.yaml",

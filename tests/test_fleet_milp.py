@@ -7,13 +7,15 @@ import itertools
 import json
 
 import numpy as np
+import pyomo.environ as pyo
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optfleet.cli import main
 from optfleet.errors import InfeasibleError, InputError, NoPlanInTimeError
-from optfleet.problems.fleet.milp import _meets_tables, _restricted_bound, open_set_cases, solve_milp
+from optfleet.problems.fleet.milp import _meets_tables, _restricted_bound, covering_sets, open_set_cases, solve_milp
+from optfleet.problems.fleet.open_set_bounds import open_set_bounds, threshold_set_bounds
 from optfleet.problems.fleet.milp_data import prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
 from optfleet.models import fleet as fleet_model
@@ -140,9 +142,13 @@ def test_no_pool_option_that_can_open_is_explained_not_raised(tmp_path):
         solve_milp(problem, routing="threshold")
 
 
-def test_fleetsim_preset_is_refused_with_a_clear_message():
-    with pytest.raises(InputError, match="paper TTFT rule with flat iteration"):
-        solve_milp(fleet_problem("toy", "fleetsim_compatible"))
+def test_paper_rule_with_length_scaled_iteration_is_refused_with_a_clear_message(tmp_path):
+    scaled = (FLEET_INSTANCES / "toy.yaml").read_text().replace(
+        "iteration: {w_ms: 1.0, h_ms_per_slot: 0.0, chunk_tokens: 1000}",
+        "iteration: {w_ms: 1.0, h_ms_per_slot: 0.0, chunk_tokens: 1000, scaling: length_scaled, length_scale_tokens: 2000}")
+    (tmp_path / "toy.yaml").write_text(scaled)
+    with pytest.raises(InputError, match="hardware.iteration.scaling.*paper TTFT rule with flat iteration"):
+        solve_milp(prepare(load_instance(tmp_path / "toy.yaml")))
 
 
 def test_cli_milp_reports_status_bound_and_gap(capsys):
@@ -190,6 +196,43 @@ def test_each_open_set_bound_is_at_most_the_optimum_with_only_that_set_open(name
             assert bound <= report.objective + 1e-6
             assert bound > 0.3 * report.objective  # and not vacuous: GPUs priced at the cap carry most of the cost
     assert solved >= 1
+
+
+@pytest.mark.parametrize("max_pools", [2, 3])
+def test_threshold_interval_bound_is_exact_on_the_hetero_toy_and_above_the_cheap_bound(max_pools):
+    # Whole segments to one pool, in window order: the dynamic programme over intervals finds each case's optimum
+    # on this toy, where the cheap Lagrangian bound (segments split across pools) is up to 16 % lower.
+    data = prepare_milp_data(fleet_problem("toy_hetero"))
+    model = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=max_pools)
+    sets = covering_sets(data, max_pools)
+    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))])
+    interval = threshold_set_bounds(data, sets, model.wait_tables, caps)
+    cheap = open_set_bounds(data, sets)
+    for chosen, bound in zip(sets, interval, strict=True):
+        case = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=max_pools)
+        for j in set(range(len(data.pools))) - set(chosen.tolist()):
+            case.open[j].fix(0)
+        report = solve(case, mip_gap=1e-9)
+        assert report.objective == pytest.approx(bound, rel=1e-6)
+    assert np.all(interval >= cheap - 1e-9) and np.any(interval > 1.1 * cheap)
+
+
+def test_threshold_interval_bound_respects_the_instance_caps():
+    data = prepare_milp_data(fleet_problem("toy_hetero"))
+    model = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=2)
+    sets = covering_sets(data, 2)
+    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))])
+    free = threshold_set_bounds(data, sets, model.wait_tables, caps)
+    capped = threshold_set_bounds(data, sets, model.wait_tables, np.ones_like(caps))
+    assert np.all(capped >= free) and np.any(capped > free)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, expected", [("lmsys_llama3_8b_catalog", 2025.57), ("azure_2023_catalog", 1492.96), ("azure_2023_catalog_16_h100", 11875.72)])
+def test_catalog_threshold_optima_with_three_pools(name, expected):
+    result = solve_milp(fleet_problem(name), routing="threshold", max_pools=3)
+    assert result.report.proven_optimal and result.report.objective == pytest.approx(expected, abs=0.01)
+    assert result.evaluation.meets_slo
 
 
 def test_open_set_enumeration_needs_a_pool_limit_and_the_rows_that_close_a_pool():

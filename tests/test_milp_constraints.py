@@ -110,8 +110,12 @@ def test_gap_command_table_and_files(tmp_path, capsys):
     assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--methods", "sweep,bogus"]) == 2
 
 
-def test_gap_reports_the_milp_as_unavailable_under_the_fleetsim_preset(capsys):
-    assert main(["gap", str(FLEET_INSTANCES / "toy.yaml"), "--preset", "fleetsim_compatible", "--json"]) == 0
+def test_gap_reports_the_milp_as_unavailable_under_the_paper_rule_with_length_scaled_iteration(tmp_path, capsys):
+    scaled = (FLEET_INSTANCES / "toy.yaml").read_text().replace(
+        "iteration: {w_ms: 1.0, h_ms_per_slot: 0.0, chunk_tokens: 1000}",
+        "iteration: {w_ms: 1.0, h_ms_per_slot: 0.0, chunk_tokens: 1000, scaling: length_scaled, length_scale_tokens: 2000}")
+    (tmp_path / "toy.yaml").write_text(scaled)
+    assert main(["gap", str(tmp_path / "toy.yaml"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     rows = {r["method"]: r for r in data["rows"]}
     assert rows["milp"]["status"] == "not_available" and "paper TTFT rule" in rows["milp"]["note"]

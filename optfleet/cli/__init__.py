@@ -1,4 +1,5 @@
-"""The ``optfleet`` command line: ``solve | gap | sweep | plot | simulate | validate | catalog``, generic over every problem kind.
+"""The ``optfleet`` command line: ``solve | gap | sweep | plot | simulate | validate | catalog``, generic over every problem kind,
+and ``compress`` (the Compress-and-Route prompt compressor, optfleet.compress).
 
 A thin layer over the Python API (optfleet/api.py): the same functions, the
 same answers.  Start-up imports only argparse; a command imports what it needs.
@@ -105,6 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=0, help="seed of the first replication (default 0)")
     simulate.add_argument("--mode", choices=["slots", "batching"], default="slots", help="slot servers (default), or continuous batching")
     simulate.add_argument("--out", default=None, metavar="DIR", help="folder to write simulation.json and report.txt")
+
+    compress = sub.add_parser(
+        "compress", help="compress a prompt to a token budget (Compress-and-Route's extractive compressor)",
+        description="compress a prompt so that prompt + output tokens fit the budget B: the prompt is cut to T_c = B - L_out tokens "
+                    "(needs the compress extra). Prints the text sent on stdout (a summary on stderr); exit 1 when a request "
+                    "that does not fit is of a category never compressed (code, mixed)")
+    compress.add_argument("file", help="the prompt, a UTF-8 text file")
+    compress.add_argument("--budget-tokens", type=int, required=True, metavar="B", help="the short pool's token budget B per request")
+    compress.add_argument("--output-tokens", type=int, default=0, metavar="L_OUT", help="the request's output tokens L_out (default 0)")
+    compress.add_argument("--category", default="prose", help="the prompt's content category: prose (default), rag, cjk (compressed), "
+                          "code or mixed (never compressed)")
+    compress.add_argument("--exact", action="store_true", help="select the sentences with the knapsack MILP (HiGHS) instead of "
+                          "the greedy fill, and report the greedy selection's gap to its bound")
+    compress.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS", help="time limit of the MILP (default 10)")
+    compress.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text, its token accounts, fidelity)")
+    compress.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    compress.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
     catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources", description="list the GPU and model catalog with sources")
     catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")

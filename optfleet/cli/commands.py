@@ -208,6 +208,59 @@ def catalog_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_COMPRESS_OPTIONS = {"budget_tokens": "--budget-tokens", "output_tokens": "--output-tokens", "category": "--category",
+                     "time_limit_s": "--time-limit"}
+
+
+def compress_command(args: argparse.Namespace) -> int:
+    """``optfleet compress FILE --budget-tokens B``: the library's :func:`optfleet.compress.compress` on the file's text;
+    its InputErrors name the option (or FILE) they come from."""
+    import sys
+
+    from optfleet.compress import compress
+    from optfleet.compress.fidelity import fidelity
+
+    text = _read_text("FILE", args.file)
+    try:
+        result = compress(text, args.budget_tokens, args.output_tokens, category=args.category,
+                          method="exact" if args.exact else "greedy", time_limit_s=args.time_limit)
+    except InputError as exc:
+        if exc.field == "text":
+            raise InputError("FILE", args.file, exc.problem) from None
+        raise InputError(_COMPRESS_OPTIONS.get(exc.field, exc.field), exc.value, exc.problem) from None
+    kept = fidelity(text, result.text) if result.compressed else None
+    if args.json:
+        print(dump({"file": args.file, **result.to_dict(), "fidelity": None if kept is None else kept.to_dict()}))
+    else:
+        print(result.text)
+    if not args.quiet:
+        print(_compress_summary(args.file, result, kept), file=sys.stderr)
+    return EXIT_OK if result.fits else EXIT_INFEASIBLE
+
+
+def _read_text(option: str, path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(option, path, f"cannot be read as UTF-8 text ({type(exc).__name__}: {exc})") from None
+
+
+def _compress_summary(path: str, result: Any, kept: Any) -> str:
+    """One line: the token accounts, the method (and the greedy gap with --exact), the fidelity."""
+    head = (f"{path}: {result.original_tokens} -> {result.compressed_tokens} prompt tokens + {result.output_tokens} output "
+            f"<= B = {result.budget_tokens}" if result.fits else
+            f"{path}: {result.original_tokens} prompt tokens + {result.output_tokens} output > B = {result.budget_tokens}")
+    parts = [head, result.reason]
+    if result.compressed:
+        parts.append(f"{result.method}: {len(result.kept_sentences)} of {result.sentences} sentences, value {result.value:.4g}")
+        if result.report is not None:
+            gap = "no bound" if result.greedy_gap_pct is None else f"gap {result.greedy_gap_pct:.3g} % of the bound"
+            parts.append(f"MILP {result.report.summary}; greedy value {result.greedy_value:.4g}, {gap}")
+        parts.append(f"ROUGE-L recall {kept.rouge_l_recall:.3f}, TF-IDF cosine {kept.tfidf_cosine:.3f}, "
+                     f"token reduction {100 * kept.token_reduction:.1f} %")
+    return "; ".join(parts)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "solve": solve_command,
     "gap": gap_command,
@@ -216,4 +269,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "validate": validate_command,
     "simulate": simulate_command,
     "catalog": catalog_command,
+    "compress": compress_command,
 }

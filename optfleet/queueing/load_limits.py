@@ -9,7 +9,7 @@ Erlang C falls as ``n`` grows (at a fixed utilisation more servers wait less):
   budget for ``n >= N``;
 * below ``N``, :func:`erlang_tables` gives ``a_max[n, m]``, the largest load of ``n``
   GPUs whose ``W99 = ln(C/0.01) R / (2 (c - a))`` (kimura.py) is within the budget
-  ``SLO - (m+1) t`` of TTFT floor level ``m`` (iteration time ``t``), at the pool's
+  ``SLO - f_m`` of TTFT floor level ``m`` (its floor ``f_m``), at the pool's
   ``R = E[S^2]/E[S] = (1 + Cs^2) E[S]``.  ``W99`` rises with ``a`` and with ``R``,
   so ``a_max`` is found by bisection and falls as ``R`` rises.
 """
@@ -31,10 +31,10 @@ BISECTION_STEPS = 60
 
 
 class TableShape(Protocol):
-    """What a table needs of a pool: slots per GPU, iteration time, floor levels and its size ``N``."""
+    """What a table needs of a pool: slots per GPU, the TTFT floor of each level, their count and its size ``N``."""
 
     slots_per_gpu: int
-    iteration_ms: float
+    level_floors_ms: tuple[float, ...]
     levels: int
     table_gpus: int
 
@@ -49,14 +49,14 @@ def wait_free_gpus(slots_per_gpu: int, rho_max: float) -> int:
 
 def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], slo_ms: float, rho_max: float) -> list[NDArray[np.float64]]:
     """Per pool j, ``a_max[n, m]`` for ``n < N_j`` GPUs and floor level ``m``: the largest load meeting
-    ``W99 <= SLO - (m+1) t_j`` at ``R_j = ratio_ms[j]`` (bisection, all pools at once), capped at
+    ``W99 <= SLO - f_jm`` (``f_jm = level_floors_ms[m]``) at ``R_j = ratio_ms[j]`` (bisection, all pools at once), capped at
     ``rho_max n s_j`` and less a relative ``TABLE_MARGIN`` where the wait limit (not the cap) decides.
     """
     if not options:
         return []
     shapes = [(o.table_gpus, o.levels) for o in options]
     servers = np.concatenate([(np.arange(o.table_gpus)[:, None] * o.slots_per_gpu * np.ones((1, o.levels))).ravel() for o in options])
-    budget_s = np.concatenate([((slo_ms - (np.arange(o.levels)[None, :] + 1) * o.iteration_ms) / 1000.0 * np.ones((o.table_gpus, 1))).ravel() for o in options])
+    budget_s = np.concatenate([((slo_ms - np.asarray(o.level_floors_ms)[None, :]) / 1000.0 * np.ones((o.table_gpus, 1))).ravel() for o in options])
     # W99 depends on E[S] (1 + Cs^2) = R only
     mean_s = np.concatenate([np.full(o.table_gpus * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
     lo = np.zeros_like(servers)

@@ -11,8 +11,10 @@ Objective: the plan's cost in $/h, minimised; under a ``budget`` constraint
 the share of the traffic served, maximised (the MILP then admits every class
 at the same share).  The gap's bound is the ``milp`` method's proven bound on
 that objective (``milp:<type>`` bounds a restricted model: not a bound on the
-optimum).  Under the ``fleetsim`` TTFT rule the MILP does not apply: its rows
-say so and the gaps stay empty.
+optimum).  Under the ``fleetsim`` TTFT rule (a pool-mean floor) the MILP's
+plan comes from a restriction of its floor levels and its bound from their
+relaxation (milp.py); with ``paper`` rule and length-scaled iteration the MILP
+does not apply: its rows say so and the gaps stay empty.
 """
 
 from __future__ import annotations

@@ -49,16 +49,17 @@ from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
-from optfleet.problems.fleet.open_set_bounds import open_set_bounds
+from optfleet.problems.fleet.open_set_bounds import open_set_bounds, threshold_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.queueing import erlang_tables
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import solve_cases
-from optfleet.solvers.report import TIME_LIMIT, relative_gap
+from optfleet.solvers.report import OPTIMAL, TIME_LIMIT, UNPROVEN, relative_gap
 
 FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
+FLOOR_RESOLUTIONS = (1, 2, 4, 8)  # fleetsim floor levels per prefill chunk, refined while the relaxation leaves a gap
 # Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
 OPEN_SET_LIMIT = 20_000
 
@@ -78,6 +79,7 @@ class MilpResult:
     iterations: int
     converged: bool
     history: list[dict] = field(default_factory=list)
+    ratio_ms: np.ndarray | None = None  # R_j of the model the plan was solved with
 
 
 def solve_milp(
@@ -125,9 +127,56 @@ def solve_milp(
         cost = result.evaluation.cost_per_hour
         if np.min(prices * (bounds + 1)) < cost:
             # Not certified: re-solve with every plan of cost <= this one inside the bounds, which is exact.
-            wider = np.maximum(bounds, np.minimum(np.floor(cost / prices), LARGEST_BOUND).astype(np.int64))
-            result = _solve_within(problem, data, wider, **settings)
+            bounds = np.maximum(bounds, np.minimum(np.floor(cost / prices), LARGEST_BOUND).astype(np.int64))
+            result = _solve_within(problem, data, bounds, **settings)
+    if problem.ttft_rule == "fleetsim":
+        # The floor levels' restriction gave the plan; the relaxation at the same R_j gives the bound.  While the level
+        # grid leaves a gap, both are solved again on a finer grid (more levels per prefill chunk).
+        for resolution in FLOOR_RESOLUTIONS:
+            if resolution > 1:
+                result = _solve_within(problem, prepare_milp_data(problem, floor_resolution=resolution), bounds, **settings)
+            result = _bound_by_relaxation(problem, result, bounds, resolution, routing=routing, max_pools=max_pools,
+                                          time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
+            if result.report.status != UNPROVEN:
+                break
     return result
+
+
+def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, bounds: np.ndarray, resolution: int, *, routing: str, max_pools: int,
+                         time_limit_s: float | None, mip_gap: float | None, customize: Callable[[pyo.ConcreteModel], None] | None,
+                         solver: str) -> MilpResult:
+    """The fleetsim rule's bound: ``result`` solved the restriction (milp_data.py: each floor level's wait row at the
+    top of its interval, ``resolution`` levels per chunk); the relaxation at the same ``R_j`` and grid (the bottom)
+    contains every plan that meets the rule, so its bound is the bound.  Its own plan, if it passes the evaluator at a better objective, replaces ``result``'s.
+    The report is the plan's incumbent against the relaxation's bound: ``optimal`` when that gap is within the MIP
+    gap, ``unproven`` when the level grid leaves more (both models solved to optimality), else the relaxation's
+    status (e.g. its time limit)."""
+    data = prepare_milp_data(problem, floor_bound="relaxation", floor_resolution=resolution)
+    model = _build(problem, data, bounds, result.ratio_ms, routing=routing, max_pools=max_pools, customize=customize)
+    warm = fleet_model.can_warm_start(model, result.plan)
+    if warm:
+        fleet_model.warm_start(model, result.plan)
+    relaxed = _runner(model, solver, customize)(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=warm)
+    minimising = next(model.component_data_objects(pyo.Objective, active=True)).sense == pyo.minimize
+    best, objective = result, result.report.objective
+    if relaxed.has_solution:
+        plan = extract_plan(model)
+        evaluation = evaluate(problem, plan)
+        better = relaxed.objective < objective - 1e-9 if minimising else relaxed.objective > objective + 1e-9
+        if evaluation.meets_slo and better:
+            best, objective = MilpResult(plan, relaxed, evaluation, result.iterations, result.converged, result.history, result.ratio_ms), relaxed.objective
+    gap = relative_gap(objective, relaxed.bound)
+    tolerance = max(mip_gap or 0.0, 1e-9) + 1e-9
+    if not relaxed.proven_optimal or not result.report.proven_optimal:
+        status = relaxed.status if not relaxed.proven_optimal else result.report.status
+    else:
+        status = OPTIMAL if gap is not None and gap <= tolerance else UNPROVEN
+    report = SolveReport(
+        status, objective, relaxed.bound, gap, result.report.seconds + relaxed.seconds, relaxed.solver,
+        log=f"{result.report.log}\n-- the relaxation ({resolution} fleetsim floor levels per chunk, at the bottom of their intervals) --\n{relaxed.log}",
+        counts={key: result.report.counts.get(key, 0) + relaxed.counts.get(key, 0) for key in {*result.report.counts, *relaxed.counts}},
+    )
+    return MilpResult(best.plan, report, best.evaluation, best.iterations, best.converged, best.history, best.ratio_ms)
 
 
 def _solve_within(
@@ -150,14 +199,7 @@ def _solve_within(
     history: list[dict] = []
 
     def model_at(ratio_ms: np.ndarray, skip: int | None = None) -> pyo.ConcreteModel:
-        constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
-        model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
-                                  gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints),
-                                  objective=FLEET_CONSTRAINTS.objective(constraints))
-        FLEET_CONSTRAINTS.declare_all(model, problem.constraints, skip=skip)
-        if customize is not None:
-            customize(model)
-        return model
+        return _build(problem, data, bounds, ratio_ms, routing=routing, max_pools=max_pools, customize=customize, skip=skip)
 
     previous: pyo.ConcreteModel | None = None
     best: MilpResult | None = None
@@ -165,8 +207,7 @@ def _solve_within(
     known_bound: float | None = None  # the best bound of a solved model the next one restricts
     for iteration in range(1, max_iterations + 1):
         model = model_at(ratio)
-        by_case = open_set_cases(model, cost_objective=customize is None) if solver == "highs" else None
-        run = partial(solve, solver=solver) if by_case is None else partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds)
+        run = _runner(model, solver, customize)
         if start is not None and fleet_model.can_warm_start(model, start):
             fleet_model.warm_start(model, start)
             report = run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
@@ -212,7 +253,7 @@ def _solve_within(
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
         if evaluation.meets_slo:
-            result = MilpResult(plan, report, evaluation, iteration, stable, history)
+            result = MilpResult(plan, report, evaluation, iteration, stable, history, ratio.copy())
             if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
                 best = result
             if stable or repeated or not report.proven_optimal:
@@ -225,7 +266,29 @@ def _solve_within(
         failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
                             for p in evaluation.pools if not p.meets_slo)
         raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes ({failing})")
-    return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history)
+    return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history, best.ratio_ms)
+
+
+def _build(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, ratio_ms: np.ndarray, *, routing: str, max_pools: int,
+           customize: Callable[[pyo.ConcreteModel], None] | None, skip: int | None = None) -> pyo.ConcreteModel:
+    """The model of ``data`` at ``R_j = ratio_ms`` with the instance's constraints (all but ``skip``) and ``customize``."""
+    constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
+    model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
+                              gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints),
+                              objective=FLEET_CONSTRAINTS.objective(constraints))
+    FLEET_CONSTRAINTS.declare_all(model, problem.constraints, skip=skip)
+    if customize is not None:
+        customize(model)
+    return model
+
+
+def _runner(model: pyo.ConcreteModel, solver: str, customize: Callable[[pyo.ConcreteModel], None] | None) -> Callable[..., SolveReport]:
+    """How ``model`` is solved: case by case over its open pool sets with HiGHS when it can be (``open_set_cases``),
+    else whole."""
+    by_case = open_set_cases(model, cost_objective=customize is None) if solver == "highs" else None
+    if by_case is None:
+        return partial(solve, solver=solver)
+    return partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds)
 
 
 @dataclass(frozen=True)
@@ -264,7 +327,13 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
         return None
     groups = [fleet_model.closed_pool_variables(model, j) for j in range(len(data.pools))]
     cases = [sorted(set(range(len(data.pools))) - set(chosen.tolist())) for chosen in open_sets]
-    return OpenSetCases(groups, cases, open_set_bounds(data, open_sets) if cost_objective else None)
+    if not cost_objective:
+        return OpenSetCases(groups, cases, None)
+    bounds = open_set_bounds(data, open_sets)
+    if model.routing == "threshold":
+        caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
+        bounds = np.maximum(bounds, threshold_set_bounds(data, open_sets, model.wait_tables, caps))
+    return OpenSetCases(groups, cases, bounds)
 
 
 def covering_sets(data: FleetMilpData, max_pools: int) -> np.ndarray | None:
@@ -378,13 +447,16 @@ def _floor_tail(data: FleetMilpData) -> str | None:
     """The traffic whose prefill floor exceeds the SLO on every pool option that holds it, in words, when it is more
     than the 1 % tail a P99 allows (each pool may have 1 % of its traffic above its top floor level, so all pools
     together 1 % of all traffic); None otherwise.  Per class the least such share over the usable options holding
-    it, compressed service counted for the compressible share ``p_c`` of the band."""
+    it, compressed service counted for the compressible share ``p_c`` of the band.  Always None under the fleetsim
+    rule, whose floor is a pool mean: other traffic can dilute any class."""
+    if data.problem.ttft_rule == "fleetsim":
+        return None
     pc = data.problem.compressible_fraction
     usable = np.array([option.levels > 0 for option in data.pools])
     top = np.array([max(option.levels - 1, 0) for option in data.pools])
     options = np.arange(len(data.pools))
-    plain = np.where(data.fits & usable, data.above[:, top], np.inf).min(axis=1)
-    compressed = np.where(data.can_compress & usable, data.compressed_above[:, options, top], np.inf).min(axis=1)
+    plain = np.where(data.fits & usable, data.floor_measure[:, top], np.inf).min(axis=1)
+    compressed = np.where(data.can_compress & usable, data.compressed_floor_measure[:, options, top], np.inf).min(axis=1)
     tail = (1 - pc) * plain + pc * np.minimum(plain, compressed) if pc > 0 else plain
     tail = np.where(np.isfinite(tail), tail, data.mass)  # a class no usable option holds is all tail
     total = float(data.mass.sum())

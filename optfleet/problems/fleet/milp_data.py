@@ -12,23 +12,42 @@
   unit of the class routed there), the same for the class compressed into j
   (``L_in = C_j - L_out``), and the mass whose TTFT floor exceeds each floor
   level of the pool.
-* **TTFT floor levels** (paper rule, flat iteration): a pool's floor takes
-  the values ``(m + 1) t_j``, m = 0, 1, ... prefill chunks; levels above the
-  SLO are dropped.  "P99 floor <= level m" is exactly "mass with more than m
-  chunks <= 1 % of the pool's mass", linear in the routing.
+* **TTFT floor levels**, by the instance's TTFT rule (pool_stats.py):
+  - ``paper`` (flat iteration): a pool's floor takes the values ``(m + 1) t_j``,
+    m = 0, 1, ... prefill chunks; levels above the SLO are dropped.  "P99 floor
+    <= level m" is exactly "mass with more than m chunks <= 1 % of the pool's
+    mass", linear in the routing: row (4) with measure ``A[k,m]`` (class k's mass
+    above m chunks) and allowance ``0.01`` per unit of the pool's mass;
+  - ``fleetsim`` (flat or length-scaled iteration): the floor is the pool's
+    *mean* prefill at one active slot, ``s_j sum_k P[k] x[k,j] / sum_k p_k x[k,j]``
+    with ``s_j = W_j + H_j`` and ``P[k]`` class k's chunk mass ``sum_i w_i
+    ceil(L_in/C)``.  "mean chunks <= c" is ``sum_k (P[k] - c p_k) x[k,j] <= 0``:
+    row (4) with measure ``P[k]`` and allowance ``c``, linear in the routing.
+    The floor is continuous, so the wait row of a level uses a floor at one end
+    of its interval: level m holds the pools with mean chunks in ``(b_m, u_m]``,
+    ``r`` levels per chunk (``floor_resolution``, :func:`floor_levels`); the
+    **restriction** (``floor_bound="restriction"``) charges the wait budget
+    ``SLO - u_m s_j`` (every plan it returns meets the rule), the
+    **relaxation** (``"relaxation"``) ``SLO - b_m s_j`` with the top level's
+    allowance cut at ``SLO / s_j`` (every plan meeting the rule is feasible in
+    it, so its bound is a bound).  The wait rows bind only below the table size
+    ``N_j``; from ``N_j`` GPUs on both read "floor <= SLO" and are exact.
+* **Service time** per request and pool, ``S_j = (ceil(L_in/C) + L_out)
+  t_iter,j(L_total)`` (pool_config.py): flat or length-scaled, the load of a
+  class in a pool is a constant per unit routed, so the load stays linear.
 * **Erlang-C table size**: ``N_j`` is the smallest GPU count at which a pool
   loaded to the cap ``rho_max`` has Erlang C <= 0.01, hence Kimura's
   ``W99 = 0``; Erlang C at a fixed utilisation falls with the number of
   servers, so the cap alone guarantees zero wait for every ``n >= N_j``.
   Below ``N_j``, ``a_max[n, m]`` is the largest load meeting
-  ``W99 <= SLO - level_m`` (optfleet/queueing/load_limits.py), computed when
+  ``W99 <= SLO - floor_m`` (optfleet/queueing/load_limits.py), computed when
   the model is built at a given ``R_j = E[S^2]/E[S]`` (the pool's
   ``(1 + Cs^2) E[S]``), which depends on the routing: the solver driver
   re-computes it from each solution and re-solves until it is stable.
 
-Supported: the ``paper`` TTFT rule with flat iteration time (the default
-preset).  The ``fleetsim`` rule's mean floor and length-scaled iteration need
-other level encodings and are refused with a clear error.
+Not supported (refused with a clear error): the ``paper`` rule with
+length-scaled iteration, whose per-request floor ``(m + 1) t_iter(L_total)``
+has no common level grid.
 """
 
 from __future__ import annotations
@@ -46,18 +65,23 @@ from optfleet.queueing import wait_free_gpus
 
 @dataclass(frozen=True)
 class PoolOption:
-    """One candidate pool: its window, slots, price, iteration time, floor levels and Erlang table."""
+    """One candidate pool: its window, slots, price, floor levels (the TTFT floor each level's wait row assumes)
+    and Erlang table size."""
 
     name: str
     window_tokens: int
     slots_per_gpu: int
     cost_per_gpu_hour: float
-    iteration_ms: float
-    levels: int
+    level_floors_ms: tuple[float, ...]
     table_gpus: int
     gpu: str
     gpu_type: str
     tp: int
+
+    @property
+    def levels(self) -> int:
+        """Floor levels under the SLO (0: the pool cannot open)."""
+        return len(self.level_floors_ms)
 
 
 @dataclass(frozen=True)
@@ -74,11 +98,21 @@ class FleetMilpData:
     mass: NDArray[np.float64]
     fits: NDArray[np.bool_]
     load: NDArray[np.float64]
-    above: NDArray[np.float64]
+    floor_measure: NDArray[np.float64]
     can_compress: NDArray[np.bool_]
     compressed_load: NDArray[np.float64]
-    compressed_above: NDArray[np.float64]
+    compressed_floor_measure: NDArray[np.float64]
+    floor_allowance: NDArray[np.float64]
     service_ratio_ms: NDArray[np.float64]
+    floor_bound: str
+    floor_resolution: int
+
+    def floor_excess(self, j: int, level: int | slice) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Row (4)'s coefficients of pool j at ``level`` (or at a slice of levels: ``[class, level]``), per class, for
+        ``x[:, j]`` and ``z[:, j]``: the class's floor measure less the level's allowance per unit of its mass (the
+        row reads ``excess . shares <= 0``)."""
+        allowance = np.multiply.outer(self.mass, self.floor_allowance[j, level])
+        return self.floor_measure[:, level] - allowance, self.compressed_floor_measure[:, j, level] - allowance
 
     @property
     def long_index(self) -> int:
@@ -86,13 +120,20 @@ class FleetMilpData:
         return len(self.pools) - 1
 
 
-def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
-    """Classes, coefficients and Erlang tables of ``problem`` (see the module docstring)."""
+FLOOR_BOUNDS = ("restriction", "relaxation")
+
+
+def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", floor_resolution: int = 1) -> FleetMilpData:
+    """Classes, coefficients and Erlang tables of ``problem`` (see the module docstring); ``floor_bound`` picks the
+    end of each ``fleetsim`` floor level the wait rows assume and ``floor_resolution`` its levels per prefill chunk
+    (the ``paper`` rule's levels are exact either way)."""
+    if floor_bound not in FLOOR_BOUNDS:
+        raise ValueError(f"floor_bound must be one of {FLOOR_BOUNDS}")
     long_cfg = problem.pool(problem.long_window_tokens)
-    if long_cfg.length_scale_tokens is not None or problem.ttft_rule != "paper":
+    if long_cfg.length_scale_tokens is not None and problem.ttft_rule == "paper":
         raise NotApplicableError(
-            "preset", "fleetsim_compatible" if problem.ttft_rule == "fleetsim" else "length_scaled",
-            "the fleet MILP supports the paper TTFT rule with flat iteration time (preset: paper) only, so far",
+            "hardware.iteration.scaling", "length_scaled",
+            "the fleet MILP supports the paper TTFT rule with flat iteration time, or the fleetsim rule (preset: fleetsim_compatible)",
         )
     factories = problem.options or (problem.hardware,)
     offered = problem.option_windows or (*problem.boundary_candidates, problem.long_window_tokens)
@@ -118,20 +159,22 @@ def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
     k_max = int(np.ceil(problem.long_window_tokens / chunk))
     max_class_total = np.zeros(count, dtype=np.int64)
     np.maximum.at(max_class_total, class_of, l_total)
-    # mass with more than m prefill chunks, per class: (classes, k_max + 1)
-    above = _mass_above(class_of, chunks, w, count, k_max)
+    mean_rule = problem.ttft_rule == "fleetsim"
+    # levels per pool at most k_max + 1 (paper) or (k_max - 1) r + 1 (fleetsim)
+    width = max(k_max + 1, int(np.ceil((k_max - 1) * floor_resolution)) + 1 if mean_rule else 0)
+    # row (4)'s measure per class and level: mass above m chunks (paper), chunk mass at every level (fleetsim)
+    floor_measure = _chunk_mass(class_of, chunks, w, count, width) if mean_rule else _mass_above(class_of, chunks, w, count, k_max)
     n_pools = len(windows)
     fits = max_class_total[:, None] <= windows[None, :]
     load = np.zeros((count, n_pools))
     can_compress = np.zeros((count, n_pools), dtype=bool)
     compressed_load = np.zeros((count, n_pools))
-    compressed_above = np.zeros((count, n_pools, k_max + 1))
+    compressed_floor_measure = np.zeros((count, n_pools, width))
     gamma_max = max(problem.gammas)
     second = np.zeros(n_pools)
     first = np.zeros(n_pools)
     for j, (window, cfg) in enumerate(zip(windows, configs, strict=True)):
-        t_s = float(cfg.iteration_ms(0)) / 1000.0
-        service = (chunks + l_out) * t_s
+        service = cfg.service_ms(mix.l_in, l_out) / 1000.0
         load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service, minlength=count)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
@@ -140,16 +183,23 @@ def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
             band = (l_total > window) & (l_total <= gamma_max * window) & (l_out < window)
             band_classes = np.unique(class_of[band])
             can_compress[band_classes, j] = True
+            # compressed to the window: L_in = C_j - L_out, L_total = C_j
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
-            compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * (k_comp + l_out[band]) * t_s, minlength=count)
-            compressed_above[:, j, :] = _mass_above(class_of[band], k_comp, w[band], count, k_max)
+            compressed_s = cfg.service_ms(window - l_out[band], l_out[band]) / 1000.0
+            compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
+            compressed_floor_measure[:, j, :] = (_chunk_mass(class_of[band], k_comp, w[band], count, width) if mean_rule
+                                                 else _mass_above(class_of[band], k_comp, w[band], count, k_max))
     # Classes are uniform in compressibility (split by L_out) and never straddle a band edge
     # (every gamma multiple of every window is a cut point).
     ratio_ms = np.where(first > 0, 1000.0 * second / np.maximum(first, 1e-300), 0.0)
+    levels = [floor_levels(problem, cfg, k_max, floor_bound, floor_resolution) for cfg in configs]
     pools = tuple(
-        _pool_option(problem, _option_name(problem, factory, window), factory, window, cfg, k_max)
-        for (factory, window), cfg in zip(option_list, configs, strict=True)
+        _pool_option(problem, _option_name(problem, factory, window), factory, window, cfg, floors)
+        for (factory, window), cfg, (floors, _) in zip(option_list, configs, levels, strict=True)
     )
+    allowance = np.zeros((n_pools, width))
+    for j, (floors, share) in enumerate(levels):
+        allowance[j, :len(floors)] = share
     seg_of_class = keys[0]
     return FleetMilpData(
         problem=problem,
@@ -162,12 +212,20 @@ def prepare_milp_data(problem: FleetProblem) -> FleetMilpData:
         mass=mass,
         fits=fits,
         load=load,
-        above=above,
+        floor_measure=floor_measure,
         can_compress=can_compress,
         compressed_load=compressed_load,
-        compressed_above=compressed_above,
+        compressed_floor_measure=compressed_floor_measure,
+        floor_allowance=allowance,
         service_ratio_ms=ratio_ms,
+        floor_bound=floor_bound,
+        floor_resolution=floor_resolution,
     )
+
+
+def _chunk_mass(class_of: NDArray[np.int64], chunks: NDArray[np.int64], w: NDArray[np.float64], count: int, width: int) -> NDArray[np.float64]:
+    """``[k, m]`` = class k's chunk mass ``sum_i w_i chunks_i``, the same at every level m (a read-only broadcast)."""
+    return np.broadcast_to(np.bincount(class_of, weights=w * chunks, minlength=count)[:, None], (count, width))
 
 
 def _mass_above(class_of: NDArray[np.int64], chunks: NDArray[np.int64], w: NDArray[np.float64], count: int, k_max: int) -> NDArray[np.float64]:
@@ -185,9 +243,38 @@ def _option_name(problem: FleetProblem, factory: PoolFactory, window: int) -> st
     return "long" if window == problem.long_window_tokens else f"w{window}"
 
 
-def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig, k_max: int) -> PoolOption:
-    iteration = float(cfg.iteration_ms(0))
-    levels = int(min(k_max + 1, np.floor(problem.ttft_p99_ms / iteration)))
+def _floor_step_ms(problem: FleetProblem, cfg: PoolConfig) -> float:
+    """The floor per prefill chunk: the flat iteration ``t_j`` (paper), one active slot's ``W_j + H_j`` (fleetsim)."""
+    return cfg.w_ms + cfg.h_ms_per_slot if problem.ttft_rule == "fleetsim" else float(cfg.iteration_ms(0))
+
+
+def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound: str = "restriction",
+                 resolution: int = 1) -> tuple[tuple[float, ...], NDArray[np.float64]]:
+    """The pool's floor levels: the TTFT floor each level's wait row assumes and row (4)'s allowance.
+
+    * paper: floors ``(m+1) t_j`` for ``m <= k_max`` under the SLO, allowance 1 %;
+    * fleetsim: level m holds mean chunks in ``(b_m, u_m]`` with ``u_m = min(1 + m/r, k_max)``,
+      ``b_m = u_{m-1}`` and ``b_0 = u_0 = 1`` (every request has a chunk; ``r = resolution``
+      levels per chunk); allowance ``u_m``.  Restriction: floor ``u_m s_j``, levels with
+      ``u_m s_j <= SLO``.  Relaxation: floor ``b_m s_j``, levels with an interval that starts
+      under the SLO, the allowance cut at ``SLO / s_j``.
+    """
+    step = _floor_step_ms(problem, cfg)
+    slo = problem.ttft_p99_ms
+    if problem.ttft_rule != "fleetsim":
+        levels = int(min(k_max + 1, np.floor(slo / step)))
+        return tuple((m + 1) * step for m in range(levels)), np.full(levels, 0.01)
+    tops = np.minimum(1.0 + np.arange(int(np.ceil((k_max - 1) * resolution)) + 1) / resolution, k_max)
+    bottoms = np.concatenate(([1.0], tops[:-1]))
+    if floor_bound == "relaxation":
+        keep = (bottoms * step < slo) | ((bottoms == tops) & (step <= slo))
+        return tuple(bottoms[keep] * step), np.minimum(tops[keep], slo / step)
+    keep = tops * step <= slo
+    return tuple(tops[keep] * step), tops[keep]
+
+
+def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig,
+                 floors_ms: tuple[float, ...]) -> PoolOption:
     slots = cfg.slots_per_gpu
-    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, iteration, levels, wait_free_gpus(slots, problem.rho_max),
+    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, floors_ms, wait_free_gpus(slots, problem.rho_max),
                       factory.label, factory.gpu_name, factory.tp)

@@ -21,6 +21,7 @@ from optfleet.hardware.catalog import check_tensor_parallel
 from optfleet.hardware.profiles import GpuProfile, derive_profile
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.problems.fleet.engine_limits import EngineLimits, resolve_limits
 from optfleet.problems.fleet.schema import CatalogOverrideSpec, FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
 from optfleet.problems.fleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.problems.fleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
@@ -121,6 +122,11 @@ class PoolFactory:
     def slots_per_gpu(self, window_tokens: int) -> int:
         return self.pool(window_tokens).slots_per_gpu
 
+    @property
+    def engine_limits(self) -> EngineLimits:
+        """The engine's batch limits on this GPU (engine_limits.py; no limits without a ``hardware.engine`` block)."""
+        return resolve_limits(self.spec.engine, get_gpu(self.spec.gpu))
+
     def pool(self, window_tokens: int) -> PoolConfig:
         if window_tokens not in self._cache:
             it = self.spec.iteration
@@ -128,12 +134,13 @@ class PoolFactory:
             slots = profile.slots if self.spec.slots.formula == "profile" else self._slots(window_tokens)
             w_ms = it.w_ms if it.w_ms is not None else profile.iteration_base_ms
             h_ms = it.h_ms_per_slot if it.h_ms_per_slot is not None else profile.per_slot_ms
+            limits = self.engine_limits
             self._cache[window_tokens] = PoolConfig(
                 window_tokens=window_tokens,
-                slots_per_gpu=slots,
+                slots_per_gpu=limits.slots(slots),
                 w_ms=float(w_ms),
                 h_ms_per_slot=float(h_ms),
-                chunk_tokens=it.chunk_tokens,
+                chunk_tokens=limits.chunk_tokens(it.chunk_tokens),
                 length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
                 cost_per_gpu_hour=self.cost_per_gpu_hour,
                 gpu=self.label,
@@ -266,6 +273,11 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
             options.append(option)
     if not options:
         raise InputError("gpu_catalog", catalog.gpus, f"no GPU configuration holds {spec.hardware.model}: {'; '.join(skipped)}")
+    chunks = {option.label: option.pool(long_window).chunk_tokens for option in options}
+    if len(set(chunks.values())) > 1:  # the MILP's floor levels count prefill chunks of one size for every option
+        raise InputError("hardware.engine.max_num_batched_tokens", spec.hardware.engine.max_num_batched_tokens,
+                         f"gives the catalog's GPU types different prefill chunks ({', '.join(f'{k}: {v}' for k, v in chunks.items())}); "
+                         "set max_num_batched_tokens, or a hardware.iteration.chunk_tokens at most the smallest budget")
     return tuple(options), windows, tuple(skipped)
 
 
@@ -282,7 +294,7 @@ def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: Catalo
     )
     kv = None if override is None else override.kv_tokens_per_gpu
     slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(formula="profile")
-    config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots)
+    config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots, engine=spec.hardware.engine)
     price = None if override is None else override.cost_per_gpu_hour
     return PoolFactory(config, _instance_price(get_gpu(gpu), tp, price, f"gpu_catalog.overrides[{position}].cost_per_gpu_hour"))
 

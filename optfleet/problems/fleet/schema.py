@@ -123,8 +123,28 @@ class SlotsSpec(Strict):
         return self
 
 
+class EngineLimitsSpec(Strict):
+    """A serving engine's batch limits (optfleet/problems/fleet/engine_limits.py): slots per instance
+    ``min(KV slots, max_num_seqs)``, prefill chunk ``min(chunk_tokens, max_num_batched_tokens)``;
+    ``defaults: vllm`` fills what is not given with vLLM's OpenAI-server defaults for the GPU.
+    Left out: no limits (the FleetOpt paper's model)."""
+
+    defaults: Literal["vllm"] | None = None
+    max_num_seqs: Slots | None = Field(None, gt=0)
+    max_num_batched_tokens: Tokens | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EngineLimitsSpec":
+        if self.defaults is None and self.max_num_seqs is None and self.max_num_batched_tokens is None:
+            raise ValueError("give max_num_seqs, max_num_batched_tokens or defaults: vllm (or leave the engine block out)")
+        if self.max_num_seqs is not None and self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"max_num_batched_tokens {self.max_num_batched_tokens} is below max_num_seqs {self.max_num_seqs}: "
+                             "every running sequence needs a token in an iteration (vLLM refuses this too)")
+        return self
+
+
 class HardwareSpec(Strict):
-    """One GPU configuration: catalog names, tensor-parallel degree, iteration constants, slot rule."""
+    """One GPU configuration: catalog names, tensor-parallel degree, iteration constants, slot rule, engine limits."""
 
     profile: str | None = None
     gpu: str
@@ -132,6 +152,7 @@ class HardwareSpec(Strict):
     tp: GpusPerInstance = Field(1, ge=1)
     iteration: IterationSpec = IterationSpec()
     slots: SlotsSpec = SlotsSpec(formula="profile")
+    engine: EngineLimitsSpec | None = None
 
 
 class CatalogOverrideSpec(Strict):

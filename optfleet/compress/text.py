@@ -1,0 +1,109 @@
+"""Text primitives of the compressor: Unicode-aware sentence splitting, the default token count and the terms scored.
+
+Sentences (Chen et al., FleetOpt, section 5.2 step 1: "Unicode-aware heuristics"): a sentence ends
+
+* at ``. ! ? …`` and the Arabic, Devanagari, Ethiopic and Armenian full stops ``؟ । ॥ ። ։`` (with any
+  closing quotes or brackets after them) when whitespace or the end of the text follows, unless the next
+  word starts in lower case (``e.g. this``, ``3 p.m. today``) or the mark closes a single capital
+  (an initial, ``J. Smith``);
+* right after the CJK full stops ``。 ！ ？`` (no space is written after them);
+* at a blank line (a paragraph, heading or list break).
+
+A decimal point (``3.14``) is never a boundary: no whitespace follows it.
+
+Tokens (the default counter, :func:`approx_tokens`): ``ceil(1.3 w + 1.5 h)`` for ``w`` whitespace-separated
+words that hold some non-CJK character and ``h`` CJK characters (Han, kana, Hangul) — the public
+semantic-router's estimate (1.3 BPE tokens per word, Sennrich et al. 2016; 1.5 per ideograph), rounded up.
+Rounding up makes the count sub-additive over sentences, ``tokens(s_1 + " " + s_2) <= tokens(s_1) +
+tokens(s_2)``: joining never merges two words, and a sum of ceilings is at least the ceiling of the sum.
+Any callable ``str -> int`` (a real tokenizer) can replace it.
+
+Terms (what TF-IDF, TextRank and novelty compare, :func:`terms`): lower-cased runs of letters and digits;
+CJK runs, which have no spaces, as single characters plus the bigrams of adjacent characters (character
+n-grams, McNamee and Mayfield, SIGIR 2004).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TokenCounter = Callable[[str], int]
+
+
+_CJK = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff"
+_CJK_CHARACTER = re.compile(f"[{_CJK}]")
+_NON_CJK = re.compile(f"[^{_CJK}\\s]")
+_TERM_RUN = re.compile(r"[^\W_]+")
+_CJK_RUN = re.compile(f"([{_CJK}]+)")
+_CLOSERS = "\"'”’)\\]»」』"
+_BOUNDARY = re.compile(
+    f"(?P<mark>[.!?…؟।॥።։]+[{_CLOSERS}]*)(?=\\s|$)"  # Latin and other spaced scripts
+    f"|(?P<cjk>[。！？]+[{_CLOSERS}]*)"  # CJK full stops
+    r"|(?P<blank>\n[ \t]*\n\s*)"  # a blank line
+)
+_NEXT_WORD = re.compile(r"\s*(\S)")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence: its text (stripped) and where it starts and ends in the original text."""
+
+    text: str
+    start: int
+    end: int
+
+
+def split_sentences(text: str) -> list[Sentence]:
+    """The sentences of ``text`` in order (module docstring); an empty list for blank text."""
+    sentences: list[Sentence] = []
+    start = 0
+    for match in _BOUNDARY.finditer(text):
+        if match.group("mark") is not None and not _ends_sentence(text, match):
+            continue
+        end = match.end("blank") if match.group("blank") is not None else match.end()
+        _append(sentences, text, start, match.start("blank") if match.group("blank") is not None else end)
+        start = end
+    _append(sentences, text, start, len(text))
+    return sentences
+
+
+def _ends_sentence(text: str, match: re.Match[str]) -> bool:
+    """Whether a spaced-script mark ends its sentence: not before a lower-case word, not after an initial."""
+    following = _NEXT_WORD.match(text, match.end())
+    if following is not None and following.group(1).islower():
+        return False
+    dot = match.start()
+    initial = match.group("mark") == "." and text[dot - 1].isupper() and (dot < 2 or not text[dot - 2].isalnum())
+    return not initial
+
+
+def _append(sentences: list[Sentence], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    stripped = piece.strip()
+    if stripped:
+        lead = len(piece) - len(piece.lstrip())
+        sentences.append(Sentence(stripped, start + lead, start + lead + len(stripped)))
+
+
+def approx_tokens(text: str) -> int:
+    """``ceil(1.3 w + 1.5 h)``: ``w`` words holding a non-CJK character, ``h`` CJK characters (module docstring)."""
+    words = sum(1 for word in text.split() if _NON_CJK.search(word))
+    cjk = len(_CJK_CHARACTER.findall(text))
+    return -(-(13 * words + 15 * cjk) // 10)  # ceil(1.3 w + 1.5 h) in integers: no float round-off
+
+
+def terms(text: str) -> list[str]:
+    """The scored terms of ``text``: lower-cased letter/digit runs; CJK characters and their adjacent bigrams."""
+    found: list[str] = []
+    for run in _TERM_RUN.findall(text.lower()):
+        for i, piece in enumerate(_CJK_RUN.split(run)):
+            if not piece:
+                continue
+            if i % 2 == 0:
+                found.append(piece)
+            else:
+                found.extend(piece)
+                found.extend(piece[j:j + 2] for j in range(len(piece) - 1))
+    return found

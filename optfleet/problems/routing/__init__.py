@@ -1,0 +1,1 @@
+"""Token-budget pool routing (kind ``routing``): calibrator, dispatcher, replay and exact views."""

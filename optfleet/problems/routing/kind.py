@@ -1,0 +1,171 @@
+"""The routing kind (token-budget pool routing replayed on a fleet plan): registry entry and runs.
+
+Two questions, each a group of rows:
+
+* **routing**: where each request of the stream is served.  Rows: the calibrator variants ``paper``, ``router``
+  and ``static`` (calibrate, dispatch, spill: replay.py) and ``hindsight`` (exact.py: the placement with the
+  true lengths known, least busy GPU instances within the pools' capacity).  Every placement is scored by the
+  one evaluator (evaluator.py); objective = busy GPU instances; feasible = no capacity window overloaded.  The
+  bound is the hindsight model's: no router, online or not, places the stream with less work within the same
+  capacity rows (a mis-routed request is served long after its rejection, one of the model's options).
+* **design**: the routing threshold, window and C&R band (design.py).  Rows: ``design_plan`` (the plan's own
+  window, ``B = C_s``, the plan's gamma) and ``design`` (the one-hot MILP over the grid); both scored by the
+  design evaluator; objective = fleet $/h under the utilisation cap; feasible = mis-route probability <= epsilon.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from optfleet.errors import InfeasibleError
+from optfleet.problems.routing.problem import RoutingProblem, prepare
+from optfleet.problems.routing.schema import RoutingInstanceSpec
+from optfleet.progress import Progress
+from optfleet.registry import ProblemKind, lazy
+from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
+
+REPORT = "optfleet.problems.routing.report"
+ROUTERS = ("paper", "router", "static")
+ROUTING_METHODS = (*ROUTERS, "hindsight")
+DESIGN_METHODS = ("design_plan", "design")
+EXACT = ("hindsight", "design")
+BUSY = "busy GPU instances"
+
+
+def methods(problem: RoutingProblem) -> tuple[str, ...]:
+    return (*ROUTING_METHODS, *DESIGN_METHODS)
+
+
+def default_method(problem: RoutingProblem) -> str:
+    """``solve.method``, else the paper's calibrator."""
+    return problem.spec.solve.method or "paper"
+
+
+def solve_methods(problem: RoutingProblem, chosen: str) -> tuple[str, ...]:
+    """The chosen method's question's exact method (its bound), beside the chosen one."""
+    exact = "design" if chosen in DESIGN_METHODS else "hindsight"
+    return () if chosen == exact else (exact,)
+
+
+def run(problem: RoutingProblem, method: str, progress: Progress) -> list[MethodResult]:
+    """One method's placement or design, scored by its question's evaluator (module docstring)."""
+    progress(method, 0, 1)
+    if method in DESIGN_METHODS:
+        return [_run_design(problem, method)]
+    from optfleet.problems.routing.evaluator import evaluate
+    from optfleet.problems.routing.replay import replay_router
+
+    group = (("question", "routing"),)
+    start = time.perf_counter()
+    report = None
+    if method == "hindsight":
+        from optfleet.problems.routing.exact import hindsight
+
+        try:
+            routing, report = hindsight(problem)
+        except InfeasibleError as exc:
+            return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=BUSY, group=group)]
+    else:
+        routing = replay_router(problem, problem.calibrators[method])
+    seconds = time.perf_counter() - start
+    e = evaluate(problem, routing)
+    note = "" if e.capacity_ok else f"offered load above rho_max x slots in {e.overloaded_windows[0]} short / {e.overloaded_windows[1]} long windows"
+    return [MethodResult(method, routing, e, seconds, objective=e.busy_gpus, objective_unit=BUSY, sense=MINIMISE, feasible=e.capacity_ok,
+                         report=report, note=note, group=group, columns=routing_columns(e))]
+
+
+def routing_columns(e: Any) -> dict[str, Any]:
+    """The routing question's own columns (evaluator.RoutingEvaluation)."""
+    columns: dict[str, Any] = {"misroutes": e.misroutes, "misroute_pct": 100.0 * e.misroutes / e.requests, "wasted_long": e.wasted_long,
+                               "spills": e.spills, "compressed": e.compressed, "short_share_pct": 100.0 * e.short_share}
+    for tag, pool in zip(("short", "long"), e.pools, strict=True):
+        columns.update({f"{tag}_requests": pool.requests, f"{tag}_ttft_p50_ms": pool.ttft_p50_ms, f"{tag}_ttft_p99_ms": pool.ttft_p99_ms,
+                        f"{tag}_tpot_p50_ms": pool.tpot_p50_ms, f"{tag}_tpot_p99_ms": pool.tpot_p99_ms, f"{tag}_gpus": pool.gpus,
+                        f"{tag}_needed_gpus": pool.needed_gpus})
+    columns.update(plan_per_hour=e.plan_cost_per_hour, needed_per_hour=e.needed_cost_per_hour)
+    for name, ratio in e.ratio_at_50.items():
+        columns[f"c_hat_50_{name}"] = ratio
+    return columns
+
+
+def _run_design(problem: RoutingProblem, method: str) -> MethodResult:
+    from optfleet.problems.routing.design import design_columns, evaluate_design, plan_design, solve_design
+
+    group = (("question", "design"),)
+    start = time.perf_counter()
+    report = None
+    if method == "design":
+        try:
+            candidate, report = solve_design(problem)
+        except InfeasibleError as exc:
+            return no_plan(method, time.perf_counter() - start, str(exc), objective_unit="$/h", group=group)
+    else:
+        candidate = plan_design(problem)
+    seconds = time.perf_counter() - start
+    e = evaluate_design(problem, candidate)
+    eps = problem.spec.design.epsilon
+    note = "" if e.feasible else f"mis-route probability {100 * e.misroute_probability:.3g} % > epsilon {100 * eps:.3g} %"
+    return MethodResult(method, candidate, e, seconds, objective=e.cost_per_hour, objective_unit="$/h", sense=MINIMISE, feasible=e.feasible,
+                        report=report, note=note, group=group, columns=design_columns(e))
+
+
+def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Reference:
+    """The question's exact method's bound (module docstring)."""
+    exact = next((r for r in results if r.method in EXACT), None)
+    if exact is None:
+        return Reference(None, "no bound: the question's exact method did not run")
+    if exact.report is None or exact.report.bound is None:
+        return Reference(None, f"no bound: {exact.method} found none ({exact.note})")
+    proven = exact.report.status == "optimal"
+    what = ("the hindsight placement's least work within the pools' capacity" if exact.method == "hindsight"
+            else "the least-cost design over the grid meeting epsilon")
+    return Reference(exact.report.bound, f"{exact.method}: {what}" + ("" if proven else " (not proven optimal: its lower bound)"))
+
+
+def result_json(problem: RoutingProblem, result: MethodResult) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if result.report is not None:
+        body["solver"] = result.report.to_dict()
+    e = result.evaluation
+    if e is not None and hasattr(e, "calibration_error"):
+        body["calibration_error"] = {name: {str(n): v for n, v in errors.items()} for name, errors in e.calibration_error.items()}
+        body["misroute_rate_by_category"] = dict(e.misroute_rate_by_category)
+    elif e is not None:
+        body["design"] = result.plan.to_dict()
+    return body
+
+
+def facts(problem: RoutingProblem) -> dict[str, Any]:
+    s = problem.stream
+    return {
+        "fleet_instance": problem.fleet.name, "plan": problem.plan.to_dict(), "requests": len(s), "span_s": s.span_s,
+        "categories": {name: float(r) for name, r in zip(s.names, s.true_ratio, strict=True)},
+        "compressible": [s.names[k] for k in problem.compressible],
+        "dispatcher": {"b_short_tokens": problem.rule.b_short_tokens, "short_window_tokens": problem.rule.short_window_tokens,
+                       "compress_gamma": problem.rule.compress_gamma, "queue_limit": problem.spill.queue_limit,
+                       "pressure_limit": problem.spill.pressure_limit},
+        "replay_mode": problem.spec.replay.mode, "rho_max": problem.rho_max,
+    }
+
+
+KIND = ProblemKind(
+    name="routing",
+    summary="token-budget pool routing: calibrator variants and dispatcher replayed on a fleet plan, against hindsight routing "
+            "and an exact threshold design",
+    schema=RoutingInstanceSpec,
+    prepare=prepare,
+    methods=methods,
+    default_method=default_method,
+    solve_methods=solve_methods,
+    gap_methods=methods,
+    run=run,
+    reference=reference,
+    describe=lazy(REPORT, "describe"),
+    render_solve=lazy(REPORT, "render_solve"),
+    render_gap=lazy(REPORT, "render_gap"),
+    facts=facts,
+    result_json=result_json,
+    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"},
+)

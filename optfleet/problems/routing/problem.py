@@ -1,0 +1,121 @@
+"""A routing instance in numbers: the fleet plan's two pools, the stream, the calibrators and the dispatcher.
+
+``prepare`` loads the fleet instance the routing instance names (``fleet.instance``), takes its plan (a fleet
+method's, or the one written out), checks that the plan has two pools with GPUs, builds the stream
+(stream.py) and the calibrator variants (calibrator.py), and the dispatch and spill rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.instance.loader import LoadedInstance, load_instance
+from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.routing.calibrator import Calibrator, PaperCalibrator, RouterCalibrator, StaticCalibrator
+from optfleet.problems.routing.dispatcher import DispatchRule
+from optfleet.problems.routing.schema import RoutingInstanceSpec
+from optfleet.problems.routing.spill import SpillRule
+from optfleet.problems.routing.stream import Stream, read_stream, synthesise
+
+
+@dataclass(frozen=True)
+class RoutingProblem:
+    """A validated routing instance: the fleet, its plan, the stream and the router's rules."""
+
+    spec: RoutingInstanceSpec
+    fleet: FleetProblem
+    plan: Plan
+    stream: Stream
+    compressible: tuple[int, ...]
+    calibrators: dict[str, Calibrator]
+    rule: DispatchRule
+    spill: SpillRule
+
+    @property
+    def pools(self) -> tuple[PoolConfig, PoolConfig]:
+        short, long = self.plan.pools
+        return self.fleet.pool(short.window_tokens, short.gpu), self.fleet.pool(long.window_tokens, long.gpu)
+
+    @property
+    def gpus(self) -> tuple[int, int]:
+        return self.plan.pools[0].gpus, self.plan.pools[1].gpus
+
+    @property
+    def slots(self) -> tuple[int, int]:
+        return tuple(g * c.slots_per_gpu for g, c in zip(self.gpus, self.pools, strict=True))  # type: ignore[return-value]
+
+    @property
+    def rho_max(self) -> float:
+        return self.spec.exact.rho_max if self.spec.exact.rho_max is not None else self.fleet.rho_max
+
+
+def prepare(loaded: LoadedInstance) -> RoutingProblem:
+    """The routing problem of a loaded instance (module docstring)."""
+    from optfleet.problems.fleet.problem import prepare as prepare_fleet
+
+    spec: RoutingInstanceSpec = loaded.spec
+    fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance), slo__ttft_p99_ms=spec.fleet.ttft_p99_ms)
+    if fleet_loaded.kind != "fleet":
+        raise InputError("fleet.instance", spec.fleet.instance, f"names a {fleet_loaded.kind} instance, not a fleet one")
+    fleet = prepare_fleet(fleet_loaded)
+    plan = _plan(spec, fleet)
+    names = tuple(c.name for c in spec.categories)
+    ratios = np.array([c.bytes_per_token for c in spec.categories])
+    if spec.stream.file is not None:
+        stream = read_stream(loaded.resolve(spec.stream.file), names, ratios, spec.unknown_category)
+    else:
+        mix = fleet.mix
+        stream = synthesise(mix.l_in, mix.l_out, mix.prob, fleet.rate_rps, ratios, np.array([c.share for c in spec.categories]), names,
+                            spec.stream.bytes_per_token_spread, spec.stream.requests, spec.stream.seed)
+    if stream.total_tokens.max() > plan.pools[1].window_tokens:
+        raise InputError("stream", int(stream.total_tokens.max()), f"a request exceeds the long pool's window of {plan.pools[1].window_tokens} tokens")
+    compressible = tuple(k for k, c in enumerate(spec.categories) if c.compressible)
+    d = spec.dispatcher
+    short_window = plan.pools[0].window_tokens
+    gamma = d.compress_gamma if d.compress_gamma is not None else plan.gamma
+    rule = DispatchRule(d.b_short_tokens if d.b_short_tokens is not None else short_window, short_window, gamma, compressible)
+    return RoutingProblem(spec, fleet, plan, stream, compressible, calibrators(spec), rule, SpillRule(d.queue_limit, d.pressure_limit))
+
+
+def calibrators(spec: RoutingInstanceSpec) -> dict[str, Calibrator]:
+    """The three variants with the instance's options (their constructors check the ranges)."""
+    c = spec.calibrator
+    return {
+        "paper": PaperCalibrator(beta=c.beta, gamma=c.gamma, cold_start=c.cold_start, min_ratio=c.min_ratio),
+        "router": RouterCalibrator(decay=c.decay, below=c.below, above=c.above, cold_start=c.cold_start, warmup_samples=c.warmup_samples,
+                                   max_categories=c.max_categories, min_ratio=c.min_ratio),
+        "static": StaticCalibrator(ratio=c.static_ratio),
+    }
+
+
+def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
+    """The fleet plan the routing instance names; it must have a short and a long pool, each with GPUs."""
+    from optfleet.problems.fleet.heuristics import FLEET_METHODS, size_plan
+    from optfleet.problems.fleet.plan import PoolPlan, check_plan
+
+    if spec.fleet.method is not None:
+        if spec.fleet.method not in FLEET_METHODS:
+            raise InputError("fleet.method", spec.fleet.method, f"not a fleet heuristic; known: {', '.join(FLEET_METHODS)}")
+        plan = FLEET_METHODS[spec.fleet.method](fleet)
+    elif spec.fleet.plan is not None:
+        plan = Plan.from_dict(spec.fleet.plan)
+        check_plan(fleet, plan)
+    else:
+        boundary = spec.fleet.boundary_tokens
+        if boundary >= fleet.long_window_tokens:
+            raise InputError("fleet.boundary_tokens", boundary, f"must be below the fleet's long window of {fleet.long_window_tokens} tokens")
+        pools = (PoolPlan("short", boundary, 0), PoolPlan("long", fleet.long_window_tokens, 0))
+        plan = size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}"))
+    if len(plan.pools) != 2 or plan.rules is not None:
+        raise InputError("fleet", spec.fleet.method or "plan", f"the plan has {len(plan.pools)} pools"
+                         + (" and split routing rules" if plan.rules is not None else "") + "; token-budget routing needs a short and a long pool")
+    for i, pool in enumerate(plan.pools):
+        if pool.gpus < 1:
+            where = "fleet.method" if spec.fleet.method is not None else f"fleet.plan.pools[{i}].gpus"
+            raise InputError(where, spec.fleet.method or pool.gpus, f"the plan's pool {pool.name} has no GPU: token-budget routing needs both pools")
+    return plan

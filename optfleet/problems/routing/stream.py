@@ -1,0 +1,111 @@
+"""The request stream a router sees: arrival, byte length, true prompt and output tokens, category.
+
+``max_output_tokens`` of Eq. 3 is taken to be the request's output tokens (the budget the engine reserves); the
+true prompt tokens are what ``usage.prompt_tokens`` reports back to the calibrator.
+
+Synthesised (:func:`synthesise`): Poisson arrivals at the fleet instance's rate; an atom ``(L_in, L_out)`` of its
+request mix drawn by probability, its total ``T_j`` replaced by a uniform integer in ``(T_{j-1}, T_j]`` (the atom
+below it: the token-budget routing paper's generator, "inverse-CDF with uniform interpolation within each
+bucket", Appendix A; a CDF mix puts each bucket's mass at its upper end) and split with the atom's output share
+(``L_out = round(T L_out,j / T_j)``, ``L_in = T - L_out`` at least 1: a prompt has a byte); a category drawn by
+share; ``bytes = max(1, round(L_in c_k exp(s Z - s^2 / 2)))``: a lognormal ratio with mean ``c_k`` and log-spread
+``s``.
+Read (:func:`read_stream`): a CSV with columns ``arrival_s, bytes, input_tokens, output_tokens, category``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from optfleet.errors import InputError
+
+COLUMNS = ("arrival_s", "bytes", "input_tokens", "output_tokens", "category")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Requests in arrival order; ``category`` indexes ``names``; ``true_ratio[k]`` is category k's mean ratio."""
+
+    arrival_s: NDArray[np.float64]
+    bytes: NDArray[np.int64]
+    input_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    category: NDArray[np.int64]
+    names: tuple[str, ...]
+    true_ratio: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def total_tokens(self) -> NDArray[np.int64]:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def span_s(self) -> float:
+        return float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) > 1 else 0.0
+
+
+def synthesise(mix_l_in: NDArray[np.int64], mix_l_out: NDArray[np.int64], mix_prob: NDArray[np.float64], rate_rps: float,
+               ratios: NDArray[np.float64], shares: NDArray[np.float64], names: tuple[str, ...], spread: float, count: int,
+               seed: int) -> Stream:
+    """``count`` requests as in the module docstring (seeded); the mix's atoms are sorted by total tokens."""
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1.0 / rate_rps, size=count))
+    atom = rng.choice(len(mix_prob), size=count, p=mix_prob)
+    upper = (mix_l_in + mix_l_out).astype(np.int64)
+    totals = np.unique(upper)
+    lower = np.concatenate(([0], totals))[np.searchsorted(totals, upper)]
+    total = lower[atom] + 1 + np.floor(rng.random(count) * (upper[atom] - lower[atom])).astype(np.int64)
+    l_out = np.rint(total * (mix_l_out[atom] / np.maximum(upper[atom], 1))).astype(np.int64)
+    l_in = np.maximum(total - l_out, 1)
+    category = rng.choice(len(shares), size=count, p=shares / shares.sum())
+    ratio = ratios[category] * np.exp(spread * rng.standard_normal(count) - 0.5 * spread**2)
+    bytes_ = np.maximum(np.rint(l_in * ratio), 1).astype(np.int64)
+    return Stream(arrival, bytes_, l_in, l_out, category, names, np.asarray(ratios, dtype=np.float64))
+
+
+def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64], unknown: str) -> Stream:
+    """The CSV at ``path`` (module docstring), sorted by arrival.  A category not in ``names`` is refused
+    (``unknown = "reject"``) or becomes a category of its own (``"default"``) whose true ratio is its observed mean;
+    a known category's true ratio is its ``bytes_per_token``."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise InputError("stream.file", str(path), f"cannot read the stream: {exc}") from exc
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError("stream.file", str(path), f"missing columns {missing}; a stream has {', '.join(COLUMNS)}")
+    if frame.empty:
+        raise InputError("stream.file", str(path), "the stream has no request")
+    frame = frame.sort_values("arrival_s", kind="stable")
+    numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in COLUMNS[:4]}
+    for column, values in numbers.items():
+        bad = ~np.isfinite(values.to_numpy(dtype=np.float64))
+        if bad.any():
+            raise InputError(f"stream.{column}", str(frame[column].iloc[int(np.flatnonzero(bad)[0])]), "not a finite number")
+    for column in ("bytes", "input_tokens"):
+        bad = numbers[column] <= 0
+        if bad.any():
+            raise InputError(f"stream.{column}", numbers[column][bad].iloc[0], "must be > 0 for every request")
+    if (numbers["output_tokens"] < 0).any():
+        raise InputError("stream.output_tokens", numbers["output_tokens"].min(), "must be >= 0")
+    labels = frame["category"].astype(str).to_numpy()
+    extra = [c for c in dict.fromkeys(labels) if c not in names]
+    if extra and unknown == "reject":
+        raise InputError("stream.category", extra[0], f"not a category of the instance ({', '.join(names)}); set "
+                         "unknown_category: default to route it with a tracker of its own")
+    all_names = names + tuple(extra)
+    code = {name: i for i, name in enumerate(all_names)}
+    category = np.array([code[c] for c in labels], dtype=np.int64)
+    bytes_ = numbers["bytes"].to_numpy(dtype=np.int64)
+    l_in = numbers["input_tokens"].to_numpy(dtype=np.int64)
+    observed_mean = [float(np.mean(bytes_[category == k] / l_in[category == k])) for k in range(len(names), len(all_names))]
+    return Stream(numbers["arrival_s"].to_numpy(dtype=np.float64), bytes_, l_in, numbers["output_tokens"].to_numpy(dtype=np.int64),
+                  category, all_names, np.concatenate([ratios, observed_mean]))

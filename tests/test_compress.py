@@ -1,0 +1,180 @@
+"""The extractive compressor (optfleet.compress): splitting, token counts, the composite score on a hand-worked
+text, PageRank's parameters, the keep rules, the cap, the greedy fill and the guarantee ``T_c + L_out = B``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optfleet.compress import Objective, approx_tokens, compress, prepare, split_sentences
+from optfleet.compress.scoring import score_sentences, textrank
+from optfleet.compress.selection import candidate_indices, greedy_selection, keep_mask, selection_value
+from optfleet.compress.text import terms
+from optfleet.errors import InputError
+
+pytest.importorskip("sklearn")
+pytestmark = pytest.mark.unit
+
+WORDS = ["cache", "pool", "token", "budget", "route", "short", "long", "fleet", "gpu", "slot", "queue", "prompt"]
+
+
+def prose(sentence_words: list[list[str]]) -> str:
+    """A text of one sentence per word list, each ending with a full stop."""
+    return " ".join(" ".join(words).capitalize() + "." for words in sentence_words)
+
+
+random_texts = st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12), min_size=6, max_size=40).map(prose)
+
+
+def test_split_handles_abbreviations_decimals_initials_cjk_and_blank_lines():
+    text = ('Pools differ, e.g. in windows. J. Smith measured 3.14 ms! Really?" Yes.\n\nA heading\n\n'
+            "中文句子。第二句！Then English.")
+    assert [s.text for s in split_sentences(text)] == [
+        "Pools differ, e.g. in windows.", "J. Smith measured 3.14 ms!", 'Really?"', "Yes.", "A heading", "中文句子。", "第二句！",
+        "Then English."]
+    for sentence in split_sentences(text):
+        assert text[sentence.start:sentence.end] == sentence.text
+
+
+def test_approx_tokens_is_1_3_per_word_and_1_5_per_cjk_character_rounded_up():
+    assert approx_tokens("one two three four five six seven eight nine ten") == 13
+    assert approx_tokens("one") == 2  # ceil(1.3)
+    assert approx_tokens("中文") == 3  # 2 characters
+    assert approx_tokens("Python函数") == 5  # ceil(1.3 + 3.0): a mixed word counts once as a word, its CJK characters too
+    assert terms("Hello, 中文句 world") == ["hello", "中", "文", "句", "中文", "文句", "world"]
+
+
+@given(st.lists(st.text(alphabet="ab 中文.\n", min_size=0, max_size=20), min_size=1, max_size=6))
+def test_default_count_is_subadditive_over_joined_pieces(pieces):
+    assert approx_tokens(" ".join(pieces)) <= sum(approx_tokens(p) for p in pieces)
+
+
+def test_composite_score_on_a_hand_worked_text():
+    """Three sentences {cat, dog}, {cat, bird}, {fish}; n = 3, df(cat) = 2, every other term df = 1.
+
+    TF-IDF: ln(4/3)/2 + ln 2/2 for the first two, ln 2 for the third; scaled by the max (ln 2).
+    TextRank: the first two are linked (cosine 1/2), fish is dangling.  PageRank's fixed point with d = 0.85:
+    fish b = 0.05 + 0.85 b / 3 -> b = 3/43, the others a = (1 - b)/2 = 20/43; scaled: 1, 1, 3/20.
+    Novelty: centroid (cat 1/3, dog 1/6, bird 1/6, fish 1/3), |c| = sqrt(10)/6; cos = 3/sqrt(20) for the
+    first two and 2/sqrt(10) for fish; scaled by fish's 1 - 2/sqrt(10).  Position: 1, 1/2, 1.
+    """
+    scores = score_sentences(["cat dog.", "cat bird.", "fish."])
+    tfidf_first = (math.log(4 / 3) / 2 + math.log(2) / 2) / math.log(2)
+    novelty_first = (1 - 3 / math.sqrt(20)) / (1 - 2 / math.sqrt(10))
+    np.testing.assert_allclose(scores.tfidf, [tfidf_first, tfidf_first, 1.0], rtol=1e-12)
+    np.testing.assert_allclose(scores.textrank, [1.0, 1.0, 3 / 20], atol=1e-4)  # to networkx's tolerance
+    np.testing.assert_allclose(scores.novelty, [novelty_first, novelty_first, 1.0], rtol=1e-12)
+    np.testing.assert_allclose(scores.position, [1.0, 0.5, 1.0], atol=1e-15)
+    expected_first = 0.20 * 1.0 + 0.40 * 1.0 + 0.35 * tfidf_first + 0.05 * novelty_first
+    expected_fish = 0.20 * 3 / 20 + 0.40 * 1.0 + 0.35 * 1.0 + 0.05 * 1.0
+    np.testing.assert_allclose(scores.composite, [expected_first, 0.20 + 0.40 * 0.5 + 0.35 * tfidf_first + 0.05 * novelty_first,
+                                                  expected_fish], atol=1e-4)
+
+
+def test_pagerank_runs_with_the_papers_parameters_and_reaches_its_fixed_point(monkeypatch):
+    import networkx as nx
+
+    calls = []
+    original = nx.pagerank
+
+    def recording(graph, **options):
+        calls.append(options)
+        return original(graph, **options)
+
+    monkeypatch.setattr(nx, "pagerank", recording)
+    similarity = score_sentences([f"{a} {b}." for a, b in zip(WORDS, WORDS[3:] + WORDS[:3], strict=True)]).similarity
+    rank = textrank(similarity)
+    assert calls[-1] == {"alpha": 0.85, "max_iter": 100, "tol": 1e-5, "weight": "weight"}
+    n = len(rank)
+    out = similarity.sum(axis=1)
+    dangling = out == 0
+    transition = np.divide(similarity, out[:, None], out=np.zeros_like(similarity), where=out[:, None] > 0)
+    fixed_point = (1 - 0.85) / n + 0.85 * (transition.T @ rank + rank[dangling].sum() / n)
+    assert np.abs(fixed_point - rank).sum() < n * 1e-5  # networkx's stopping rule, met by the returned vector
+    assert rank.sum() == pytest.approx(1.0)
+
+
+def test_keep_rules_and_cap_keep_the_first_three_and_last_two():
+    assert keep_mask(8).tolist() == [True, True, True, False, False, False, True, True]
+    assert keep_mask(4).all()
+    picked = candidate_indices(1234)
+    assert len(picked) == 500 and len(set(picked.tolist())) == 500 and np.all(np.diff(picked) > 0)
+    assert picked[:3].tolist() == [0, 1, 2] and picked[-2:].tolist() == [1232, 1233]
+    np.testing.assert_array_equal(candidate_indices(40), np.arange(40))
+
+
+def test_greedy_fills_by_score_and_passes_over_what_does_not_fit():
+    scores = np.array([0.1, 0.1, 0.1, 0.9, 0.8, 0.7, 0.6, 0.1, 0.1])
+    tokens = np.array([1, 1, 1, 5, 9, 2, 2, 1, 1])
+    keep = keep_mask(9)
+    chosen = greedy_selection(scores, tokens, keep, budget_tokens=5 + 5 + 2)  # kept 5, then 0.9 (5), 0.8 does not fit, 0.7 (2)
+    assert np.flatnonzero(chosen).tolist() == [0, 1, 2, 3, 5, 7, 8]
+    assert selection_value(chosen, scores, np.zeros((9, 9)), Objective()) == pytest.approx(0.5 + 0.9 + 0.7)
+    by_density = greedy_selection(scores, tokens, keep, budget_tokens=12, per_token=True)  # 0.7/2 and 0.6/2 before 0.9/5
+    assert np.flatnonzero(by_density).tolist() == [0, 1, 2, 5, 6, 7, 8]
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=random_texts, budget=st.integers(1, 400), output=st.integers(0, 200))
+def test_every_compressed_request_meets_t_c_plus_l_out_equals_b(text, budget, output):
+    if output >= budget:
+        with pytest.raises(InputError):
+            compress(text, budget, output)
+        return
+    try:
+        result = compress(text, budget, output)
+    except InputError as exc:
+        assert exc.field == "budget_tokens" and "always kept" in exc.problem
+        assert prepare(text).kept_tokens > budget - output
+        return
+    assert result.prompt_budget_tokens + result.output_tokens == budget
+    assert result.compressed_tokens <= result.prompt_budget_tokens
+    assert result.compressed_tokens == approx_tokens(result.text)
+    if result.compressed:
+        sentences = [s.text for s in split_sentences(text)]
+        assert {0, 1, 2, len(sentences) - 2, len(sentences) - 1} <= set(result.kept_sentences)
+        assert [sentences[i] for i in result.kept_sentences] == [s.text for s in split_sentences(result.text)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=random_texts, budget=st.integers(60, 400))
+def test_guarantee_holds_for_a_counter_that_is_not_subadditive(text, budget):
+    """Counting characters: a joined text counts above its parts (the separators), so the selection is redone."""
+    try:
+        result = compress(text, budget, counter=len)
+    except InputError as exc:
+        assert exc.field == "budget_tokens"
+        return
+    assert len(result.text) <= budget
+
+
+def test_category_gate_never_compresses_code_and_texts_that_fit_pass_unchanged():
+    text = prose([["token", "budget"]] * 12)
+    code = compress(text, 10, category="code")
+    assert (code.compressed, code.fits, code.text) == (False, False, text)
+    fits = compress(text, 1000, 24)
+    assert (fits.compressed, fits.fits, fits.text) == (False, True, text)
+    assert compress(text, 30, category="rag").compressed
+
+
+@pytest.mark.parametrize(("arguments", "field"), [
+    (("", 100), "text"), (("   \n", 100), "text"), (("A. B. C. D. E. F.", 0), "budget_tokens"),
+    (("A. B. C. D. E. F.", -5), "budget_tokens"), (("A. B. C. D. E. F.", 10, 10), "output_tokens"),
+    (("A. B. C. D. E. F.", 10, -1), "output_tokens"), (("one sentence with no boundary at all " * 9, 10), "text"),
+    ((prose([["token", "budget", "route"]] * 8), 12), "budget_tokens"),
+])
+def test_bad_inputs_name_the_field(arguments, field):
+    with pytest.raises(InputError) as raised:
+        compress(*arguments)
+    assert raised.value.field == field
+
+
+def test_unknown_category_and_method_are_refused():
+    with pytest.raises(InputError, match="category"):
+        compress("A b. C d.", 5, category="poetry")
+    with pytest.raises(InputError, match="method"):
+        compress("A b. C d.", 5, method="magic")

@@ -1,0 +1,119 @@
+"""``optfleet compress``: stdout is the text sent (or one JSON document), bad input exits 2 naming the option and
+the value; the fidelity metrics (ROUGE-L recall against the rouge-score library, TF-IDF cosine); the corpus."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from optfleet.cli import main
+from optfleet.compress import approx_tokens
+from optfleet.compress.corpus import borderline_requests
+from optfleet.compress.fidelity import fidelity, lcs_length, rouge_l_recall
+from optfleet.errors import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK
+
+pytest.importorskip("sklearn")
+pytest.importorskip("rouge_score")
+pytestmark = pytest.mark.unit
+
+TEXT = " ".join(f"Pool {i} serves {'short' if i % 2 else 'long'} prompts with {i} slots per GPU." for i in range(30))
+
+
+@pytest.fixture
+def prompt_file(tmp_path):
+    path = tmp_path / "prompt.txt"
+    path.write_text(TEXT)
+    return path
+
+
+def test_text_output_is_the_compressed_prompt(prompt_file, capsys):
+    assert main(["compress", str(prompt_file), "--budget-tokens", "200", "--output-tokens", "40"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert approx_tokens(captured.out) <= 160 < approx_tokens(TEXT)
+    assert captured.out.startswith("Pool 0 serves long prompts") and "+ 40 output <= B = 200" in captured.err
+
+
+def test_json_output_is_one_document_with_the_guarantee(prompt_file, capsys):
+    assert main(["compress", str(prompt_file), "--budget-tokens", "200", "--output-tokens", "40", "--exact", "--json", "--quiet"]) == EXIT_OK
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert captured.err == ""
+    assert data["prompt_budget_tokens"] + data["output_tokens"] == data["budget_tokens"] == 200
+    assert data["compressed_tokens"] <= data["prompt_budget_tokens"] and data["compressed"]
+    assert data["solve"]["status"] == "optimal" and data["greedy_gap_pct"] >= -1e-9
+    assert 0 < data["fidelity"]["rouge_l_recall"] < 1 and data["fidelity"]["token_reduction"] == pytest.approx(data["token_reduction"])
+
+
+def test_code_is_never_compressed_and_exits_1(prompt_file, capsys):
+    assert main(["compress", str(prompt_file), "--budget-tokens", "200", "--category", "code", "--json"]) == EXIT_INFEASIBLE
+    data = json.loads(capsys.readouterr().out)
+    assert (data["compressed"], data["fits"], data["text"]) == (False, False, TEXT)
+
+
+@pytest.mark.parametrize(("content", "options", "field", "value"), [
+    ("", ["--budget-tokens", "100"], "FILE", None),
+    ("no sentence boundary here at all " * 20, ["--budget-tokens", "10"], "FILE", None),
+    (TEXT, ["--budget-tokens", "0"], "--budget-tokens", "0"),
+    (TEXT, ["--budget-tokens", "-3"], "--budget-tokens", "-3"),
+    (TEXT, ["--budget-tokens", "30"], "--budget-tokens", "30"),  # below the first 3 and last 2 sentences
+    (TEXT, ["--budget-tokens", "100", "--output-tokens", "100"], "--output-tokens", "100"),
+    (TEXT, ["--budget-tokens", "100", "--category", "poetry"], "--category", "'poetry'"),
+    (TEXT, ["--budget-tokens", "100", "--exact", "--time-limit", "0"], "--time-limit", "0.0"),
+])
+def test_bad_input_exits_2_naming_the_option_and_value(tmp_path, capsys, content, options, field, value):
+    path = tmp_path / "prompt.txt"
+    path.write_text(content)
+    assert main(["compress", str(path), *options]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: {field} = {value if value is not None else repr(str(path))}:")
+
+
+def test_missing_file_exits_2(tmp_path, capsys):
+    assert main(["compress", str(tmp_path / "absent.txt"), "--budget-tokens", "100"]) == EXIT_BAD_INPUT
+    assert "FILE" in capsys.readouterr().err
+
+
+def test_lcs_matches_the_rouge_score_library():
+    from rouge_score.rouge_scorer import RougeScorer
+
+    scorer = RougeScorer(["rougeL"])
+    rng = random.Random(7)
+    for _ in range(300):
+        a = " ".join(rng.choice("abcde") for _ in range(rng.randint(0, 40)))
+        b = " ".join(rng.choice("abcdef") for _ in range(rng.randint(0, 40)))
+        assert rouge_l_recall(a, b) == pytest.approx(scorer.score(a, b)["rougeL"].recall, abs=1e-12)
+    assert lcs_length(list("ABCBDAB"), list("BDCABA")) == 4  # the textbook pair (Cormen et al.)
+
+
+def test_fidelity_of_an_extract_and_of_the_text_itself():
+    sentences = TEXT.split(". ")
+    extract = ". ".join(sentences[::2])
+    kept = fidelity(TEXT, extract)
+    assert kept.rouge_l_recall == pytest.approx(len(extract.split()) / len(TEXT.split()), abs=0.02)
+    assert 0.5 < kept.tfidf_cosine < 1 and kept.token_reduction > 0.3
+    same = fidelity(TEXT, TEXT)
+    assert (same.rouge_l_recall, same.token_reduction) == (1.0, 0.0) and same.tfidf_cosine == pytest.approx(1.0)
+
+
+def test_corpus_requests_fall_in_the_borderline_band():
+    requests = borderline_requests(4, budget_tokens=8192, gamma=1.5, output_tokens=512, seed=3)
+    assert requests == borderline_requests(4, budget_tokens=8192, gamma=1.5, output_tokens=512, seed=3)
+    for request in requests:
+        assert 8192 < request.prompt_tokens + request.output_tokens <= 12288
+        assert request.prompt_tokens == approx_tokens(request.prompt)
+
+
+def test_validate_and_the_compress_package_import_neither_sklearn_nor_rouge_score():
+    import subprocess
+    import sys
+
+    from support import FLEET_INSTANCES
+
+    code = ("import sys, contextlib, io\nfrom optfleet.cli import main\nimport optfleet.compress\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['validate', {str(FLEET_INSTANCES / 'toy.yaml')!r}])\n"
+            "print(sorted(m for m in ('sklearn', 'rouge_score', 'nltk') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

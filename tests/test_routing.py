@@ -1,0 +1,180 @@
+"""The routing kind end to end on small instances: hindsight bounds the routers, the design MILP is the grid's
+optimum, the replay counts what it should, and bad input exits 2 naming the field."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import yaml
+
+import optfleet
+from optfleet.cli import main
+from optfleet.errors import EXIT_BAD_INPUT
+from optfleet.instance import load_instance
+from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, solve_design
+from optfleet.problems.routing.dispatcher import LONG, SHORT
+from optfleet.problems.routing.evaluator import evaluate
+from optfleet.problems.routing.exact import hindsight
+from optfleet.problems.routing.problem import prepare
+from optfleet.problems.routing.replay import replay_router
+
+from support import REPO
+
+TINY = REPO / "instances" / "routing" / "tiny.yaml"
+
+
+def _tiny(**changes) -> dict:
+    doc = yaml.safe_load(TINY.read_text())
+    doc["fleet"]["instance"] = str(REPO / "instances" / "fleet" / "toy.yaml")
+    for dotted, value in changes.items():
+        node = doc
+        *path, last = dotted.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return doc
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return prepare(load_instance(TINY))
+
+
+def test_hindsight_bounds_every_feasible_router_and_never_misroutes(tiny):
+    placement, report = hindsight(tiny)
+    assert report.status == "optimal" and report.bound is not None
+    best = evaluate(tiny, placement, needed=False)
+    assert best.misroutes == 0 and best.capacity_ok
+    assert best.busy_gpus == pytest.approx(report.objective, rel=1e-6)
+    for name, calibrator in tiny.calibrators.items():
+        e = evaluate(tiny, replay_router(tiny, calibrator), needed=False)
+        if e.capacity_ok:
+            assert e.busy_gpus >= report.bound - 1e-6, name
+
+
+def test_hindsight_with_slack_capacity_serves_everything_that_fits_short(tiny):
+    # the tiny plan's pools are far from full: the optimum puts every request that fits short there, compressed in the band
+    placement, _ = hindsight(tiny)
+    s, rule = tiny.stream, tiny.rule
+    fits = s.total_tokens <= rule.short_window_tokens
+    band = (np.isin(s.category, tiny.compressible) & (s.total_tokens > rule.b_short_tokens)
+            & (s.total_tokens <= np.floor(rule.compress_gamma * rule.b_short_tokens)) & (s.output_tokens < rule.b_short_tokens))
+    assert (placement.pool == np.where(fits | band, SHORT, LONG)).all()
+    assert (placement.input_tokens[placement.compressed] + s.output_tokens[placement.compressed] == rule.b_short_tokens).all()
+
+
+def test_hindsight_with_a_tight_short_pool_keeps_its_capacity():
+    problem = prepare(load_instance(_tiny(**{"fleet.boundary_tokens": None, "fleet.plan": {
+        "pools": [{"name": "short", "window_tokens": 2000, "gpus": 3}, {"name": "long", "window_tokens": 4000, "gpus": 40}]}})))
+    placement, report = hindsight(problem)
+    e = evaluate(problem, placement, needed=False)
+    assert report.status == "optimal" and e.capacity_ok
+    fits = problem.stream.total_tokens <= problem.rule.short_window_tokens
+    assert ((placement.pool == LONG) & fits).any()  # the short pool cannot take everything that fits
+
+
+def test_design_milp_is_the_grids_cheapest_candidate_within_epsilon(tiny):
+    chosen, report = solve_design(tiny)
+    ratios = design_ratios(tiny)
+    scored = [evaluate_design(tiny, c, ratios) for c in candidates(tiny)]
+    best = min(e.cost_per_hour for e in scored if e.feasible)
+    assert report.status == "optimal" and report.objective == pytest.approx(best)
+    assert evaluate_design(tiny, chosen).cost_per_hour == pytest.approx(best)
+
+
+def test_static_ratio_misroutes_cjk_and_the_calibrators_do_not():
+    # CJK at 2.01 bytes/token read at 4.0 halves its prompt estimate: long prompts land in the short pool
+    problem = prepare(load_instance(_tiny(**{"categories": [{"name": "cjk", "bytes_per_token": 2.01, "compressible": False}],
+                                             "fleet.gamma": 1.0})))
+    static = evaluate(problem, replay_router(problem, problem.calibrators["static"]), needed=False)
+    paper = evaluate(problem, replay_router(problem, problem.calibrators["paper"]), needed=False)
+    assert static.misroutes > 10 * max(paper.misroutes, 1)
+
+
+def test_spillover_moves_requests_and_batching_mode_measures_tpot():
+    problem = prepare(load_instance(_tiny(**{"dispatcher.queue_limit": 0, "replay.mode": "batching",
+                                             "fleet.boundary_tokens": None, "fleet.plan": {"pools": [
+                                                 {"name": "short", "window_tokens": 2000, "gpus": 2},
+                                                 {"name": "long", "window_tokens": 4000, "gpus": 13}]}})))
+    e = evaluate(problem, replay_router(problem, problem.calibrators["paper"]), needed=False)
+    assert e.spills > 0
+    assert e.pools[0].tpot_p50_ms is not None and e.pools[0].tpot_p50_ms >= 1.0 - 1e-9  # at least one 1-ms iteration per token
+
+
+def _write_stream(tmp_path, rows: list[str], **changes) -> str:
+    (tmp_path / "stream.csv").write_text("arrival_s,bytes,input_tokens,output_tokens,category\n" + "\n".join(rows) + "\n")
+    doc = _tiny(**{"stream.file": str(tmp_path / "stream.csv"), **changes})
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+ROWS = ["0.0,4000,1000,200,prose", "0.5,2000,1000,100,cjk", "1.0,3500,1000,50,code", "1.5,4500,1000,50,prose"]
+
+
+def test_a_stream_file_replays(tmp_path):
+    outcome = optfleet.run_gap(_write_stream(tmp_path, ROWS))
+    rows = {row["method"]: row for row in outcome.rows}
+    assert rows["hindsight"]["status"] == "optimal" and rows["paper"]["misroutes"] == 0
+
+
+@pytest.mark.parametrize(("rows", "changes", "field"), [
+    (["0.0,0,1000,200,prose"], {}, "stream.bytes"),
+    (["0.0,-5,1000,200,prose"], {}, "stream.bytes"),
+    (["0.0,400,1000,200,poetry"], {}, "stream.category"),
+    (ROWS, {"fleet.gamma": 0.5}, "fleet.gamma"),
+    (ROWS, {"dispatcher.b_short_tokens": 2500}, "dispatcher.b_short_tokens"),
+    (ROWS, {"dispatcher.compress_gamma": 0.9}, "dispatcher.compress_gamma"),
+    (ROWS, {"calibrator.decay": 1.0}, "calibrator.decay"),
+    (ROWS, {"calibrator.beta": 0.0}, "calibrator.beta"),
+    (ROWS, {"unknown_category": "guess"}, "unknown_category"),
+])
+def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, rows, changes, field):
+    path = _write_stream(tmp_path, rows, **changes)
+    assert main(["gap", path, "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    assert field in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_category_default_policy_tracks_it_on_its_own(tmp_path):
+    path = _write_stream(tmp_path, [*ROWS, "2.0,900,300,20,poetry", "2.5,920,300,20,poetry"], unknown_category="default")
+    problem = optfleet.load(path).problem
+    assert problem.stream.names[-1] == "poetry" and problem.stream.true_ratio[-1] == pytest.approx((3.0 + 920 / 300) / 2)
+    assert dataclasses.replace(problem.rule).compressible == problem.rule.compressible
+
+
+def test_readme_quotes_every_routing_benchmark_table():
+    readme = (REPO / "README.md").read_text()
+    published = (REPO / "benchmarks" / "results" / "routing.md").read_text().strip().split("\n\n")
+    tables = [block for block in published if block.startswith("|")]
+    assert len(tables) == 5
+    for table in tables:
+        assert table in readme
+
+
+@pytest.mark.slow
+def test_azure_4k_replay_numbers_quoted_in_the_readme():
+    rows = {row["method"]: row for row in optfleet.run_gap(REPO / "instances" / "routing" / "azure_2023_4k.yaml").rows}
+    assert round(rows["hindsight"]["objective"], 1) == 248.8 and rows["hindsight"]["status"] == "optimal"
+    assert round(rows["paper"]["objective"], 1) == 255.8 and round(rows["paper"]["misroute_pct"], 3) == 0.161
+    assert round(rows["static"]["misroute_pct"], 2) == 1.52
+    assert rows["design"]["objective"] == pytest.approx(612.17, abs=0.01)
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"design.short_windows_tokens": [4000]}, "design.short_windows_tokens"),
+    ({"fleet.boundary_tokens": None, "fleet.method": "homogeneous"}, "fleet"),
+])
+def test_bad_design_window_and_one_pool_plan(tmp_path, capsys, changes, field):
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**changes)))
+    assert main(["gap", str(path)]) == EXIT_BAD_INPUT
+    assert f"error: {field}" in capsys.readouterr().err
+
+
+def test_a_non_numeric_stream_value_names_its_column(tmp_path, capsys):
+    path = _write_stream(tmp_path, ["0.0,lots,1000,200,prose"])
+    assert main(["validate", path]) == EXIT_BAD_INPUT
+    assert "stream.bytes = 'lots'" in capsys.readouterr().err
