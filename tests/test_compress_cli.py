@@ -71,6 +71,15 @@ def test_bad_input_exits_2_naming_the_option_and_value(tmp_path, capsys, content
     assert captured.err.startswith(f"error: {field} = {value if value is not None else repr(str(path))}:")
 
 
+def test_a_text_without_terms_compresses_with_the_tfidf_cosine_undefined(tmp_path, capsys):
+    # scikit-learn's tokens are runs of two or more word characters: ". . ." has none (no crash, exit 0)
+    path = tmp_path / "dots.txt"
+    path.write_text(". " * 50)
+    assert main(["compress", str(path), "--budget-tokens", "20", "--json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert data["fidelity"]["tfidf_cosine"] is None
+
+
 def test_missing_file_exits_2(tmp_path, capsys):
     assert main(["compress", str(tmp_path / "absent.txt"), "--budget-tokens", "100"]) == EXIT_BAD_INPUT
     assert "FILE" in capsys.readouterr().err

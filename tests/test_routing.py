@@ -13,7 +13,7 @@ import optfleet
 from optfleet.cli import main
 from optfleet.errors import EXIT_BAD_INPUT
 from optfleet.instance import load_instance
-from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, solve_design
+from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, plan_design, solve_design
 from optfleet.problems.routing.dispatcher import LONG, SHORT
 from optfleet.problems.routing.evaluator import evaluate
 from optfleet.problems.routing.exact import hindsight
@@ -82,6 +82,15 @@ def test_design_milp_is_the_grids_cheapest_candidate_within_epsilon(tiny):
     best = min(e.cost_per_hour for e in scored if e.feasible)
     assert report.status == "optimal" and report.objective == pytest.approx(best)
     assert evaluate_design(tiny, chosen).cost_per_hour == pytest.approx(best)
+
+
+def test_design_is_never_worse_than_the_plans_own_dispatcher_off_the_grid():
+    # The plan's gamma 2 is not in the design grid's gammas: the design still considers it, so its "optimal" is a bound
+    problem = prepare(load_instance(_tiny(**{"fleet.gamma": 2.0})))
+    own = evaluate_design(problem, plan_design(problem))
+    chosen, report = solve_design(problem)
+    assert plan_design(problem) in candidates(problem)
+    assert own.feasible and report.objective <= own.cost_per_hour + 1e-9
 
 
 def test_static_ratio_misroutes_cjk_and_the_calibrators_do_not():

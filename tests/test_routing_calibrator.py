@@ -56,7 +56,7 @@ def test_static_variant_and_observed_ratios():
     (lambda: PaperCalibrator(beta=1.0), "calibrator.beta"), (lambda: PaperCalibrator(beta=0.0), "calibrator.beta"),
     (lambda: RouterCalibrator(decay=1.5), "calibrator.decay"), (lambda: RouterCalibrator(decay=-0.1), "calibrator.decay"),
     (lambda: PaperCalibrator(gamma=-1.0), "calibrator.gamma"), (lambda: RouterCalibrator(max_categories=0), "calibrator.max_categories"),
-    (lambda: StaticCalibrator(0.0), "calibrator.ratio"), (lambda: observed_ratios(np.array([5, 0]), np.array([1, 1])), "stream.bytes"),
+    (lambda: StaticCalibrator(0.0), "calibrator.static_ratio"), (lambda: observed_ratios(np.array([5, 0]), np.array([1, 1])), "stream.bytes"),
     (lambda: observed_ratios(np.array([5, -3]), np.array([1, 1])), "stream.bytes"),
 ])
 def test_bad_options_name_their_field(make, field):

@@ -140,9 +140,11 @@ def compress(text: str, budget_tokens: int, output_tokens: int = 0, *, category:
                            **accounts)
     prompt = prepare(text, counter)
     if prompt.kept_tokens > prompt_budget:
+        joined = counter(prompt.join(prompt.keep))
         raise InputError("budget_tokens", budget_tokens,
-                         f"the first {KEEP_FIRST} and last {KEEP_LAST} sentences, always kept, need {prompt.kept_tokens} tokens; "
-                         f"with output_tokens {output_tokens} the budget must be at least {prompt.kept_tokens + output_tokens}")
+                         f"the first {KEEP_FIRST} and last {KEEP_LAST} sentences are always kept and the selection counts them "
+                         f"sentence by sentence: {prompt.kept_tokens} tokens ({joined} joined); with output_tokens {output_tokens} "
+                         f"the budget must be at least {prompt.kept_tokens + output_tokens}")
     chosen, report, greedy = _select(prompt, budget_tokens, prompt_budget, counter, method, objective, time_limit_s)
     sent = prompt.join(chosen)
     composite = prompt.scores.composite

@@ -24,7 +24,7 @@ from optfleet.compress.text import TokenCounter, approx_tokens, split_sentences
 @dataclass(frozen=True)
 class Fidelity:
     rouge_l_recall: float
-    tfidf_cosine: float
+    tfidf_cosine: float | None  # None: the original has no term TF-IDF counts (no word of two letters or digits)
     token_reduction: float
 
     def to_dict(self) -> dict[str, float]:
@@ -58,10 +58,14 @@ def lcs_length(a: list[str], b: list[str]) -> int:
     return len(a) - v.bit_count()
 
 
-def tfidf_cosine(original: str, compressed: str) -> float:
-    """The cosine of the two texts' TF-IDF vectors, idf from the original's sentences (0 without shared terms)."""
+def tfidf_cosine(original: str, compressed: str) -> float | None:
+    """The cosine of the two texts' TF-IDF vectors, idf from the original's sentences (0 without shared terms; None
+    when the original has no term at all: scikit-learn's tokens are runs of two or more word characters)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vectorizer = TfidfVectorizer().fit([s.text for s in split_sentences(original)] or [original])
+    try:
+        vectorizer = TfidfVectorizer().fit([s.text for s in split_sentences(original)] or [original])
+    except ValueError:  # "empty vocabulary": no token in any sentence
+        return None
     first, second = vectorizer.transform([original, compressed])
     return float(first.multiply(second).sum())

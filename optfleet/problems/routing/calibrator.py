@@ -88,7 +88,7 @@ class StaticCalibrator:
     name: str = "static"
 
     def __post_init__(self) -> None:
-        _positive("calibrator.ratio", self.ratio)
+        _positive("calibrator.static_ratio", self.ratio)
 
 
 Calibrator = PaperCalibrator | RouterCalibrator | StaticCalibrator

@@ -1,7 +1,8 @@
 """Threshold design: the short window ``C``, the routing threshold ``B <= C`` and the C&R multiplier ``gamma`` with
 the least fleet cost whose mis-route probability stays within ``epsilon``.
 
-Every candidate of the grid (``design.short_windows_tokens`` x ``threshold_fractions`` x ``gammas``) is scored by
+Every candidate of the grid (``design.short_windows_tokens`` x ``threshold_fractions`` x ``gammas``, and the plan's
+own dispatcher, so the design is never worse than the plan's whatever the grid) is scored by
 :func:`evaluate_design` on the stream, routed by the chosen calibrator's ratios (no spillover):
 
 * mis-route probability = the share of requests placed short, uncompressed, whose true budget exceeds ``C`` (the
@@ -62,7 +63,8 @@ def plan_design(problem: RoutingProblem) -> DesignCandidate:
 
 
 def candidates(problem: RoutingProblem) -> list[DesignCandidate]:
-    """The design grid (module docstring); thresholds are whole tokens, at least 1, duplicates dropped."""
+    """The design grid and the plan's own dispatcher (module docstring); thresholds are whole tokens, at least 1,
+    duplicates dropped."""
     d = problem.spec.design
     windows = d.short_windows_tokens or [problem.rule.short_window_tokens]
     long_window, gpu = problem.plan.pools[1].window_tokens, problem.plan.pools[0].gpu
@@ -71,6 +73,7 @@ def candidates(problem: RoutingProblem) -> list[DesignCandidate]:
             raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens "
                              "and hold a KV slot on the short pool's GPU")
     grid = {DesignCandidate(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
+    grid.add(plan_design(problem))
     return sorted(grid, key=lambda c: (c.short_window_tokens, c.b_short_tokens, c.gamma))
 
 
