@@ -57,6 +57,11 @@ KINDS: dict[str, str] = {
 }
 
 
+# ``overrides`` of a kind whose instance files have a ``solve:`` block with ``method``, ``time_limit_s`` and ``solver``
+# (CONTRIBUTING.md); a kind with more options there (e.g. ``mip_gap``) lists its own.
+SOLVE_BLOCK_OVERRIDES: Mapping[str, str] = {"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"}
+
+
 @dataclass(frozen=True)
 class ProblemKind:
     """One problem kind's declarations (module docstring)."""

@@ -25,8 +25,12 @@ A100 included, whose throughput a larger budget lowers): 256 and 2,048.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from optfleet.hardware.catalog import GpuSpec
+
+if TYPE_CHECKING:
+    from optfleet.problems.fleet.schema import EngineLimitsSpec
 
 GIB_BYTES = 2**30
 VLLM_LARGE_GPU_GIB = 70
@@ -56,8 +60,8 @@ def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
     return VLLM_LARGE if large else VLLM_OTHER
 
 
-def resolve_limits(spec, gpu: GpuSpec) -> EngineLimits:
-    """The limits of a ``hardware.engine`` block (``EngineLimitsSpec`` or None) on ``gpu``."""
+def resolve_limits(spec: EngineLimitsSpec | None, gpu: GpuSpec) -> EngineLimits:
+    """The limits of a ``hardware.engine`` block (None: no block) on ``gpu``."""
     if spec is None:
         return EngineLimits(None, None)
     seqs, tokens = vllm_defaults(gpu) if spec.defaults == "vllm" else (None, None)

@@ -20,7 +20,7 @@ from optfleet.errors import InfeasibleError
 from optfleet.problems.placement.problem import PlacementProblem, PolicyEntry, prepare
 from optfleet.problems.placement.schema import METHOD_NAMES, PlacementInstanceSpec
 from optfleet.progress import Progress
-from optfleet.registry import ProblemKind, lazy
+from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
 from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
 
 EXACT = METHOD_NAMES
@@ -191,7 +191,7 @@ KIND = ProblemKind(
     render_gap=lazy(REPORT, "render_gap"),
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"},
+    overrides=SOLVE_BLOCK_OVERRIDES,
     gap_summary=gap_summary,
     simulate=lazy("optfleet.problems.placement.simulate", "simulate_instance"),
 )

@@ -21,7 +21,7 @@ from optfleet.problems.reserved.methods import Method, catalogue
 from optfleet.problems.reserved.problem import ReservedProblem, prepare
 from optfleet.problems.reserved.schema import ReservedInstanceSpec, percentile_label
 from optfleet.progress import Progress
-from optfleet.registry import ProblemKind, lazy
+from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
 from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
 
 REPORT = "optfleet.problems.reserved.report"
@@ -204,7 +204,7 @@ KIND = ProblemKind(
     render_gap=lazy(REPORT, "render_gap"),
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"},
+    overrides=SOLVE_BLOCK_OVERRIDES,
     solve_files=lazy(REPORT, "solve_files"),
     plot=lazy("optfleet.problems.reserved.plot", "plot_gap"),
 )

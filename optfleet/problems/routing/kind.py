@@ -23,7 +23,7 @@ from optfleet.errors import InfeasibleError
 from optfleet.problems.routing.problem import RoutingProblem, prepare
 from optfleet.problems.routing.schema import RoutingInstanceSpec
 from optfleet.progress import Progress
-from optfleet.registry import ProblemKind, lazy
+from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
 from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
 
 REPORT = "optfleet.problems.routing.report"
@@ -167,5 +167,5 @@ KIND = ProblemKind(
     render_gap=lazy(REPORT, "render_gap"),
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method"},
+    overrides=SOLVE_BLOCK_OVERRIDES,
 )
