@@ -25,7 +25,7 @@ import numpy as np
 
 from optfleet.errors import InputError
 from optfleet.problems.placement.evaluate import live_request, new_servers
-from optfleet.problems.placement.forecast import oracle_latency
+from optfleet.problems.placement.forecast import Snapshot, forecast, oracle_latency, snapshot
 from optfleet.problems.placement.predictor import Accuracy
 from optfleet.problems.placement.server import Server
 
@@ -52,16 +52,17 @@ class Cluster:
         self.placement[i] = k
 
     def state(self, i: int, t_ms: float) -> dict[str, np.ndarray]:
-        """Every server's signals for request ``i`` at ``t_ms``: queue depth, running requests, KV usage, prefix
-        score (reused prompt tokens / prompt tokens) and input tokens in flight."""
+        """Every server's signals for request ``i`` at ``t_ms``: queue depth, running requests, KV usage, reused
+        prompt blocks ``hit``, prefix score (reused prompt tokens / prompt tokens) and input tokens in flight."""
         r = live_request(self.problem, i)
         servers = [self.at(k, t_ms) for k in range(len(self.servers))]
-        block = self.problem.block_tokens
+        hit = np.array([s.cache.hit_blocks(r) for s in servers], dtype=np.int64)
         return {
             "queue": np.array([s.queue_depth for s in servers], dtype=float),
             "running": np.array([len(s.running) for s in servers], dtype=float),
             "kv": np.array([s.kv_usage for s in servers]),
-            "prefix": np.array([s.cache.hit_blocks(r) * block / r.prompt for s in servers]),
+            "hit": hit,
+            "prefix": hit * self.problem.block_tokens / r.prompt,
             "in_flight": np.array([s.input_tokens_in_flight for s in servers], dtype=float),
         }
 
@@ -194,15 +195,29 @@ class PredictedLatency:
 
 
 class OraclePredictor:
-    """The simulator's own expected latency (forecast.py) on every server."""
+    """The simulator's own expected latency (forecast.py) on every server: by default the fast forward run over
+    snapshots (one per server state, kept until the server changes), ``exact=True`` the reference forward run
+    on a copy of each server (the same numbers, bit for bit; slower)."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = False) -> None:
         self.accuracy = Accuracy()
+        self.exact = exact
+        self.snapshots: dict[int, Snapshot] = {}
 
     def predict(self, cluster: Cluster, i: int, t_ms: float, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         r = live_request(cluster.problem, i)
-        pairs = [oracle_latency(cluster.at(k, t_ms), r, t_ms) for k in range(len(cluster.servers))]
-        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        servers = [cluster.at(k, t_ms) for k in range(len(cluster.servers))]
+        if self.exact:
+            pairs = [oracle_latency(server, r, t_ms) for server in servers]
+        else:
+            block, pairs = cluster.problem.block_tokens, []
+            for k, (server, hit) in enumerate(zip(servers, state["hit"].tolist(), strict=True)):
+                snap = self.snapshots.get(k)
+                if snap is None or snap.version != server.version:
+                    snap = self.snapshots[k] = snapshot(server)
+                pairs.append(forecast(snap, r.prompt, r.output, r.total_blocks - hit, hit * block, t_ms))
+        ttft, tpot = zip(*pairs, strict=True)
+        return np.array(ttft), np.array(tpot)
 
     def chosen(self, cluster: Cluster, i: int, t_ms: float, k: int, state: dict[str, np.ndarray], ttft_ms: float, tpot_ms: float) -> None:
         self.accuracy.record(i, ttft_ms, tpot_ms)  # the oracle learns nothing; its error is not knowing later arrivals
