@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import optfleet
 from optfleet.problems.placement.evaluate import live_request
-from optfleet.problems.placement.forecast import forecast, oracle_latency, snapshot
+from optfleet.problems.placement.forecast import OracleBoard, forecast, oracle_latency, snapshot
 from optfleet.problems.placement.policies import Cluster, OraclePredictor, PredictedLatency, route
 
 from test_placement import TINY, instance, with_requests
@@ -23,20 +23,26 @@ def fast_latency(server, r, t_ms: float) -> tuple[float, float]:
     return forecast(snapshot(server), r.prompt, r.output, r.total_blocks - hit, hit * server.cache.block_tokens, t_ms)
 
 
-def agree_at_every_arrival(problem, placement) -> int:
-    """Dispatch the requests by ``placement``; before each arrival, compare both forecasts on every server (exact
-    equality).  Returns how many forecasts were compared."""
+def agree_at_every_arrival(problem, placement) -> tuple[int, int]:
+    """Dispatch the requests by ``placement``; before each arrival, compare the reference forecast on every server
+    with the snapshot's forward run and with the board (all servers at once), exact equality.  Returns how many
+    forecasts were compared and how many of them the board computed in its common (numpy) case."""
     cluster = Cluster(problem)
-    compared = 0
+    board = OracleBoard(cluster.servers)
+    compared = common = 0
     for i in range(len(problem.requests)):
         t = float(problem.requests.arrival_ms[i])
         r = live_request(problem, i)
-        for k in range(len(cluster.servers)):
-            server = cluster.at(k, t)
-            assert fast_latency(server, r, t) == oracle_latency(server, r, t), (i, k)
+        servers = [cluster.at(k, t) for k in range(len(cluster.servers))]
+        ttft, tpot = board.predict(t, r.prompt, r.output, r.total_blocks, np.array([s.cache.hit_blocks(r) for s in servers]))
+        for k, server in enumerate(servers):
+            reference = oracle_latency(server, r, t)
+            assert fast_latency(server, r, t) == reference, (i, k)
+            assert (ttft[k], tpot[k]) == reference, (i, k)
             compared += 1
+        common += board.common_last
         cluster.dispatch(i, int(placement[i]), t)
-    return compared
+    return compared, common
 
 
 def test_an_idle_server_wakes_at_the_arrival():
@@ -87,7 +93,7 @@ def test_reused_prefixes_and_one_token_answers():
     """A second turn reuses its session's blocks; a one-token answer has TPOT 0 in both."""
     rows = [(0.0, 50, 30, 0, -1, 7), (40.0, 33, 1, 0, -1, 3), (60.0, 100, 4, 0, -1, 7), (61.0, 20, 1, 0, -1, 4)]
     problem = with_requests(instance(), rows)
-    assert agree_at_every_arrival(problem, np.zeros(4, dtype=int)) == 4
+    assert agree_at_every_arrival(problem, np.zeros(4, dtype=int))[0] == 4
     cluster = Cluster(problem)
     cluster.dispatch(0, 0, 0.0)
     server = cluster.at(0, 40.0)
@@ -107,7 +113,7 @@ def test_the_fast_forecast_equals_the_reference_on_random_states(seed, n, server
              10 * (int(group[i]) + 1) + int(rng.integers(0, 4))) for i in range(n)]  # a session belongs to one group
     largest = max(-(-(p + o) // 16) for _, p, o, *_ in rows)
     problem = with_requests(instance(servers, seqs=seqs, kv=largest + kv, budget=budget), rows)
-    assert agree_at_every_arrival(problem, rng.integers(0, servers, n)) == n * servers
+    assert agree_at_every_arrival(problem, rng.integers(0, servers, n))[0] == n * servers
 
 
 def test_the_predictor_with_snapshots_places_as_the_exact_one():
@@ -140,3 +146,12 @@ def test_a_server_that_empties_holds_no_blocks_in_the_forecast():
     done = {q.index: q for q in server.finished}[2]
     assert ttft == pytest.approx(done.first_token_ms - 5001.0)
     assert tpot == pytest.approx((done.done_ms - done.first_token_ms) / 9)
+
+
+def test_the_board_takes_both_paths_on_a_realistic_load():
+    """The shipped ShareGPT-like workload (cut to 150 requests on its eight servers): the board's numpy case covers
+    most forecasts and the forward run the rest, both equal to the reference."""
+    problem = optfleet.load(TINY.parent / "sharegpt_like.yaml", workload__arrivals={"process": "poisson", "rate_rps": 60,
+                                                                                    "requests": 150}).problem
+    compared, common = agree_at_every_arrival(problem, np.arange(150) % 8)
+    assert compared == 150 * 8 and compared // 2 < common < compared

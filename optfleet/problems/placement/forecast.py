@@ -33,6 +33,8 @@ import copy
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from optfleet.problems.placement.cache import FrozenCache
 from optfleet.problems.placement.server import Engine, Live, Server
 
@@ -126,6 +128,32 @@ def _decode_tail(e: Engine, run: list[list[int]], mine: list[int], held: int, en
         done = m
 
 
+def _finish(decoding: list[list[int]], prefilling: list[list[int]], repeats: int) -> bool:
+    """Server._finish_iteration on snapshot rows: the decoding rows decode ``repeats`` tokens, the prefilling ones
+    compute their chunk (a completed prompt has its first token); whether some row completes."""
+    finished = False
+    for r in decoding:
+        r[DECODED] += repeats
+        finished = finished or r[DECODED] >= r[OUTPUT]
+    for r in prefilling:
+        r[COMPUTED] += r[CHUNK]
+        r[CHUNK] = 0
+        if r[COMPUTED] == r[PROMPT]:
+            r[DECODED] = 1
+            finished = finished or r[OUTPUT] == 1
+    return finished
+
+
+def _release(run: list[list[int]], held: int) -> tuple[list[list[int]], int]:
+    """The rows still running and the frozen held blocks after the completed rows release theirs
+    (FrozenCache.release: ``total - hit`` each, and nothing once nothing runs)."""
+    for r in run:
+        if r[DECODED] >= r[OUTPUT]:
+            held -= r[ADDED]
+    run = [r for r in run if r[DECODED] < r[OUTPUT]]
+    return run, (held if run else 0)
+
+
 def forecast(s: Snapshot, prompt: int, output: int, added_blocks: int, reused_tokens: int, t_ms: float) -> tuple[float, float]:
     """(TTFT, TPOT) in ms of a request (``prompt`` and ``output`` tokens, ``reused_tokens`` cached on the server,
     its admission adding ``added_blocks = total - hit`` blocks) enqueued at ``t_ms`` on the server of snapshot ``s``
@@ -144,27 +172,13 @@ def forecast(s: Snapshot, prompt: int, output: int, added_blocks: int, reused_to
     waiting = (*s.waiting, (prompt, output, added_blocks, reused_tokens))
     head, held, mine, first = 0, s.held_blocks, None, math.nan
     while True:
-        finished = False  # finish the iteration ending at `end` (Server._finish_iteration)
-        for r in decoding:
-            r[DECODED] += repeats
-            finished = finished or r[DECODED] >= r[OUTPUT]
-        for r in prefilling:
-            r[COMPUTED] += r[CHUNK]
-            r[CHUNK] = 0
-            if r[COMPUTED] == r[PROMPT]:
-                r[DECODED] = 1
-                if r is mine:
-                    first = end
-                finished = finished or r[OUTPUT] == 1
+        finished = _finish(decoding, prefilling, repeats)  # the iteration ending at `end`
+        if mine is not None and math.isnan(first) and mine[COMPUTED] == mine[PROMPT]:
+            first = end
         if finished:
             if mine is not None and mine[DECODED] >= mine[OUTPUT]:
                 return first - t_ms, ((end - first) / (output - 1) if output > 1 else 0.0)
-            for r in run:
-                if r[DECODED] >= r[OUTPUT]:
-                    held -= r[ADDED]
-            run = [r for r in run if r[DECODED] < r[OUTPUT]]
-            if not run:
-                held = 0  # FrozenCache.release: nothing running holds nothing
+            run, held = _release(run, held)
         decoding = [r for r in run if r[COMPUTED] == r[PROMPT]]  # plan the next iteration at `end` (Server._plan)
         budget = max(0, e.prefill_budget_tokens - len(decoding))
         prefilling, tokens = [], 0
@@ -198,3 +212,111 @@ def forecast(s: Snapshot, prompt: int, output: int, added_blocks: int, reused_to
         else:
             repeats = 1
         end = end + repeats * e.iteration_ms(len(decoding), held, tokens)
+
+
+_PAD = 1 << 40  # remaining tokens of an empty slot: past every goal
+
+
+class OracleBoard:
+    """The forecast for one request on every server at once: numpy over the servers in the common case, the
+    snapshot's forward run (:func:`forecast`) elsewhere; the same numbers as :func:`forecast`, bit for bit.
+
+    Per server, kept until its state changes (``Server.version``): its snapshot, and the state at the end of the
+    iteration in flight (completions released) and, for a decode-only stretch, the state now: the decoding rows'
+    remaining tokens sorted ascending and the blocks each frees, padded to ``W`` slots.  The request (``u`` uncached
+    prompt tokens, ``a = total - hit`` added blocks, ``o`` output tokens) arriving at ``t`` is admitted at the first
+    planning point ``T``: ``t`` when idle, ``start + c * step`` when it cuts a stretch (``c = max(1, ceil((t -
+    start) / step)) < repeats``, every remaining count less ``c``), else the end of the iteration in flight.  The
+    common case: there nothing waits and every running request decodes (``n`` of them, ``H`` held blocks), and the
+    request fits (``n < max_running_seqs``, ``u <= budget - n``, ``H + a <= C``).  Then one iteration
+    ``s_0 = iteration_ms(n, H + a, u)`` computes its prompt (first token at ``T + s_0``), every other request decodes
+    one token, and the decode-only stretches follow (module docstring) with the sorted remaining counts less one,
+    capped at the goal ``o - 1``: slot ``j`` adds ``(min(m_j, o - 1) - min(m_{j-1}, o - 1)) * iteration_ms(1 +
+    (n - j)^+, H + a - sum_{i<j} b_i, 0)``, a tie or a slot past the goal adding exactly 0, summed left to right
+    (``np.cumsum``, sequential) from ``T + s_0``.  Anything else (a queue, a request still prefilling, no room, a
+    prompt longer than the budget left) takes the forward run."""
+
+    def __init__(self, servers: list[Server]) -> None:
+        engines = [s.engine for s in servers]
+        k = len(servers)
+        self.servers = servers
+        self.width = max(e.max_running_seqs for e in engines) + 1
+        self.block_tokens = servers[0].cache.block_tokens
+        column = (lambda name, dtype=float: np.array([getattr(e, name) for e in engines], dtype=dtype))
+        self.base, self.per_seq, self.per_block = column("step_base_ms"), column("step_ms_per_seq"), column("step_ms_per_kv_block")
+        self.per_token = column("prefill_ms_per_token")
+        self.budget, self.seats, self.capacity = (column(name, np.int64) for name in ("prefill_budget_tokens", "max_running_seqs",
+                                                                                     "kv_capacity_blocks"))
+        self.snapshots: list[Snapshot | None] = [None] * k
+        self.idle = np.zeros(k, dtype=bool)
+        self.stretch = np.zeros(k, dtype=bool)  # a decode-only stretch in flight, nothing waiting, everyone decoding
+        self.simple_after = np.zeros(k, dtype=bool)  # nothing waits and everyone decodes after the iteration in flight
+        self.end, self.start, self.step = np.zeros(k), np.zeros(k), np.ones(k)
+        self.repeats = np.ones(k, dtype=np.int64)
+        self.n_now, self.held_now, self.n_after, self.held_after = (np.zeros(k, dtype=np.int64) for _ in range(4))
+        self.rem_now, self.rem_after = np.full((k, self.width), _PAD, dtype=np.int64), np.full((k, self.width), _PAD, dtype=np.int64)
+        self.blocks_now, self.blocks_after = np.zeros((k, self.width), dtype=np.int64), np.zeros((k, self.width), dtype=np.int64)
+        self.common_last = 0  # servers forecast in the common case at the last call (a measure for tests and benchmarks)
+
+    def _refresh(self, k: int) -> Snapshot:
+        server = self.servers[k]
+        s = self.snapshots[k]
+        if s is not None and s.version == server.version:
+            return s
+        s = self.snapshots[k] = snapshot(server)
+        self.idle[k] = s.iteration_end_ms is None
+        self.end[k] = s.iteration_end_ms if s.iteration_end_ms is not None else 0.0
+        self.start[k], self.step[k], self.repeats[k] = s.start_ms, (s.step_ms if s.repeats > 1 else 1.0), s.repeats
+        quiet = not s.waiting
+        self.stretch[k] = quiet and s.iteration_end_ms is not None and s.repeats > 1 and len(s.decoding) == len(s.running)
+        if self.stretch[k]:
+            self.n_now[k], self.held_now[k] = self._rows(k, self.rem_now, self.blocks_now, s.running), s.held_blocks
+        run, held = [list(r) for r in s.running], s.held_blocks
+        if s.iteration_end_ms is not None and _finish([run[j] for j in s.decoding], [run[j] for j in s.prefilling], s.repeats):
+            run, held = _release(run, held)
+        self.simple_after[k] = quiet and all(r[COMPUTED] == r[PROMPT] for r in run)
+        if self.simple_after[k]:
+            self.n_after[k], self.held_after[k] = self._rows(k, self.rem_after, self.blocks_after, run), held
+        return s
+
+    @staticmethod
+    def _rows(k: int, remaining: np.ndarray, blocks: np.ndarray, run) -> int:
+        """Row ``k`` of ``remaining`` and ``blocks``: the running rows' remaining tokens, ascending, and the blocks
+        each frees; the rest padded.  Returns how many run."""
+        pairs = sorted((r[OUTPUT] - r[DECODED], r[ADDED]) for r in run)
+        remaining[k] = _PAD
+        blocks[k] = 0
+        if pairs:
+            remaining[k, : len(pairs)], blocks[k, : len(pairs)] = zip(*pairs, strict=True)
+        return len(pairs)
+
+    def predict(self, t_ms: float, prompt: int, output: int, total_blocks: int, hit_blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(TTFT, TPOT) arrays (ms) of a request enqueued at ``t_ms`` on each server (advanced to ``t_ms``), which
+        reuses ``hit_blocks[k]`` blocks on server ``k``: :func:`forecast` on every server (class docstring)."""
+        snaps = [self._refresh(k) for k in range(len(self.servers))]
+        uncached = prompt - hit_blocks * self.block_tokens
+        added = total_blocks - hit_blocks
+        cut = np.maximum(1.0, np.ceil((t_ms - self.start) / self.step))
+        is_cut = self.stretch & (cut < self.repeats)
+        n = np.where(is_cut, self.n_now, self.n_after)
+        held = np.where(is_cut, self.held_now, self.held_after) + added
+        budget = np.maximum(0, self.budget - n)
+        common = (is_cut | self.simple_after) & (budget > 0) & (uncached <= budget) & (n < self.seats) & (held <= self.capacity)
+        ready = np.where(self.idle, t_ms, np.where(is_cut, self.start + cut * self.step, self.end))
+        first = ready + (self.base + self.per_seq * n + self.per_block * held + self.per_token * uncached)
+        remaining = np.where(is_cut[:, None], self.rem_now - cut.astype(np.int64)[:, None], self.rem_after) - 1
+        blocks = np.where(is_cut[:, None], self.blocks_now, self.blocks_after)
+        capped = np.minimum(remaining, output - 1)
+        stretches = np.diff(capped, axis=1, prepend=0)
+        slots = np.arange(self.width)
+        decoding = 1 + np.maximum(0, n[:, None] - slots)
+        held_j = held[:, None] - (np.cumsum(blocks, axis=1) - blocks)
+        step_j = self.base[:, None] + self.per_seq[:, None] * decoding + self.per_block[:, None] * held_j + self.per_token[:, None] * 0
+        done = np.cumsum(np.column_stack([first, stretches * step_j]), axis=1)[:, -1]
+        ttft = first - t_ms
+        tpot = (done - first) / (output - 1) if output > 1 else np.zeros_like(first)
+        self.common_last = int(common.sum())
+        for k in np.flatnonzero(~common).tolist():
+            hit = int(hit_blocks[k])
+            ttft[k], tpot[k] = forecast(snaps[k], prompt, output, total_blocks - hit, hit * self.block_tokens, t_ms)
+        return ttft, tpot

@@ -25,7 +25,7 @@ import numpy as np
 
 from optfleet.errors import InputError
 from optfleet.problems.placement.evaluate import live_request, new_servers
-from optfleet.problems.placement.forecast import Snapshot, forecast, oracle_latency, snapshot
+from optfleet.problems.placement.forecast import OracleBoard, oracle_latency
 from optfleet.problems.placement.predictor import Accuracy
 from optfleet.problems.placement.server import Server
 
@@ -195,29 +195,24 @@ class PredictedLatency:
 
 
 class OraclePredictor:
-    """The simulator's own expected latency (forecast.py) on every server: by default the fast forward run over
-    snapshots (one per server state, kept until the server changes), ``exact=True`` the reference forward run
-    on a copy of each server (the same numbers, bit for bit; slower)."""
+    """The simulator's own expected latency (forecast.py) on every server: by default the fast forward run
+    (forecast.OracleBoard: snapshots kept per server state, numpy over the servers in the common case),
+    ``exact=True`` the reference forward run on a copy of each server (the same numbers, bit for bit; slower)."""
 
     def __init__(self, exact: bool = False) -> None:
         self.accuracy = Accuracy()
         self.exact = exact
-        self.snapshots: dict[int, Snapshot] = {}
+        self.board: OracleBoard | None = None
 
     def predict(self, cluster: Cluster, i: int, t_ms: float, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Every server's (TTFT, TPOT) for request ``i`` (``cluster.state`` advanced the servers to ``t_ms``)."""
         r = live_request(cluster.problem, i)
-        servers = [cluster.at(k, t_ms) for k in range(len(cluster.servers))]
         if self.exact:
-            pairs = [oracle_latency(server, r, t_ms) for server in servers]
-        else:
-            block, pairs = cluster.problem.block_tokens, []
-            for k, (server, hit) in enumerate(zip(servers, state["hit"].tolist(), strict=True)):
-                snap = self.snapshots.get(k)
-                if snap is None or snap.version != server.version:
-                    snap = self.snapshots[k] = snapshot(server)
-                pairs.append(forecast(snap, r.prompt, r.output, r.total_blocks - hit, hit * block, t_ms))
-        ttft, tpot = zip(*pairs, strict=True)
-        return np.array(ttft), np.array(tpot)
+            ttft, tpot = zip(*(oracle_latency(cluster.at(k, t_ms), r, t_ms) for k in range(len(cluster.servers))), strict=True)
+            return np.array(ttft), np.array(tpot)
+        if self.board is None:
+            self.board = OracleBoard(cluster.servers)
+        return self.board.predict(t_ms, r.prompt, r.output, r.total_blocks, state["hit"])
 
     def chosen(self, cluster: Cluster, i: int, t_ms: float, k: int, state: dict[str, np.ndarray], ttft_ms: float, tpot_ms: float) -> None:
         self.accuracy.record(i, ttft_ms, tpot_ms)  # the oracle learns nothing; its error is not knowing later arrivals
