@@ -228,13 +228,14 @@ class OracleBoard:
     planning point ``T``: ``t`` when idle, ``start + c * step`` when it cuts a stretch (``c = max(1, ceil((t -
     start) / step)) < repeats``, every remaining count less ``c``), else the end of the iteration in flight.  The
     common case: there nothing waits and every running request decodes (``n`` of them, ``H`` held blocks), and the
-    request fits (``n < max_running_seqs``, ``u <= budget - n``, ``H + a <= C``).  Then one iteration
-    ``s_0 = iteration_ms(n, H + a, u)`` computes its prompt (first token at ``T + s_0``), every other request decodes
-    one token, and the decode-only stretches follow (module docstring) with the sorted remaining counts less one,
-    capped at the goal ``o - 1``: slot ``j`` adds ``(min(m_j, o - 1) - min(m_{j-1}, o - 1)) * iteration_ms(1 +
+    request fits (``n < max_running_seqs``, ``budget > n``, ``H + a <= C``).  Then ``p`` prefill iterations compute
+    its prompt, pass ``i`` a chunk ``min(u left, budget - n_i)`` in ``iteration_ms(n_i, H + a - (blocks of the
+    decoders done), chunk)``, ``n_i`` the decoders not done after ``i - 1`` passes (each decodes one token a pass);
+    its first token comes at the end of the last pass, and the decode-only stretches follow (module docstring) with
+    the sorted remaining counts less ``p``, clipped to ``[0, o - 1]`` (the goal): slot ``j`` adds ``(min(m_j, o - 1) - min(m_{j-1}, o - 1)) * iteration_ms(1 +
     (n - j)^+, H + a - sum_{i<j} b_i, 0)``, a tie or a slot past the goal adding exactly 0, summed left to right
-    (``np.cumsum``, sequential) from ``T + s_0``.  Anything else (a queue, a request still prefilling, no room, a
-    prompt longer than the budget left) takes the forward run."""
+    (``np.cumsum``, sequential) from the first token.  Anything else (a queue, a request still prefilling, no
+    room) takes the forward run."""
 
     def __init__(self, servers: list[Server]) -> None:
         engines = [s.engine for s in servers]
@@ -248,6 +249,7 @@ class OracleBoard:
         self.budget, self.seats, self.capacity = (column(name, np.int64) for name in ("prefill_budget_tokens", "max_running_seqs",
                                                                                      "kv_capacity_blocks"))
         self.snapshots: list[Snapshot | None] = [None] * k
+        self.versions = np.full(k, -1, dtype=np.int64)  # the servers' versions the snapshots and rows are of
         self.idle = np.zeros(k, dtype=bool)
         self.stretch = np.zeros(k, dtype=bool)  # a decode-only stretch in flight, nothing waiting, everyone decoding
         self.simple_after = np.zeros(k, dtype=bool)  # nothing waits and everyone decodes after the iteration in flight
@@ -258,12 +260,9 @@ class OracleBoard:
         self.blocks_now, self.blocks_after = np.zeros((k, self.width), dtype=np.int64), np.zeros((k, self.width), dtype=np.int64)
         self.common_last = 0  # servers forecast in the common case at the last call (a measure for tests and benchmarks)
 
-    def _refresh(self, k: int) -> Snapshot:
-        server = self.servers[k]
-        s = self.snapshots[k]
-        if s is not None and s.version == server.version:
-            return s
-        s = self.snapshots[k] = snapshot(server)
+    def _refresh(self, k: int) -> None:
+        """Server ``k`` changed: its snapshot and rows anew."""
+        s = self.snapshots[k] = snapshot(self.servers[k])
         self.idle[k] = s.iteration_end_ms is None
         self.end[k] = s.iteration_end_ms if s.iteration_end_ms is not None else 0.0
         self.start[k], self.step[k], self.repeats[k] = s.start_ms, (s.step_ms if s.repeats > 1 else 1.0), s.repeats
@@ -277,7 +276,6 @@ class OracleBoard:
         self.simple_after[k] = quiet and all(r[COMPUTED] == r[PROMPT] for r in run)
         if self.simple_after[k]:
             self.n_after[k], self.held_after[k] = self._rows(k, self.rem_after, self.blocks_after, run), held
-        return s
 
     @staticmethod
     def _rows(k: int, remaining: np.ndarray, blocks: np.ndarray, run) -> int:
@@ -293,22 +291,35 @@ class OracleBoard:
     def predict(self, t_ms: float, prompt: int, output: int, total_blocks: int, hit_blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(TTFT, TPOT) arrays (ms) of a request enqueued at ``t_ms`` on each server (advanced to ``t_ms``), which
         reuses ``hit_blocks[k]`` blocks on server ``k``: :func:`forecast` on every server (class docstring)."""
-        snaps = [self._refresh(k) for k in range(len(self.servers))]
+        versions = np.fromiter((s.version for s in self.servers), dtype=np.int64, count=len(self.servers))
+        for k in np.flatnonzero(versions != self.versions).tolist():
+            self._refresh(k)
+        self.versions = versions
         uncached = prompt - hit_blocks * self.block_tokens
         added = total_blocks - hit_blocks
         cut = np.maximum(1.0, np.ceil((t_ms - self.start) / self.step))
         is_cut = self.stretch & (cut < self.repeats)
         n = np.where(is_cut, self.n_now, self.n_after)
         held = np.where(is_cut, self.held_now, self.held_after) + added
-        budget = np.maximum(0, self.budget - n)
-        common = (is_cut | self.simple_after) & (budget > 0) & (uncached <= budget) & (n < self.seats) & (held <= self.capacity)
-        ready = np.where(self.idle, t_ms, np.where(is_cut, self.start + cut * self.step, self.end))
-        first = ready + (self.base + self.per_seq * n + self.per_block * held + self.per_token * uncached)
-        remaining = np.where(is_cut[:, None], self.rem_now - cut.astype(np.int64)[:, None], self.rem_after) - 1
+        common = (is_cut | self.simple_after) & (self.budget - n > 0) & (n < self.seats) & (held <= self.capacity)
+        end = np.where(self.idle, t_ms, np.where(is_cut, self.start + cut * self.step, self.end))
+        remaining = np.where(is_cut[:, None], self.rem_now - cut.astype(np.int64)[:, None], self.rem_after)
         blocks = np.where(is_cut[:, None], self.blocks_now, self.blocks_after)
-        capped = np.minimum(remaining, output - 1)
-        stretches = np.diff(capped, axis=1, prepend=0)
         slots = np.arange(self.width)
+        valid = slots < n[:, None]
+        left, passes, active = uncached.copy(), np.zeros_like(n), common.copy()
+        while active.any():  # the request's prefill iterations (a chunk of the budget left each)
+            gone = valid & (remaining <= passes[:, None])  # decoders done in the earlier passes
+            n_now = n - gone.sum(axis=1)
+            chunk = np.minimum(left, self.budget - n_now)
+            step = self.base + self.per_seq * n_now + self.per_block * (held - (blocks * gone).sum(axis=1)) + self.per_token * chunk
+            end = np.where(active, end + step, end)
+            left = np.where(active, left - chunk, left)
+            passes += active
+            active &= left > 0
+        first = end
+        capped = np.clip(remaining - passes[:, None], 0, output - 1)
+        stretches = np.diff(capped, axis=1, prepend=0)
         decoding = 1 + np.maximum(0, n[:, None] - slots)
         held_j = held[:, None] - (np.cumsum(blocks, axis=1) - blocks)
         step_j = self.base[:, None] + self.per_seq[:, None] * decoding + self.per_block[:, None] * held_j + self.per_token[:, None] * 0
@@ -318,5 +329,5 @@ class OracleBoard:
         self.common_last = int(common.sum())
         for k in np.flatnonzero(~common).tolist():
             hit = int(hit_blocks[k])
-            ttft[k], tpot[k] = forecast(snaps[k], prompt, output, total_blocks - hit, hit * self.block_tokens, t_ms)
+            ttft[k], tpot[k] = forecast(self.snapshots[k], prompt, output, total_blocks - hit, hit * self.block_tokens, t_ms)
         return ttft, tpot

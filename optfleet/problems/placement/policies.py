@@ -35,36 +35,51 @@ if TYPE_CHECKING:
 
 class Cluster:
     """The servers during an online run: ``at(k, t)`` is server ``k`` advanced to ``t`` (servers advance when a
-    policy looks at them, so one that looks at a single server costs one server's work)."""
+    policy looks at them, so one that looks at a single server costs one server's work).  The cluster keeps each
+    server's iteration end, so advancing every server touches only those with an iteration ending before ``t``,
+    and each server's signals as of its ``version``, so :meth:`state` reads only the servers that changed."""
 
     def __init__(self, problem: "PlacementProblem") -> None:
         self.problem = problem
         self.servers: list[Server] = new_servers(problem)
         self.placement = np.full(len(problem.requests), -1, dtype=np.int64)
+        k = len(self.servers)
+        self._next_end = np.full(k, np.inf)  # each server's iteration end (inf: idle)
+        self._versions = np.full(k, -1, dtype=np.int64)
+        self._signals = np.zeros((4, k))  # queue, running, KV usage, input tokens in flight, as of _versions
 
     def at(self, k: int, t_ms: float) -> Server:
         server = self.servers[k]
         server.advance(t_ms)
+        self._next_end[k] = np.inf if server.iteration_end_ms is None else server.iteration_end_ms
         return server
 
+    def advance_all(self, t_ms: float) -> list[Server]:
+        """Every server advanced to ``t_ms``."""
+        for k in np.flatnonzero(self._next_end < t_ms).tolist():
+            self.at(k, t_ms)
+        return self.servers
+
     def dispatch(self, i: int, k: int, t_ms: float) -> None:
-        self.at(k, t_ms).enqueue(live_request(self.problem, i), t_ms)
+        server = self.at(k, t_ms)
+        server.enqueue(live_request(self.problem, i), t_ms)
+        self._next_end[k] = server.iteration_end_ms
         self.placement[i] = k
 
     def state(self, i: int, t_ms: float) -> dict[str, np.ndarray]:
         """Every server's signals for request ``i`` at ``t_ms``: queue depth, running requests, KV usage, reused
         prompt blocks ``hit``, prefix score (reused prompt tokens / prompt tokens) and input tokens in flight."""
         r = live_request(self.problem, i)
-        servers = [self.at(k, t_ms) for k in range(len(self.servers))]
-        hit = np.array([s.cache.hit_blocks(r) for s in servers], dtype=np.int64)
-        return {
-            "queue": np.array([s.queue_depth for s in servers], dtype=float),
-            "running": np.array([len(s.running) for s in servers], dtype=float),
-            "kv": np.array([s.kv_usage for s in servers]),
-            "hit": hit,
-            "prefix": hit * self.problem.block_tokens / r.prompt,
-            "in_flight": np.array([s.input_tokens_in_flight for s in servers], dtype=float),
-        }
+        servers = self.advance_all(t_ms)
+        versions = np.fromiter((s.version for s in servers), dtype=np.int64, count=len(servers))
+        for k in np.flatnonzero(versions != self._versions).tolist():
+            s = servers[k]
+            self._signals[:, k] = (s.queue_depth, len(s.running), s.kv_usage, s.input_tokens_in_flight)
+        self._versions = versions
+        hit = np.fromiter((s.cache.hit_blocks(r) for s in servers), dtype=np.int64, count=len(servers))
+        queue, running, kv, in_flight = self._signals.copy()
+        return {"queue": queue, "running": running, "kv": kv, "hit": hit, "prefix": hit * self.problem.block_tokens / r.prompt,
+                "in_flight": in_flight}
 
 
 class RoundRobin:
