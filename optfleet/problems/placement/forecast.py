@@ -303,9 +303,10 @@ class OracleBoard:
         held = np.where(is_cut, self.held_now, self.held_after) + added
         common = (is_cut | self.simple_after) & (self.budget - n > 0) & (n < self.seats) & (held <= self.capacity)
         end = np.where(self.idle, t_ms, np.where(is_cut, self.start + cut * self.step, self.end))
-        remaining = np.where(is_cut[:, None], self.rem_now - cut.astype(np.int64)[:, None], self.rem_after)
-        blocks = np.where(is_cut[:, None], self.blocks_now, self.blocks_after)
-        slots = np.arange(self.width)
+        width = int(n.max()) + 1  # the slots in use, and one padded (the request's own last stretch)
+        remaining = np.where(is_cut[:, None], self.rem_now[:, :width] - cut.astype(np.int64)[:, None], self.rem_after[:, :width])
+        blocks = np.where(is_cut[:, None], self.blocks_now[:, :width], self.blocks_after[:, :width])
+        slots = np.arange(width)
         valid = slots < n[:, None]
         left, passes, active = uncached.copy(), np.zeros_like(n), common.copy()
         while active.any():  # the request's prefill iterations (a chunk of the budget left each)
