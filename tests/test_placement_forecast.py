@@ -25,7 +25,8 @@ def fast_latency(server, r, t_ms: float) -> tuple[float, float]:
 
 def agree_at_every_arrival(problem, placement) -> tuple[int, int]:
     """Dispatch the requests by ``placement``; before each arrival, compare the reference forecast on every server
-    with the snapshot's forward run and with the board (all servers at once), exact equality.  Returns how many
+    with the snapshot's forward run and with the board (all servers at once), exact equality (and the cluster's
+    reused blocks with every server's cache).  Returns how many
     forecasts were compared and how many of them the board computed in its common (numpy) case."""
     cluster = Cluster(problem)
     board = OracleBoard(cluster.servers)
@@ -34,7 +35,9 @@ def agree_at_every_arrival(problem, placement) -> tuple[int, int]:
         t = float(problem.requests.arrival_ms[i])
         r = live_request(problem, i)
         servers = [cluster.at(k, t) for k in range(len(cluster.servers))]
-        ttft, tpot = board.predict(t, r.prompt, r.output, r.total_blocks, np.array([s.cache.hit_blocks(r) for s in servers]))
+        hits = np.array([s.cache.hit_blocks(r) for s in servers])
+        assert np.array_equal(cluster.hits(r), hits)  # asked only where the session or group was placed
+        ttft, tpot = board.predict(t, r.prompt, r.output, r.total_blocks, hits)
         for k, server in enumerate(servers):
             reference = oracle_latency(server, r, t)
             assert fast_latency(server, r, t) == reference, (i, k)

@@ -8,23 +8,25 @@ no request arrives at this server before the forecast one completes and the cach
 queued requests' reuse meanwhile; otherwise it is the simulator's expectation from what is known now (the
 predictor error the oracle leaves is that of not knowing the future, not of a learned model).
 
-Two implementations of that one forward run:
+Three implementations of that one forward run, equal bit for bit (tests/test_placement_forecast.py checks it on
+constructed, random and ShareGPT-like states):
 
 * :func:`oracle_latency`, the reference: it copies the server (its :class:`~optfleet.problems.placement.server.Live`
   requests) and runs the simulator's own ``Server.step`` on the copy;
-* :func:`forecast` over a :class:`Snapshot`, the fast one the oracle predictor uses.  A snapshot is the server's
+* :func:`forecast` over a :class:`Snapshot`, one server without copying it.  A snapshot is the server's
   state as plain integers (per running request: prompt, output, computed and decoded tokens, blocks its admission
   added ``total - hit``, chunk in flight; per waiting request: prompt, output, ``total - hit`` and reused tokens,
   its hit read from the real cache), taken once per server state (``Server.version``) and shared by every request
-  forecast before the server changes.  The forward run applies the same rules (server.py) to those integers, in the
-  same order of floating-point operations (``Engine.iteration_ms``, end times accumulated ``end + repeats * step``),
-  (and FrozenCache's held-block rules), so the two agree bit for bit (tests/test_placement_predictor.py checks it on constructed and random states).
-  Once the forecast request is admitted, the waiting queue is empty and every running request decodes, the rest is
-  decode-only stretches ended by completions: with the remaining tokens ``m_1 <= m_2 <= ...`` of the running
+  forecast before the server changes.  The forward run applies the same rules (server.py, and FrozenCache's for
+  held blocks) to those integers, in the same order of floating-point operations (``Engine.iteration_ms``, end
+  times accumulated ``end + repeats * step``).  Once the forecast request is admitted, the waiting queue is empty
+  and every running request decodes, the rest is decode-only stretches ended by completions: with the remaining tokens ``m_1 <= m_2 <= ...`` of the running
   requests (``n`` of them, ``H`` frozen held blocks), stretch ``j`` lasts ``(m_j - m_{j-1}) * iteration_ms(n_j, H_j,
   0)`` where ``n_j`` and ``H_j`` drop by the requests (and their ``total - hit`` blocks) completed at ``m_{j-1}``; the
   forecast request completes at the end of the stretch reaching its own remaining tokens.  That closed form is the
-  reference's stretch loop with the per-request bookkeeping left out (same sums, same order).
+  reference's stretch loop with the per-request bookkeeping left out (same sums, same order);
+* :class:`OracleBoard`, the one the oracle predictor uses: every server at once, numpy over the servers in the
+  common case (nothing waiting, every running request decoding), :func:`forecast` on the others.
 """
 
 from __future__ import annotations
@@ -232,8 +234,9 @@ class OracleBoard:
     its prompt, pass ``i`` a chunk ``min(u left, budget - n_i)`` in ``iteration_ms(n_i, H + a - (blocks of the
     decoders done), chunk)``, ``n_i`` the decoders not done after ``i - 1`` passes (each decodes one token a pass);
     its first token comes at the end of the last pass, and the decode-only stretches follow (module docstring) with
-    the sorted remaining counts less ``p``, clipped to ``[0, o - 1]`` (the goal): slot ``j`` adds ``(min(m_j, o - 1) - min(m_{j-1}, o - 1)) * iteration_ms(1 +
-    (n - j)^+, H + a - sum_{i<j} b_i, 0)``, a tie or a slot past the goal adding exactly 0, summed left to right
+    the sorted remaining counts less ``p``, clipped to ``[0, o - 1]`` (the goal): with those ``c_j``, slot ``j``
+    adds ``(c_j - c_{j-1}) * iteration_ms(1 + (n - j)^+, H + a - sum_{i<j} b_i, 0)``, a tie, a request done during
+    the prefill or a slot past the goal adding exactly 0, summed left to right
     (``np.cumsum``, sequential) from the first token.  Anything else (a queue, a request still prefilling, no
     room) takes the forward run."""
 

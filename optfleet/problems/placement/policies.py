@@ -27,7 +27,7 @@ from optfleet.errors import InputError
 from optfleet.problems.placement.evaluate import live_request, new_servers
 from optfleet.problems.placement.forecast import OracleBoard, oracle_latency
 from optfleet.problems.placement.predictor import Accuracy
-from optfleet.problems.placement.server import Server
+from optfleet.problems.placement.server import Live, Server
 
 if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
@@ -37,7 +37,10 @@ class Cluster:
     """The servers during an online run: ``at(k, t)`` is server ``k`` advanced to ``t`` (servers advance when a
     policy looks at them, so one that looks at a single server costs one server's work).  The cluster keeps each
     server's iteration end, so advancing every server touches only those with an iteration ending before ``t``,
-    and each server's signals as of its ``version``, so :meth:`state` reads only the servers that changed."""
+    and each server's signals as of its ``version``, so :meth:`state` reads only the servers that changed.  It also
+    keeps the servers each conversation and each group was placed on: a server's cache holds a block of origin
+    ``(session, k)`` or ``(group, k)`` (cache.py) only if a request of that session or group ran there, so elsewhere
+    a request reuses nothing and only those servers are asked."""
 
     def __init__(self, problem: "PlacementProblem") -> None:
         self.problem = problem
@@ -47,6 +50,7 @@ class Cluster:
         self._next_end = np.full(k, np.inf)  # each server's iteration end (inf: idle)
         self._versions = np.full(k, -1, dtype=np.int64)
         self._signals = np.zeros((4, k))  # queue, running, KV usage, input tokens in flight, as of _versions
+        self._placed: dict[tuple[str, int], set[int]] = {}  # ("s", session) or ("g", group) -> servers it was placed on
 
     def at(self, k: int, t_ms: float) -> Server:
         server = self.servers[k]
@@ -62,9 +66,24 @@ class Cluster:
 
     def dispatch(self, i: int, k: int, t_ms: float) -> None:
         server = self.at(k, t_ms)
-        server.enqueue(live_request(self.problem, i), t_ms)
+        r = live_request(self.problem, i)
+        server.enqueue(r, t_ms)
         self._next_end[k] = server.iteration_end_ms
         self.placement[i] = k
+        self._placed.setdefault(("s", r.session), set()).add(k)
+        if r.group >= 0:
+            self._placed.setdefault(("g", r.group), set()).add(k)
+
+    def hits(self, r: Live) -> np.ndarray:
+        """Blocks request ``r`` would reuse on each server (advanced): asked of the servers its session or group
+        was placed on, 0 elsewhere (class docstring)."""
+        hit = np.zeros(len(self.servers), dtype=np.int64)
+        where = self._placed.get(("s", r.session), set())
+        if r.group >= 0:
+            where = where | self._placed.get(("g", r.group), set())
+        for k in where:
+            hit[k] = self.servers[k].cache.hit_blocks(r)
+        return hit
 
     def state(self, i: int, t_ms: float) -> dict[str, np.ndarray]:
         """Every server's signals for request ``i`` at ``t_ms``: queue depth, running requests, KV usage, reused
@@ -76,7 +95,7 @@ class Cluster:
             s = servers[k]
             self._signals[:, k] = (s.queue_depth, len(s.running), s.kv_usage, s.input_tokens_in_flight)
         self._versions = versions
-        hit = np.fromiter((s.cache.hit_blocks(r) for s in servers), dtype=np.int64, count=len(servers))
+        hit = self.hits(r)
         queue, running, kv, in_flight = self._signals.copy()
         return {"queue": queue, "running": running, "kv": kv, "hit": hit, "prefix": hit * self.problem.block_tokens / r.prompt,
                 "in_flight": in_flight}
