@@ -61,6 +61,39 @@ def test_hindsight_model_matches_brute_force(case):
     assert not (short & compressed).any()
 
 
+def _brute_force_overflow(data: HindsightData) -> float:
+    """The least slot-seconds above the capacity rows over every placement (long, short, compressed)."""
+    windows = len(data.capacity_short)
+    best = np.inf
+    for choice in itertools.product((0, 1, 2), repeat=len(data.long_s)):
+        choice = np.array(choice)
+        short = np.where(choice == 1, data.short_s, np.where(choice == 2, data.compressed_s, 0.0))
+        if np.isnan(short).any():
+            continue
+        long = np.where(choice == 0, data.long_s, 0.0)
+        over = (np.maximum(np.bincount(data.window, short, windows) - data.capacity_short, 0.0).sum()
+                + np.maximum(np.bincount(data.window, long, windows) - data.capacity_long, 0.0).sum())
+        best = min(best, float(over))
+    return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.tuples(st.floats(0.5, 20), st.floats(0.5, 20), st.floats(0.5, 20)), min_size=n, max_size=n),
+    st.lists(st.tuples(st.booleans(), st.booleans()), min_size=n, max_size=n),
+    st.lists(st.integers(0, 1), min_size=n, max_size=n),
+    st.tuples(st.lists(st.floats(0, 40), min_size=2, max_size=2), st.lists(st.floats(0, 40), min_size=2, max_size=2)))))
+def test_hindsight_overflow_model_matches_brute_force(case):
+    seconds, allowed, windows, caps = case
+    data = _data(seconds, allowed, windows, caps)
+    args, columns = hindsight_arrays(data, objective="overflow")
+    report, values = solve_arrays(args, what="hindsight overflow test")
+    assert report.status == "optimal"  # always feasible: every request long, overflow as needed
+    assert report.objective == pytest.approx(_brute_force_overflow(data), rel=1e-6, abs=1e-7)
+    short, compressed = hindsight_placement(values, columns, len(data.long_s))
+    assert not (short & compressed).any()
+
+
 def test_design_model_is_the_cheapest_candidate_within_epsilon():
     cost = np.array([5.0, 3.0, 4.0, 2.0])
     misroute = np.array([0.0, 0.02, 0.005, 0.5])
