@@ -175,7 +175,8 @@ def result_json(problem: FleetProblem, result: MethodResult) -> dict[str, Any]:
 
 
 def facts(problem: FleetProblem) -> dict[str, Any]:
-    return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule}
+    return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule,
+            "service_model": problem.service_model}
 
 
 def describe(problem: FleetProblem) -> str:

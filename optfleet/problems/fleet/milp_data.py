@@ -129,6 +129,12 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     (the ``paper`` rule's levels are exact either way)."""
     if floor_bound not in FLOOR_BOUNDS:
         raise ValueError(f"floor_bound must be one of {FLOOR_BOUNDS}")
+    if problem.service_model == "batching":
+        raise NotApplicableError(
+            "slo.service_model", "batching",
+            "the fleet MILP has no tables for the continuous-batching model yet (its P99 TTFT mixes every request's prefill "
+            "with the load-dependent iteration time and prefill wait); the evaluator, the sweep and the baselines take it",
+        )
     long_cfg = problem.pool(problem.long_window_tokens)
     if long_cfg.length_scale_tokens is not None and problem.ttft_rule == "paper":
         raise NotApplicableError(
