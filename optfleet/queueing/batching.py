@@ -227,15 +227,16 @@ def workload_moments(l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike, chunk
     """``(E[X], Cs^2 of X, phi, prefill shares, chunk shares)`` of weighted requests (:class:`BatchingWorkload`'s
     per-request fields; ``chunk_columns`` is the length of the chunk-share row, the prefill-share row is
     ``PREFILL_BINS`` times as long)."""
-    l_in = np.asarray(l_in, dtype=np.int64)
-    l_out = np.asarray(l_out, dtype=np.int64)
     w = np.asarray(weight, dtype=np.float64)
+    held = w > 0  # routed traffic lists every atom of the mix, most of them at weight 0 in a given pool
+    l_in, l_out, w = np.asarray(l_in, dtype=np.int64)[held], np.asarray(l_out, dtype=np.int64)[held], w[held]
     total = float(w.sum())
     chunks = -(-l_in // chunk_tokens)
     x = (chunks + np.maximum(l_out, 1)).astype(np.float64)
-    ex = float(w @ x) / total
-    scv = max(float(w @ (x * x)) / total / (ex * ex) - 1.0, 0.0)
-    phi = 1.0 if length_scale_tokens is None else float(w @ (x * (l_in + l_out) / length_scale_tokens)) / total / ex
+    wx = w * x  # elementwise sums, not BLAS dot products: those are slower on vectors this size under threads' contention
+    ex = float(wx.sum()) / total
+    scv = max(float((wx * x).sum()) / total / (ex * ex) - 1.0, 0.0)
+    phi = 1.0 if length_scale_tokens is None else float((wx * (l_in + l_out)).sum()) / length_scale_tokens / total / ex
     bins = np.rint(l_in * PREFILL_BINS / chunk_tokens).astype(np.int64)
     width = chunk_columns * PREFILL_BINS
     prefill = np.bincount(bins, weights=w, minlength=width)[:width] / total

@@ -10,7 +10,7 @@ vectorised over pools.  The evaluator and the sweep size every pool with :func:`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -40,6 +40,11 @@ def batching_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[Arr
     ex, scv, phi, prefill, shares = zip(*rows, strict=True)
     return BatchingWorkload(np.asarray(rate_rps, dtype=np.float64) * np.ones(len(rows)), np.array(ex), np.array(scv), np.array(phi),
                             np.vstack(prefill), np.vstack(shares))
+
+
+def take(workload: BatchingWorkload, rows: NDArray[np.int64]) -> BatchingWorkload:
+    """The pools ``rows`` of ``workload``."""
+    return BatchingWorkload(*(np.asarray(getattr(workload, f.name))[rows] for f in fields(workload)))
 
 
 def pool_arrays(configs: Sequence[PoolConfig]) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
@@ -77,8 +82,15 @@ def min_gpus_batching(workload: BatchingWorkload, configs: Sequence[PoolConfig],
     idle = batching_state(replace(workload, rate_rps=np.zeros(len(slots))), np.ones(len(slots)), slots, w_ms, h_ms)
     reachable = meets_slo(idle, slo_ms, rho_max)
 
+    known: dict[tuple[int, int], bool] = {}  # (pool, count) -> verdict: the search asks settled pools again
+
     def feasible(n: NDArray[np.int64]) -> NDArray[np.bool_]:
-        return meets_slo(batching_state(workload, n, slots, w_ms, h_ms), slo_ms, rho_max) | ~busy
+        asked = [(j, int(c)) for j, c in enumerate(n)]
+        new = np.array([j for j, key in enumerate(asked) if busy[j] and key not in known], dtype=np.int64)
+        if len(new):
+            verdict = meets_slo(batching_state(take(workload, new), n[new], slots[new], w_ms[new], h_ms[new]), slo_ms, rho_max)
+            known.update(zip((asked[j] for j in new), verdict.tolist(), strict=True))
+        return np.array([not busy[j] or known[key] for j, key in enumerate(asked)], dtype=bool)
 
     need = smallest_feasible(lo, feasible, countable & (reachable | ~busy))
     return np.where(busy, need, 0)
