@@ -118,6 +118,136 @@ def threshold_set_bounds(data: FleetMilpData, open_sets: NDArray[np.int64], tabl
     return best
 
 
+class ThresholdCaseBound:
+    """A stronger, costlier lower bound on one set's case under threshold routing than :func:`threshold_set_bounds`:
+    it prices the pools that take compressed requests with that inflow rounded to whole instances.
+
+    :func:`threshold_set_bounds` leaves the load compressed *into* a pool out of its rounded cost ``A`` and charges
+    it linearly to the interval it comes from (``B``), so a pool fed only by compressed inflow (an empty interval)
+    costs 0 in ``A``.  On the scale benchmark the optimum is such a pool (2 H100 at window 4,096, 441 compressed
+    erlangs) beside one MI300X pool: ``A`` prices 2,264.40, ``B`` 2,287.67, the case costs 2,307.44.
+
+    Under threshold routing (models/fleet_routing.py rows (9c)) the segments compressed into pool ``j_i`` are a
+    prefix of its band (``band_prefix``, when the band's segments are consecutive) and each takes exactly ``p_c``
+    of every class of the segment that j_i can take compressed (``z_fixed``).  So with ``t_i`` segments of the
+    band compressed into ``j_i`` the inflow is ``I_i[t_i] = p_c sum L'[k,j_i]`` over those classes, whatever the
+    cuts.  For every vector ``t`` and cuts ``e_0 = 0 <= e_1 <= ... <= e_K`` (pools ``j_1 < ... < j_K`` in window
+    order, as in :func:`threshold_set_bounds`), the case's plans with those prefixes and cuts cost at least
+
+    * first pool: ``price n(L[0, e_1] + I_1[t_1])``, its own classes whole (no smaller pool takes them);
+    * middle pools: ``price n(A-load[e_(i-1), e_i] + I_i[t_i])``, their own classes at their least load (every
+      class an earlier pool can take compressed at ``1 - p_c``, as ``A``);
+    * last pool: ``price n(sum over its classes of (1 - p_c [compressed under t]) L[k,j_K])``, exact given ``t``,
+
+    with ``n(load)`` the least instances of :func:`_least_gpus` (cap, floor level at least that of
+    :func:`_interval_levels`, Erlang table, ``gpu_bound``) and an idle pool (empty interval, no inflow) at 0.  A
+    pool's cost rises with its load, so each term is at most that pool's cost in the plan.  The bound is the
+    least over ``t`` and the cuts, by dynamic programming over the pools with the prefixes of the pools so far in
+    its state (``prod (T_i + 1) (segments + 1)^2`` sums: beyond ``STATE_LIMIT`` it returns -inf, no bound).
+    Prefix vectors that overlap (a segment compressed twice, which ``compress_share`` forbids) are kept: extra
+    candidates only lower the least.  Only for ``p_c < 1`` (at ``p_c = 1`` a segment compressed whole may be
+    assigned to a closed pool, so the open pools' intervals need not cover the segments) and objective ``cost``.
+    """
+
+    STATE_LIMIT = 4_000_000
+
+    def __init__(self, data: FleetMilpData, tables: list[NDArray[np.float64]], instance_caps: NDArray[np.float64]) -> None:
+        self.data, self.tables, self.caps = data, tables, instance_caps
+        self.positions, self.segment_count = _segment_positions(data)
+        self.windows = np.array([o.window_tokens for o in data.pools])
+        problem = data.problem
+        self.pc = problem.compressible_fraction if problem.compression_enabled else 0.0
+        self._levels: dict[tuple[int, int], NDArray[np.int64]] = {}
+        self._inflows: dict[int, tuple[NDArray[np.float64], NDArray[np.bool_]] | None] = {}
+
+    def __call__(self, chosen: NDArray[np.int64]) -> float:
+        """The bound for the set of pool options ``chosen`` (ascending), -inf where it does not apply."""
+        chosen = [int(j) for j in chosen]
+        if self.pc >= 1.0 or len(chosen) < 2:
+            return -np.inf
+        inflows = []
+        for i, j in enumerate(chosen):
+            band = self._inflow(j) if i < len(chosen) - 1 else (np.zeros(1), np.zeros((1, len(self.data.mass)), dtype=bool))
+            if band is None:
+                return -np.inf
+            inflows.append(band)
+        states = np.prod([len(inflow) for inflow, _ in inflows[:-1]]) * (self.segment_count + 1) ** 2
+        if states > self.STATE_LIMIT:
+            return -np.inf
+        ends = self.segment_count + 1
+        first, rest = chosen[0], chosen[1:]
+        # reach[t_1, ..., t_i, e]: the least cost of the first i pools serving segments 0 .. e-1 with those prefixes
+        reach = self._costs(first, 0, inflows[0][0], full=False)[:, 0, :]
+        for i, j in enumerate(rest[:-1], start=1):
+            costs = self._costs(j, self._largest_before(chosen, i), inflows[i][0], full=True)  # [t_i, e', e]
+            reach = np.min(reach[..., None, :, None] + costs.reshape((1,) * (reach.ndim - 1) + costs.shape), axis=-2)
+        last = chosen[-1]
+        largest = self._largest_before(chosen, len(chosen) - 1)
+        compressed = np.zeros(len(self.data.mass), dtype=bool)
+        for i, (_, prefix) in enumerate(inflows[:-1]):  # [t_i, class]: class compressed into j_i under t_i
+            shape = [1] * (len(chosen) - 1) + [len(self.data.mass)]
+            shape[i] = prefix.shape[0]
+            compressed = compressed | prefix.reshape(shape)
+        own = _kept_load(self.data, last, self.positions, np.zeros(len(self.data.mass), dtype=bool))
+        load = np.where(compressed, 1.0 - self.pc, 1.0) * own  # [t_1, ..., t_(K-1), class]
+        after = (np.maximum(self.positions, 0)[:, None] >= np.arange(ends)[None, :]) & (self.positions >= 0)[:, None]
+        tail_load = load @ after  # [t..., e']: the last pool's load serving segments e' .. end
+        level = self._level(last, largest)[:, -1]
+        gpus = _least_gpus(self.data, last, self.tables[last], tail_load, level, float(self.caps[last]))
+        whole = _whole_intervals(self.data, last, self.positions, self.segment_count)[:, -1]
+        tail = np.where(whole, self.data.pools[last].cost_per_gpu_hour * gpus, np.inf)
+        tail[..., -1] = 0.0  # an empty last pool (nothing compressed into the last pool: no pool after it)
+        return float(np.min(reach + tail))
+
+    def _costs(self, j: int, largest: int, inflow: NDArray[np.float64], full: bool) -> NDArray[np.float64]:
+        """``[t, e', e]``: pool option j's least cost serving segments ``e' .. e-1`` with the inflow ``inflow[t]``, its
+        classes that an option up to the window ``largest`` can take compressed at ``1 - p_c`` (all rows when
+        ``full``, else only ``e' = 0``)."""
+        ends = self.segment_count + 1
+        compressible = _compressible(self.data, self.windows, largest)
+        own = _interval_sums(_kept_load(self.data, j, self.positions, compressible), self.positions, ends)
+        level = self._level(j, largest)
+        if not full:
+            own, level = own[:1], level[:1]
+        load = own[None] + inflow[:, None, None]
+        gpus = _least_gpus(self.data, j, self.tables[j], load, level[None], float(self.caps[j]))
+        start = np.arange(own.shape[0])[:, None]
+        stop = np.arange(ends)[None, :]
+        whole = _whole_intervals(self.data, j, self.positions, self.segment_count)[:own.shape[0]]
+        priced = self.data.pools[j].cost_per_gpu_hour * gpus
+        busy = np.where(start < stop, np.where(whole, priced, np.inf), np.where(inflow[:, None, None] > 0, priced, 0.0))
+        return np.where(start <= stop, busy, np.inf)
+
+    def _level(self, j: int, largest: int) -> NDArray[np.int64]:
+        key = (j, largest)
+        if key not in self._levels:
+            compressible = _compressible(self.data, self.windows, largest)
+            self._levels[key] = _interval_levels(self.data, j, self.positions, self.segment_count, compressible)
+        return self._levels[key]
+
+    def _largest_before(self, chosen: list[int], i: int) -> int:
+        """The largest window of the pools before ``chosen[i]`` in the set at a window below its own (0: none)."""
+        return max((int(self.windows[t]) for t in chosen[:i] if self.windows[t] < self.windows[chosen[i]]), default=0)
+
+    def _inflow(self, j: int) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
+        """``(I[t], prefix[t, class])``: the load compressed into pool option j when the first t segments with traffic
+        of its band are, and which classes that compresses; ``([0], none)`` without compression; None when the band's
+        segments are not consecutive (then ``band_prefix`` does not chain them)."""
+        if j not in self._inflows:
+            takes = self.data.can_compress[:, j] & (self.pc > 0)
+            segments = np.unique(self.data.class_segment[takes])
+            if len(segments) and not np.array_equal(segments, np.arange(segments[0], segments[0] + len(segments))):
+                self._inflows[j] = None
+            else:
+                live = takes & (self.positions >= 0)
+                band = np.unique(self.positions[live])
+                inflow = np.concatenate(([0.0], np.cumsum([self.pc * self.data.compressed_load[live & (self.positions == p), j].sum()
+                                                           for p in band])))
+                prefix = np.vstack([np.zeros((1, len(live)), dtype=bool), live[None, :] & (self.positions[None, :] <= band[:, None])])
+                self._inflows[j] = (inflow, prefix)
+        return self._inflows[j]
+
+
 def _segment_positions(data: FleetMilpData) -> tuple[NDArray[np.int64], int]:
     """Each class's position among the segments with traffic (-1 for a class without traffic), and their count."""
     live = data.mass > 0
@@ -173,38 +303,54 @@ def _rounded_costs(data: FleetMilpData, j: int, table: NDArray[np.float64], posi
                    instance_cap: float, level: NDArray[np.int64], compressible: NDArray[np.bool_]) -> NDArray[np.float64]:
     """``A[e', e]`` of :func:`threshold_set_bounds`: a lower bound on pool option j's cost serving the segments
     ``e' .. e-1`` when its ``compressible`` classes may go elsewhere compressed (0 when ``e' = e``, inf when
-    ``e' > e`` or j cannot serve them), each quantity at its least over the compression choices:
-
-    * load ``>= L = sum_k (1 - p_c [k compressible]) L[k,j]``, so ``n >= ceil(L / (rho_max s_j))``;
-    * the level at least ``level[e', e]`` (:func:`_interval_levels`); below ``N_j`` GPUs the wait rows (7) need
-      ``L <= a_max[n, level]``, and ``a_max`` falls as the level rises;
-    * more than ``instance_cap`` instances: infeasible.
-    """
-    problem = data.problem
-    option = data.pools[j]
-    pc = problem.compressible_fraction if problem.compression_enabled else 0.0
+    ``e' > e`` or j cannot serve them), each quantity at its least over the compression choices: the load
+    ``L = sum_k (1 - p_c [k compressible]) L[k,j]`` priced by :func:`_least_gpus` at the level ``level[e', e]``
+    (:func:`_interval_levels`)."""
     ends = segment_count + 1
-    classes = np.flatnonzero((positions >= 0) & data.fits[:, j])
+    interval_load = _interval_sums(_kept_load(data, j, positions, compressible), positions, ends)
+    gpus = _least_gpus(data, j, table, interval_load, level, instance_cap)
+    upper = np.triu(np.ones((ends, ends), dtype=bool), k=1)
+    rounded = np.where(upper & _whole_intervals(data, j, positions, segment_count), data.pools[j].cost_per_gpu_hour * gpus, np.inf)
+    np.fill_diagonal(rounded, 0.0)
+    return rounded
+
+
+def _kept_load(data: FleetMilpData, j: int, positions: NDArray[np.int64], compressible: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """Per class (0 for a class without traffic or that j does not hold): the least load it puts on pool option j
+    uncompressed, ``(1 - p_c [k compressible]) L[k,j]``."""
+    pc = data.problem.compressible_fraction if data.problem.compression_enabled else 0.0
+    held = (positions >= 0) & data.fits[:, j]
+    return np.where(held, np.where(compressible, 1.0 - pc, 1.0) * data.load[:, j], 0.0)
+
+
+def _whole_intervals(data: FleetMilpData, j: int, positions: NDArray[np.int64], segment_count: int) -> NDArray[np.bool_]:
+    """``[e', e]``: pool option j holds every segment ``e' .. e-1`` (a segment's uncompressed share goes to one pool)."""
     held = np.zeros(segment_count, dtype=bool)
-    held[positions[classes]] = True
-    keep = np.where(compressible[classes], 1.0 - pc, 1.0)
-    interval_load = _interval_sums(keep * data.load[classes, j], positions[classes], ends)
-    cap = problem.rho_max * option.slots_per_gpu
-    gpus = np.maximum(np.ceil(interval_load / cap - SLACK), 1.0)
+    held[positions[(positions >= 0) & data.fits[:, j]]] = True
+    unheld = np.concatenate(([0], np.cumsum(~held)))
+    return (unheld[None, :] - unheld[:, None]) == 0
+
+
+def _least_gpus(data: FleetMilpData, j: int, table: NDArray[np.float64], load: NDArray[np.float64], level: NDArray[np.int64],
+                instance_cap: float) -> NDArray[np.float64]:
+    """The least instances of pool option j carrying ``load`` erlangs at a floor level at least ``level`` (arrays that
+    broadcast; inf where ``level < 0``, no level, or above ``instance_cap``):
+
+    * ``n >= max(1, ceil(load / (rho_max s_j)))`` (utilisation cap, row 3; an open pool has an instance);
+    * below ``N_j`` instances the wait rows (7) need ``load <= a_max[n, m]`` at the pool's level m, and
+      ``a_max`` falls as the level rises, so the least n whose table at ``level`` holds the load;
+    * ``n <= instance_cap`` (the model's ``gpu_bound``).
+    """
+    option = data.pools[j]
+    gpus = np.maximum(np.ceil(load / (data.problem.rho_max * option.slots_per_gpu) - SLACK), 1.0)
     table_gpus = option.table_gpus
     if table_gpus > 1:
         fitted = np.full(gpus.shape, float(table_gpus))
         for n in range(table_gpus - 1, 0, -1):  # the least n >= the cap's count whose table holds the load
             a_max = table[n][np.maximum(level, 0)]
-            fitted = np.where((n >= gpus) & (interval_load <= a_max * (1 + SLACK)), float(n), fitted)
+            fitted = np.where((n >= gpus) & (load <= a_max * (1 + SLACK)), float(n), fitted)
         gpus = np.maximum(gpus, np.where(gpus < table_gpus, fitted, gpus))
-    # the interval must be held whole: no segment in [e', e) that j cannot serve
-    unheld = np.concatenate(([0], np.cumsum(~held)))
-    whole = (unheld[None, :] - unheld[:, None]) == 0
-    upper = np.triu(np.ones((ends, ends), dtype=bool), k=1)
-    rounded = np.where(upper & whole & (level >= 0) & (gpus <= instance_cap), option.cost_per_gpu_hour * gpus, np.inf)
-    np.fill_diagonal(rounded, 0.0)
-    return rounded
+    return np.where((level >= 0) & (gpus <= instance_cap), gpus, np.inf)
 
 
 def _linear_prefix(data: FleetMilpData, j: int, positions: NDArray[np.int64], ends: int, earlier: tuple[int, ...]) -> NDArray[np.float64]:
