@@ -139,9 +139,14 @@ class ThresholdCaseBound:
       class an earlier pool can take compressed at ``1 - p_c``, as ``A``);
     * last pool: ``price n(sum over its classes of (1 - p_c [compressed under t]) L[k,j_K])``, exact given ``t``,
 
-    with ``n(load)`` the least instances of :func:`_least_gpus` (cap, floor level at least that of
-    :func:`_interval_levels`, Erlang table, ``gpu_bound``) and an idle pool (empty interval, no inflow) at 0.  A
-    pool's cost rises with its load, so each term is at most that pool's cost in the plan.  The bound is the
+    with ``n(load)`` the least instances of :func:`_least_gpus` (cap, Erlang table, ``gpu_bound``) and an idle pool
+    (empty interval, no inflow) at 0.  The floor level is the least that :func:`_interval_levels` allows with the
+    inflow's own floor excess ``p_c sum e'[k,j_i,m]`` over the t_i segments (exact: ``z = p_c``) in place of the
+    band's most favourable one; compressed requests whose prefill exceeds a level must be diluted by the pool's
+    own short requests, which the favourable term let a pool fed only by inflow skip (on the scale benchmark the
+    bound then priced MI300X x4 at 4,096 for the inflow, 2 instances at $7.40, where no such plan meets the TTFT
+    floor).  A pool's cost rises with its load and its level, so each term is at most that pool's cost in the
+    plan.  The bound is the
     least over ``t`` and the cuts, by dynamic programming over the pools with the prefixes of the pools so far in
     its state (``prod (T_i + 1) (segments + 1)^2`` sums: beyond ``STATE_LIMIT`` it returns -inf, no bound).
     Prefix vectors that overlap (a segment compressed twice, which ``compress_share`` forbids) are kept: extra
@@ -165,26 +170,23 @@ class ThresholdCaseBound:
         chosen = [int(j) for j in chosen]
         if self.pc >= 1.0 or len(chosen) < 2:
             return -np.inf
-        inflows = []
-        for i, j in enumerate(chosen):
-            band = self._inflow(j) if i < len(chosen) - 1 else (np.zeros(1), np.zeros((1, len(self.data.mass)), dtype=bool))
-            if band is None:
-                return -np.inf
-            inflows.append(band)
-        states = np.prod([len(inflow) for inflow, _ in inflows[:-1]]) * (self.segment_count + 1) ** 2
+        inflows = [self._inflow(j) for j in chosen[:-1]]  # the last pool takes none: no pool after it holds its band
+        if any(inflow is None for inflow in inflows):
+            return -np.inf
+        states = np.prod([len(inflow) for inflow, _, _ in inflows]) * (self.segment_count + 1) ** 2
         if states > self.STATE_LIMIT:
             return -np.inf
         ends = self.segment_count + 1
         first, rest = chosen[0], chosen[1:]
         # reach[t_1, ..., t_i, e]: the least cost of the first i pools serving segments 0 .. e-1 with those prefixes
-        reach = self._costs(first, 0, inflows[0][0], full=False)[:, 0, :]
+        reach = self._costs(first, 0, inflows[0], full=False)[:, 0, :]
         for i, j in enumerate(rest[:-1], start=1):
-            costs = self._costs(j, self._largest_before(chosen, i), inflows[i][0], full=True)  # [t_i, e', e]
+            costs = self._costs(j, self._largest_before(chosen, i), inflows[i], full=True)  # [t_i, e', e]
             reach = np.min(reach[..., None, :, None] + costs.reshape((1,) * (reach.ndim - 1) + costs.shape), axis=-2)
         last = chosen[-1]
         largest = self._largest_before(chosen, len(chosen) - 1)
         compressed = np.zeros(len(self.data.mass), dtype=bool)
-        for i, (_, prefix) in enumerate(inflows[:-1]):  # [t_i, class]: class compressed into j_i under t_i
+        for i, (_, prefix, _) in enumerate(inflows):  # [t_i, class]: class compressed into j_i under t_i
             shape = [1] * (len(chosen) - 1) + [len(self.data.mass)]
             shape[i] = prefix.shape[0]
             compressed = compressed | prefix.reshape(shape)
@@ -192,25 +194,27 @@ class ThresholdCaseBound:
         load = np.where(compressed, 1.0 - self.pc, 1.0) * own  # [t_1, ..., t_(K-1), class]
         after = (np.maximum(self.positions, 0)[:, None] >= np.arange(ends)[None, :]) & (self.positions >= 0)[:, None]
         tail_load = load @ after  # [t..., e']: the last pool's load serving segments e' .. end
-        level = self._level(last, largest)[:, -1]
+        level = self._level(last, largest, None)[0, :, -1]
         gpus = _least_gpus(self.data, last, self.tables[last], tail_load, level, float(self.caps[last]))
         whole = _whole_intervals(self.data, last, self.positions, self.segment_count)[:, -1]
         tail = np.where(whole, self.data.pools[last].cost_per_gpu_hour * gpus, np.inf)
         tail[..., -1] = 0.0  # an empty last pool (nothing compressed into the last pool: no pool after it)
         return float(np.min(reach + tail))
 
-    def _costs(self, j: int, largest: int, inflow: NDArray[np.float64], full: bool) -> NDArray[np.float64]:
-        """``[t, e', e]``: pool option j's least cost serving segments ``e' .. e-1`` with the inflow ``inflow[t]``, its
-        classes that an option up to the window ``largest`` can take compressed at ``1 - p_c`` (all rows when
-        ``full``, else only ``e' = 0``)."""
+    def _costs(self, j: int, largest: int, band: tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]],
+               full: bool) -> NDArray[np.float64]:
+        """``[t, e', e]``: pool option j's least cost serving segments ``e' .. e-1`` with the inflow of the first t
+        segments of its band (``band``: :meth:`_inflow`), its classes that an option up to the window ``largest``
+        can take compressed at ``1 - p_c`` (all rows when ``full``, else only ``e' = 0``)."""
+        inflow = band[0]
         ends = self.segment_count + 1
         compressible = _compressible(self.data, self.windows, largest)
         own = _interval_sums(_kept_load(self.data, j, self.positions, compressible), self.positions, ends)
-        level = self._level(j, largest)
+        level = self._level(j, largest, band)  # [t, e', e]
         if not full:
-            own, level = own[:1], level[:1]
+            own, level = own[:1], level[:, :1]
         load = own[None] + inflow[:, None, None]
-        gpus = _least_gpus(self.data, j, self.tables[j], load, level[None], float(self.caps[j]))
+        gpus = _least_gpus(self.data, j, self.tables[j], load, level, float(self.caps[j]))
         start = np.arange(own.shape[0])[:, None]
         stop = np.arange(ends)[None, :]
         whole = _whole_intervals(self.data, j, self.positions, self.segment_count)[:own.shape[0]]
@@ -218,21 +222,26 @@ class ThresholdCaseBound:
         busy = np.where(start < stop, np.where(whole, priced, np.inf), np.where(inflow[:, None, None] > 0, priced, 0.0))
         return np.where(start <= stop, busy, np.inf)
 
-    def _level(self, j: int, largest: int) -> NDArray[np.int64]:
-        key = (j, largest)
+    def _level(self, j: int, largest: int, band: tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]] | None
+               ) -> NDArray[np.int64]:
+        """``[t, e', e]``: :func:`_interval_levels` of pool option j with the floor excess of the inflow of the first t
+        segments of its band (``band``; none when None)."""
+        key = (j, largest, band is None)
         if key not in self._levels:
             compressible = _compressible(self.data, self.windows, largest)
-            self._levels[key] = _interval_levels(self.data, j, self.positions, self.segment_count, compressible)
+            excess = np.zeros((1, self.data.pools[j].levels)) if band is None else band[2]
+            self._levels[key] = _interval_levels(self.data, j, self.positions, self.segment_count, compressible, excess)
         return self._levels[key]
 
     def _largest_before(self, chosen: list[int], i: int) -> int:
         """The largest window of the pools before ``chosen[i]`` in the set at a window below its own (0: none)."""
         return max((int(self.windows[t]) for t in chosen[:i] if self.windows[t] < self.windows[chosen[i]]), default=0)
 
-    def _inflow(self, j: int) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
-        """``(I[t], prefix[t, class])``: the load compressed into pool option j when the first t segments with traffic
-        of its band are, and which classes that compresses; ``([0], none)`` without compression; None when the band's
-        segments are not consecutive (then ``band_prefix`` does not chain them)."""
+    def _inflow(self, j: int) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]] | None:
+        """``(I[t], prefix[t, class], excess[t, level])``: the load compressed into pool option j when the first t
+        segments with traffic of its band are, which classes that compresses, and its floor rows' excess (row 4,
+        ``p_c sum e'[k, j, m]``); ``t = 0`` alone without compression; None when the band's segments are not
+        consecutive (then ``band_prefix`` does not chain them)."""
         if j not in self._inflows:
             takes = self.data.can_compress[:, j] & (self.pc > 0)
             segments = np.unique(self.data.class_segment[takes])
@@ -244,7 +253,8 @@ class ThresholdCaseBound:
                 inflow = np.concatenate(([0.0], np.cumsum([self.pc * self.data.compressed_load[live & (self.positions == p), j].sum()
                                                            for p in band])))
                 prefix = np.vstack([np.zeros((1, len(live)), dtype=bool), live[None, :] & (self.positions[None, :] <= band[:, None])])
-                self._inflows[j] = (inflow, prefix)
+                _, squeezed = self.data.floor_excess(j, slice(0, self.data.pools[j].levels))
+                self._inflows[j] = (inflow, prefix, self.pc * prefix.astype(np.float64) @ squeezed)
         return self._inflows[j]
 
 
@@ -266,14 +276,16 @@ def _compressible(data: FleetMilpData, windows: NDArray[np.int64], largest: int)
 
 
 def _interval_levels(data: FleetMilpData, j: int, positions: NDArray[np.int64], segment_count: int,
-                     compressible: NDArray[np.bool_]) -> NDArray[np.int64]:
+                     compressible: NDArray[np.bool_], inflow: NDArray[np.float64] | None = None) -> NDArray[np.int64]:
     """``[e', e]``: the lowest floor level pool option j can be at serving the segments ``e' .. e-1`` (-1: none).
 
     A class of the interval is served at a share ``1 - y_k`` with ``y_k`` in ``[0, p_c]`` if it is
     ``compressible`` (else 0), and j may take any share ``z <= p_c`` of its band's classes compressed.  The floor
     rows (4) are linear in the shares, so the least excess at level m is ``sum_k min(e, (1 - p_c) e)`` over the
     compressible classes (``e`` itself for the others) plus ``p_c sum min(0, e')`` over the band: the level is at
-    least the lowest m where that is ``<= 0``, found by bisection (it falls as m rises).
+    least the lowest m where that is ``<= 0``, found by bisection (it falls as m rises).  With ``inflow`` (``[t,
+    level]``: the excess of a known compressed inflow, each of its ``t`` alternatives) that replaces the band's
+    term, and the result is ``[t, e', e]``.
     """
     pc = data.problem.compressible_fraction if data.problem.compression_enabled else 0.0
     ends = segment_count + 1
@@ -285,18 +297,19 @@ def _interval_levels(data: FleetMilpData, j: int, positions: NDArray[np.int64], 
     np.add.at(excess, positions[classes] + 1, np.minimum(plain[classes], keep * plain[classes]))
     excess = np.cumsum(excess, axis=0)
     band = np.flatnonzero(data.can_compress[:, j] & (data.mass > 0)) if pc > 0 else np.zeros(0, dtype=np.int64)
-    inflow = pc * np.minimum(squeezed[band], 0.0).sum(axis=0)
+    alternatives = (pc * np.minimum(squeezed[band], 0.0).sum(axis=0))[None, :] if inflow is None else inflow
     # the least excess falls as the level rises (row (4)): binary search per interval [e', e) for the first level <= 0
     tolerance = SLACK * max(1.0, float(data.mass.sum()))
-    start, stop = np.meshgrid(np.arange(ends), np.arange(ends), indexing="ij")
-    low, high = np.zeros((ends, ends), dtype=np.int64), np.full((ends, ends), levels, dtype=np.int64)
+    choice, start, stop = np.meshgrid(np.arange(len(alternatives)), np.arange(ends), np.arange(ends), indexing="ij")
+    low, high = np.zeros(start.shape, dtype=np.int64), np.full(start.shape, levels, dtype=np.int64)
     while np.any(low < high):
         mid = (low + high) // 2
         probe = np.minimum(mid, levels - 1)
-        meets = excess[stop, probe] - excess[start, probe] + inflow[probe] <= tolerance
+        meets = excess[stop, probe] - excess[start, probe] + alternatives[choice, probe] <= tolerance
         high = np.where((low < high) & meets, mid, high)
         low = np.where((low < high) & ~meets, mid + 1, low)
-    return np.where(low < levels, low, -1)
+    found = np.where(low < levels, low, -1)
+    return found[0] if inflow is None else found
 
 
 def _rounded_costs(data: FleetMilpData, j: int, table: NDArray[np.float64], positions: NDArray[np.int64], segment_count: int,
