@@ -66,7 +66,7 @@ def test_threshold_bounds_never_exceed_the_case_optimum(name):
     for bound in (interval, refined):
         assert np.all((bound <= optima + slack) | np.isinf(optima))
     if problem.compression_enabled and problem.compressible_fraction >= 1:
-        assert np.all(refined == -np.inf)  # a segment compressed whole may sit with a closed pool: no bound
+        assert np.all(refined == -np.inf) and np.all(interval == -np.inf)  # a segment compressed whole may sit with a closed pool
     else:
         assert np.all(np.isfinite(refined[np.isfinite(optima)]))  # it applies to every set here
 

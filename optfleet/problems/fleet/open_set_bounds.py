@@ -77,8 +77,13 @@ def threshold_set_bounds(data: FleetMilpData, open_sets: NDArray[np.int64], tabl
     (``f_i(e) = min_{e' <= e} f_(i-1)(e') + c[e', e-1]``, an empty interval costing 0) is at most the cost of
     every plan of the case, with any extra rows.  ``tables[j]`` are the model's Erlang tables ``a_max[n, m]``
     (models/fleet.py rows (7)) and ``instance_caps[j]`` its bounds ``n[j] <= gpu_bound[j]`` (an interval needing more
-    instances is infeasible: e.g. an availability constraint).  Objective ``cost`` only.
+    instances is infeasible: e.g. an availability constraint).  Objective ``cost`` only.  None of this holds at
+    ``p_c = 1`` (-inf for every set): a segment compressed whole has no uncompressed share, and its ``assign`` may
+    sit with a closed pool that fits it (models/fleet_routing.py closes ``assign`` only for ``p_c < 1``), so the
+    open pools' intervals need not cover every segment.
     """
+    if data.problem.compression_enabled and data.problem.compressible_fraction >= 1:
+        return np.full(len(open_sets), -np.inf)
     positions, segment_count = _segment_positions(data)
     ends = segment_count + 1
     windows = np.array([o.window_tokens for o in data.pools])
@@ -150,8 +155,7 @@ class ThresholdCaseBound:
     least over ``t`` and the cuts, by dynamic programming over the pools with the prefixes of the pools so far in
     its state (``prod (T_i + 1) (segments + 1)^2`` sums: beyond ``STATE_LIMIT`` it returns -inf, no bound).
     Prefix vectors that overlap (a segment compressed twice, which ``compress_share`` forbids) are kept: extra
-    candidates only lower the least.  Only for ``p_c < 1`` (at ``p_c = 1`` a segment compressed whole may be
-    assigned to a closed pool, so the open pools' intervals need not cover the segments) and objective ``cost``.
+    candidates only lower the least.  Only for ``p_c < 1`` (as :func:`threshold_set_bounds`) and objective ``cost``.
     """
 
     STATE_LIMIT = 4_000_000
