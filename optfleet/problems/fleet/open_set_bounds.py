@@ -65,7 +65,7 @@ def threshold_set_bounds(data: FleetMilpData, open_sets: NDArray[np.int64], tabl
     one of the options ``T_i`` of ``j_1 .. j_(i-1)`` at a window below ``j_i``'s.  For pool j and the interval
     ``[a, b]``, ``A[a, b] = price_j n_j[a, b]`` (:func:`_rounded_costs`) bounds the pool's cost whatever the
     compression does (taking as compressible every class an option up to the largest window of ``T`` can take),
-    but leaves out the load compressed into it; ``B[a, b]`` (:func:`_linear_prefix`) is the linear cost
+    but leaves out the load compressed into it; ``B[a, b]`` (:func:`_linear_prefixes`) is the linear cost
     ``rho_j = price_j / (rho_max s_j)`` per erlang of the interval's load, each class compressible into ``T``
     charged the cheaper of keeping its share ``p_c`` in j or compressing it into the cheapest option of ``T``
     (the load compressed *into* a pool is so charged to the interval it comes from).  A pool costs at
@@ -103,23 +103,25 @@ def threshold_set_bounds(data: FleetMilpData, open_sets: NDArray[np.int64], tabl
         compressible = _compressible(data, windows, largest)
         level = _interval_levels(data, j, positions, segment_count, compressible)
         rounded[index] = _rounded_costs(data, j, tables[j], positions, segment_count, float(instance_caps[j]), level, compressible)
-    linear = np.stack([_linear_prefix(data, j, positions, ends, earlier) for (j, earlier) in b_keys])
+    linear = _linear_prefixes(data, positions, ends, list(b_keys))
     best = np.full(len(open_sets), -np.inf)
-    for start in range(0, len(open_sets), 512):  # chunks of sets: [sets, ends, ends] stays small
-        a_chunk, b_chunk = a_of[start:start + 512], b_of[start:start + 512]
-        pools = []
-        for i in range(a_chunk.shape[1]):
-            a_costs = rounded[a_chunk[:, i]]
-            prefix = linear[b_chunk[:, i]]
-            b_costs = np.where(np.isinf(a_costs), np.inf, prefix[:, None, :] - prefix[:, :, None])
-            pools.append((a_costs, b_costs))
-        for weight in ROUNDED_WEIGHTS:
-            reach = np.full((len(a_chunk), ends), np.inf)
-            reach[:, 0] = 0.0
-            for a_costs, b_costs in pools:
+    for weight in ROUNDED_WEIGHTS:
+        # The DP once per distinct prefix of the sets' pools: reach[r, e] for the prefix group r (the sets sharing the
+        # costs of their first i pools share it), parent[s] = the group of set s; the last pool only needs e = end.
+        reach, parent = np.where(np.arange(ends) == 0, 0.0, np.inf)[None, :], np.zeros(len(open_sets), dtype=np.int64)
+        for i in range(open_sets.shape[1]):
+            groups, parent = np.unique(np.stack([parent, a_of[:, i], b_of[:, i]], axis=1), axis=0, return_inverse=True)
+            columns = np.arange(ends - 1, ends) if i == open_sets.shape[1] - 1 else np.arange(ends)
+            extended = np.empty((len(groups), len(columns)))
+            for start in range(0, len(groups), 512):  # chunks of groups: [groups, ends, ends] stays small
+                chunk = groups[start:start + 512]
+                a_costs = rounded[chunk[:, 1]][:, :, columns]
+                prefix = linear[chunk[:, 2]]
+                b_costs = np.where(np.isinf(a_costs), np.inf, prefix[:, None, columns] - prefix[:, :, None])
                 costs = a_costs if weight == 1.0 else b_costs if weight == 0.0 else weight * a_costs + (1.0 - weight) * b_costs
-                reach = np.min(reach[:, :, None] + costs, axis=1)
-            best[start:start + 512] = np.maximum(best[start:start + 512], reach[:, -1])
+                extended[start:start + 512] = np.min(reach[chunk[:, 0]][:, :, None] + costs, axis=1)
+            reach, parent = extended, parent.ravel()
+        best = np.maximum(best, reach[parent, -1])
     return best
 
 
@@ -166,8 +168,9 @@ class ThresholdCaseBound:
         self.windows = np.array([o.window_tokens for o in data.pools])
         problem = data.problem
         self.pc = problem.compressible_fraction if problem.compression_enabled else 0.0
-        self._levels: dict[tuple[int, int], NDArray[np.int64]] = {}
-        self._inflows: dict[int, tuple[NDArray[np.float64], NDArray[np.bool_]] | None] = {}
+        self._levels: dict[tuple[int, int, bool], NDArray[np.int64]] = {}
+        self._inflows: dict[int, tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]] | None] = {}
+        self._pool_costs: dict[tuple[int, int, bool], NDArray[np.float64]] = {}
 
     def __call__(self, chosen: NDArray[np.int64]) -> float:
         """The bound for the set of pool options ``chosen`` (ascending), -inf where it does not apply."""
@@ -183,10 +186,12 @@ class ThresholdCaseBound:
         ends = self.segment_count + 1
         first, rest = chosen[0], chosen[1:]
         # reach[t_1, ..., t_i, e]: the least cost of the first i pools serving segments 0 .. e-1 with those prefixes
-        reach = self._costs(first, 0, inflows[0], full=False)[:, 0, :]
+        reach = self._costs(first, 0, full=False)[:, 0, :]
         for i, j in enumerate(rest[:-1], start=1):
-            costs = self._costs(j, self._largest_before(chosen, i), inflows[i], full=True)  # [t_i, e', e]
-            reach = np.min(reach[..., None, :, None] + costs.reshape((1,) * (reach.ndim - 1) + costs.shape), axis=-2)
+            costs = self._costs(j, self._largest_before(chosen, i), full=True)  # [t_i, e', e]
+            reachable = np.flatnonzero(np.isfinite(reach).any(axis=tuple(range(reach.ndim - 1))))  # the ends e' worth extending
+            costs = costs[:, reachable].reshape((1,) * (reach.ndim - 1) + (costs.shape[0], len(reachable), ends))
+            reach = np.min(reach[..., None, reachable, None] + costs, axis=-2)
         last = chosen[-1]
         largest = self._largest_before(chosen, len(chosen) - 1)
         compressed = np.zeros(len(self.data.mass), dtype=bool)
@@ -205,11 +210,18 @@ class ThresholdCaseBound:
         tail[..., -1] = 0.0  # an empty last pool (nothing compressed into the last pool: no pool after it)
         return float(np.min(reach + tail))
 
-    def _costs(self, j: int, largest: int, band: tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]],
-               full: bool) -> NDArray[np.float64]:
+    def _costs(self, j: int, largest: int, full: bool) -> NDArray[np.float64]:
         """``[t, e', e]``: pool option j's least cost serving segments ``e' .. e-1`` with the inflow of the first t
-        segments of its band (``band``: :meth:`_inflow`), its classes that an option up to the window ``largest``
-        can take compressed at ``1 - p_c`` (all rows when ``full``, else only ``e' = 0``)."""
+        segments of its band (:meth:`_inflow`), its classes that an option up to the window ``largest`` can take
+        compressed at ``1 - p_c`` (all rows when ``full``, else only ``e' = 0``); computed once per argument."""
+        key = (j, largest, full)
+        if key not in self._pool_costs:
+            self._pool_costs[key] = self._priced(j, largest, full)
+        return self._pool_costs[key]
+
+    def _priced(self, j: int, largest: int, full: bool) -> NDArray[np.float64]:
+        """:meth:`_costs`, computed."""
+        band = self._inflow(j)
         inflow = band[0]
         ends = self.segment_count + 1
         compressible = _compressible(self.data, self.windows, largest)
@@ -370,23 +382,28 @@ def _least_gpus(data: FleetMilpData, j: int, table: NDArray[np.float64], load: N
     return np.where((level >= 0) & (gpus <= instance_cap), gpus, np.inf)
 
 
-def _linear_prefix(data: FleetMilpData, j: int, positions: NDArray[np.int64], ends: int, earlier: tuple[int, ...]) -> NDArray[np.float64]:
-    """``B`` of :func:`threshold_set_bounds` as a prefix sum over the segments (``B[e', e] = P[e] - P[e']``): pool
-    option j's load at ``rho_j``, a class that one of the options ``earlier`` can take compressed charged for its
-    share ``p_c`` the cheaper of j and the cheapest of them."""
+def _linear_prefixes(data: FleetMilpData, positions: NDArray[np.int64], ends: int,
+                     keys: list[tuple[int, tuple[int, ...]]]) -> NDArray[np.float64]:
+    """``B`` of :func:`threshold_set_bounds` as prefix sums over the segments (``B[e', e] = P[e] - P[e']``), one row per
+    ``(j, earlier)`` of ``keys``: pool option j's load at ``rho_j``, a class that one of the options ``earlier`` can
+    take compressed charged for its share ``p_c`` the cheaper of j and the cheapest of them."""
     problem = data.problem
     pc = problem.compressible_fraction if problem.compression_enabled else 0.0
-    classes = np.flatnonzero((positions >= 0) & data.fits[:, j])
     rate = _cost_per_erlang(data)
-    own = rate[j] * data.load[classes, j]
+    pools = np.array([j for j, _ in keys], dtype=np.int64)
+    held = ((positions >= 0)[:, None] & data.fits)[:, pools]  # [class, key]
+    own = np.where(held, data.load[:, pools] * rate[pools], 0.0)
     per_class = own
-    if earlier and pc > 0:
-        targets = list(earlier)
-        squeeze = np.where(data.can_compress[np.ix_(classes, targets)], data.compressed_load[np.ix_(classes, targets)] * rate[targets], np.inf).min(axis=1)
-        per_class = np.where(np.isfinite(squeeze), (1.0 - pc) * own + pc * np.minimum(own, squeeze), own)
-    prefix = np.zeros(ends)
-    np.add.at(prefix, positions[classes] + 1, per_class)
-    return np.cumsum(prefix)
+    width = max((len(earlier) for _, earlier in keys), default=0)
+    if width and pc > 0:
+        # squeeze[k, t]: class k compressed into option t at rho_t (inf where t cannot take it; column -1: no option)
+        squeeze = np.where(data.can_compress, data.compressed_load * rate, np.inf)
+        squeeze = np.concatenate([squeeze, np.full((len(squeeze), 1), np.inf)], axis=1)
+        earlier = np.array([list(e) + [-1] * (width - len(e)) for _, e in keys], dtype=np.int64)  # [key, width]
+        cheapest = squeeze[:, earlier].min(axis=2)  # [class, key]
+        per_class = np.where(np.isfinite(cheapest) & held, (1.0 - pc) * own + pc * np.minimum(own, cheapest), own)
+    before = (positions[:, None] < np.arange(ends)[None, :]) & (positions >= 0)[:, None]  # class k in segments 0 .. e-1
+    return per_class.T @ before
 
 
 def _interval_sums(values: NDArray[np.float64], segment: NDArray[np.int64], ends: int) -> NDArray[np.float64]:
