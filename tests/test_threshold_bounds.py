@@ -40,8 +40,10 @@ CATALOGS = {
 }
 
 
-def case_optima(data: FleetMilpData, max_pools: int) -> tuple[pyo.ConcreteModel, np.ndarray, np.ndarray]:
-    """The threshold model, its covering sets and each set's case optimum (inf: no plan), each case solved alone."""
+def bounds_and_optima(data: FleetMilpData, max_pools: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The covering sets of ``data`` under threshold routing, each set's case optimum (inf: no plan; each case solved
+    alone, as the search solves it), its interval bound (:func:`threshold_set_bounds`) and its inflow bound
+    (:class:`ThresholdCaseBound`)."""
     model = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=max_pools)
     split = open_set_cases(model)
     sets = covering_sets(data, max_pools)
@@ -49,18 +51,15 @@ def case_optima(data: FleetMilpData, max_pools: int) -> tuple[pyo.ConcreteModel,
     for closed in split.cases:
         report = solve_cases(model, split.groups, [closed], mip_gap=1e-9)
         optima.append(report.objective if report.has_solution else np.inf)
-    return model, sets, np.array(optima)
+    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
+    inflow = ThresholdCaseBound(data, model.wait_tables, caps)
+    return sets, np.array(optima), threshold_set_bounds(data, sets, model.wait_tables, caps), np.array([inflow(chosen) for chosen in sets])
 
 
 @pytest.mark.parametrize("name", CATALOGS)
 def test_threshold_bounds_never_exceed_the_case_optimum(name):
     problem = CATALOGS[name]()
-    data = prepare_milp_data(problem)
-    model, sets, optima = case_optima(data, 3)
-    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
-    interval = threshold_set_bounds(data, sets, model.wait_tables, caps)
-    inflow = ThresholdCaseBound(data, model.wait_tables, caps)
-    refined = np.array([inflow(chosen) for chosen in sets])
+    sets, optima, interval, refined = bounds_and_optima(prepare_milp_data(problem))
     slack = 1e-6 * np.maximum(1.0, np.where(np.isfinite(optima), optima, 0.0))
     assert np.isfinite(optima).sum() >= 2
     for bound in (interval, refined):
@@ -72,16 +71,11 @@ def test_threshold_bounds_never_exceed_the_case_optimum(name):
 
 
 def test_the_inflow_bound_prices_a_pool_fed_only_by_compressed_requests_in_whole_instances():
-    # On this catalog the optimum opens H100 x8 at 4,096 tokens with no request of its own (every request fits only
-    # the 65,536 window once its 25 % uncompressed share is counted): the interval bound leaves that pool's load
-    # to a linear price, the inflow bound rounds it and finds the case's optimum.
+    # The optimum opens H100 x8 at 4,096 tokens with no segment of its own, only requests compressed into it from
+    # longer segments: the interval bound prices that load linearly, the inflow bound in whole GPUs, exactly.
     problem = CATALOGS["lmsys-h100-mi300x"]()
     data = prepare_milp_data(problem)
-    model, sets, optima = case_optima(data, 3)
-    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
-    interval = threshold_set_bounds(data, sets, model.wait_tables, caps)
-    inflow = ThresholdCaseBound(data, model.wait_tables, caps)
-    refined = np.array([inflow(chosen) for chosen in sets])
+    sets, optima, interval, refined = bounds_and_optima(data)
     best = int(np.argmin(optima))
     solved = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=3)
     split = open_set_cases(solved)
@@ -91,7 +85,7 @@ def test_the_inflow_bound_prices_a_pool_fed_only_by_compressed_requests_in_whole
     assert fed_only, "the optimum has a pool with compressed requests only"
     assert refined[best] == pytest.approx(optima[best], rel=1e-9) and interval[best] < optima[best] - 1.0
     finite = np.isfinite(optima)
+    assert np.mean(np.isclose(refined[finite], optima[finite], rtol=1e-9)) > np.mean(np.isclose(interval[finite], optima[finite], rtol=1e-9))
     # the search that prunes by it (solve_milp, case by case) ends at the least case optimum
     result = solve_milp(problem, routing="threshold", max_pools=3)
     assert result.report.proven_optimal and result.report.objective == pytest.approx(optima.min(), rel=1e-9)
-    assert np.mean(np.isclose(refined[finite], optima[finite], rtol=1e-9)) > np.mean(np.isclose(interval[finite], optima[finite], rtol=1e-9))
