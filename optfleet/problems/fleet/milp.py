@@ -49,7 +49,7 @@ from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
-from optfleet.problems.fleet.open_set_bounds import open_set_bounds, threshold_set_bounds
+from optfleet.problems.fleet.open_set_bounds import ThresholdCaseBound, open_set_bounds, threshold_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
@@ -288,18 +288,20 @@ def _runner(model: pyo.ConcreteModel, solver: str, customize: Callable[[pyo.Conc
     by_case = open_set_cases(model, cost_objective=customize is None) if solver == "highs" else None
     if by_case is None:
         return partial(solve, solver=solver)
-    return partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds)
+    return partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds, case_refine=by_case.refine)
 
 
 @dataclass(frozen=True)
 class OpenSetCases:
     """The fleet MILP as cases (``optfleet.solvers.highs.solve_cases``): ``groups[j]`` are the variables pool
-    option j has at 0 when closed, case c closes the options ``cases[c]``, and ``bounds[c]`` (or None) is a
-    lower bound on case c's cost."""
+    option j has at 0 when closed, case c closes the options ``cases[c]``, ``bounds[c]`` (or None) is a
+    lower bound on case c's cost and ``refine(c)`` (or None) a stronger one, computed only for the cases the
+    search reaches."""
 
     groups: list[list]
     cases: list[list[int]]
     bounds: np.ndarray | None
+    refine: Callable[[int], float] | None = None
 
 
 def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> OpenSetCases | None:
@@ -330,10 +332,12 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
     if not cost_objective:
         return OpenSetCases(groups, cases, None)
     bounds = open_set_bounds(data, open_sets)
-    if model.routing == "threshold":
-        caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
-        bounds = np.maximum(bounds, threshold_set_bounds(data, open_sets, model.wait_tables, caps))
-    return OpenSetCases(groups, cases, bounds)
+    if model.routing != "threshold":
+        return OpenSetCases(groups, cases, bounds)
+    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
+    bounds = np.maximum(bounds, threshold_set_bounds(data, open_sets, model.wait_tables, caps))
+    inflow_bound = ThresholdCaseBound(data, model.wait_tables, caps)
+    return OpenSetCases(groups, cases, bounds, lambda c: inflow_bound(open_sets[c]))
 
 
 def covering_sets(data: FleetMilpData, max_pools: int) -> np.ndarray | None:
