@@ -8,7 +8,10 @@ below their table size N_j (above it the cap alone decides and R_j does not
 enter the model) from their actual traffic.  It re-solves, from the last plan,
 until the plan passes the evaluator and is optimal for the model at its own
 R_j (every plan the MILP returns passes the evaluator), or until the same cost comes back
-(alternative optima whose R_j differ, which would only oscillate).  The
+(alternative optima whose R_j differ, which would only oscillate).  From the first plan that fails the
+evaluator on, no R_j falls (each is the larger of its old and refreshed value): under split routing two
+routings can each fit the other's R_j, and refreshing to the last plan alone swapped between them
+(found on a toy under the fleetsim rule with HiGHS 1.15).  The
 reported bound and gap are HiGHS's for the model the plan was solved with;
 every returned plan has passed the evaluator.
 
@@ -205,6 +208,7 @@ def _solve_within(
     best: MilpResult | None = None
     solved: list[tuple[np.ndarray, float]] = []  # (R_j of a solved model, its proven bound)
     known_bound: float | None = None  # the best bound of a solved model the next one restricts
+    raising = False  # after a plan that fails the evaluator, R_j only rise
     for iteration in range(1, max_iterations + 1):
         model = model_at(ratio)
         run = _runner(model, solver, customize)
@@ -261,6 +265,11 @@ def _solve_within(
                 # would only oscillate); or a time-limited incumbent, which re-solving under the
                 # same limit would not prove better.
                 return result
+        raising |= not evaluation.meets_slo
+        if raising:
+            # A plan broke a table whose R_j was below its own: from then on no R_j falls, so each model restricts
+            # the last and the refreshes cannot swap two routings that each fit the other's R_j.
+            updated = np.maximum(updated, ratio)
         previous, start, ratio = model, None, updated
     if best is None:
         failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
