@@ -143,9 +143,7 @@ def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> Flee
             binding = "empty"
         elif need[j] == INFEASIBLE:
             binding = "ttft floor"
-        elif not working or not bool(state.stable[j]):
-            binding = "utilisation (violated)"
-        elif not cap_ok:
+        elif not working or not bool(state.stable[j]) or not cap_ok:
             binding = "utilisation (violated)"
         elif not ttft_ok:
             binding = "ttft (violated)"
