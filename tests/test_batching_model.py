@@ -12,11 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import optfleet
-from optfleet.errors import NotApplicableError
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.batching_pool import min_gpus_batching, state_at
 from optfleet.problems.fleet.heuristics import sweep
-from optfleet.problems.fleet.milp import solve_milp
 from optfleet.queueing import erlang_c
 from optfleet.queueing.batching import PREFILL_BINS, BatchingWorkload, batching_state, in_gpu_quantile
 
@@ -162,11 +160,6 @@ def test_azure_regression_under_the_batching_model(azure_batching):
     plan = sweep(azure_batching).plan
     assert [(p.window_tokens, p.gpus) for p in plan.pools] == [(4096, 247), (65536, 36)]
     assert evaluate(azure_batching, plan).cost_per_hour == pytest.approx(283 * 2.21)
-
-
-def test_milp_says_it_does_not_take_the_batching_model(azure_batching):
-    with pytest.raises(NotApplicableError, match="slo.service_model"):
-        solve_milp(azure_batching)
 
 
 def test_batching_with_the_fleetsim_rule_is_refused():

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.queueing import RELATIVE_TOLERANCE
-from optfleet.queueing.batching import PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, workload_moments
+from optfleet.queueing.batching import JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, workload_moments
 from optfleet.queueing.sizing import MAX_GPUS, smallest_feasible
 
 
@@ -94,3 +94,95 @@ def min_gpus_batching(workload: BatchingWorkload, configs: Sequence[PoolConfig],
 
     need = smallest_feasible(lo, feasible, countable & (reachable | ~busy))
     return np.where(busy, need, 0)
+
+
+def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, rho_max: float) -> NDArray[np.float64]:
+    """Slot-seconds a request holds at the occupancy cap with no prefill wait: the per-request term of the
+    necessary condition every pool meeting the batching SLO satisfies (the fleet MILP's load, milp_data.py).
+
+    With ``Q >= 0`` the hold is at least ``h0 = X + 1/2`` iterations and the iteration time at least the fixed
+    point ``t0 = W / (1 - H phi lambda_g E[h0])``, so occupancy ``lambda_g E[h] t / s <= rho_max`` implies
+
+        lambda_g E[(X + 1/2) W + rho_max s H (X + delta/2) phi_i] <= rho_max s,
+
+    ``phi_i = (L_in + L_out) / L_scale`` (length-scaled iteration; the join's half iteration dropped, ``delta = 0``,
+    since ``phi`` is a ratio there) or ``phi_i = 1`` and ``delta = 1`` (flat): linear in the routed rates.
+    """
+    l_in, l_out = np.asarray(l_in, dtype=np.int64), np.asarray(l_out, dtype=np.int64)
+    held = (config.prefill_chunks(l_in) + np.maximum(l_out, 1)).astype(np.float64)
+    if config.length_scale_tokens is None:
+        scaled = held + JOIN_ITERATIONS
+    else:
+        scaled = held * (l_in + l_out) / config.length_scale_tokens
+    return ((held + JOIN_ITERATIONS) * config.w_ms + rho_max * config.slots_per_gpu * config.h_ms_per_slot * scaled) / 1000.0
+
+
+TABLE_GPU_LIMIT = 256  # largest table a pool gets; past it the per-GPU rate at the limit is used (conservative)
+UNBOUNDED_GPUS = 1e6  # a pool this large has no slot wait worth counting: its per-GPU rate is the limit's
+RATE_BISECTION_STEPS = 40
+
+
+def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
+                  ceiling_rps: NDArray[np.float64]) -> list[NDArray[np.float64]]:
+    """Per pool p, ``r[n - 1]``: the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n = 1 .. N_p``;
+    ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
+    ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
+
+    At a fixed per-GPU rate only the slot wait depends on ``n`` (the operating point, the prefill wait and the
+    in-GPU time to first token are per GPU), and it falls as ``n`` grows (more slots, a faster drain), so the
+    rate ``r(n)`` rises with ``n`` towards ``r_inf``, the rate of a pool without slot wait.  ``N_p`` is the least
+    ``n`` that meets the SLO at ``r_inf`` (then ``r(n) = r_inf`` from there on), capped at ``TABLE_GPU_LIMIT``
+    (then ``r(N_p)``, a floor for larger pools).  A pool that cannot meet the SLO even idle gets ``[0]``.
+    Each rate is the feasible end of a bisection (relative width ``2^-40``).
+    """
+    count = len(configs)
+    slots, w_ms, h_ms = pool_arrays(configs)
+
+    def feasible(rows: NDArray[np.int64], gpus: NDArray[np.float64], rate_per_gpu: NDArray[np.float64]) -> NDArray[np.bool_]:
+        workload = replace(take(unit, rows), rate_rps=rate_per_gpu * gpus)
+        return meets_slo(batching_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows]), slo_ms, rho_max)
+
+    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:
+        lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()
+        for _ in range(RATE_BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            ok = feasible(rows, gpus, mid)
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        return lo
+
+    pools = np.arange(count)
+    limit = largest(pools, np.full(count, UNBOUNDED_GPUS))
+    # N_p: the least n feasible at r_inf, by doubling then bisection (feasibility rises with n).
+    known_bad = np.zeros(count)
+    first_good = np.full(count, float(TABLE_GPU_LIMIT))
+    n = np.ones(count)
+    searching = limit > 0
+    while searching.any():
+        rows = np.flatnonzero(searching)
+        ok = feasible(rows, n[rows], limit[rows])
+        first_good[rows[ok]] = n[rows[ok]]
+        known_bad[rows[~ok]] = n[rows[~ok]]
+        searching[rows[ok]] = False
+        grow = rows[~ok]
+        searching[grow[n[grow] >= TABLE_GPU_LIMIT]] = False
+        n[grow] = np.minimum(2 * n[grow], TABLE_GPU_LIMIT)
+    while True:
+        open_ = np.flatnonzero((limit > 0) & (first_good - known_bad > 1))
+        if not len(open_):
+            break
+        mid = np.floor(0.5 * (first_good[open_] + known_bad[open_]))
+        ok = feasible(open_, mid, limit[open_])
+        first_good[open_[ok]] = mid[ok]
+        known_bad[open_[~ok]] = mid[~ok]
+    sizes = np.where(limit > 0, first_good, 1).astype(np.int64)
+    rows = np.concatenate([np.full(size, p) for p, size in enumerate(sizes)])
+    gpus = np.concatenate([np.arange(1, size + 1, dtype=np.float64) for size in sizes])
+    at_limit = (gpus == sizes[rows]) & (limit[rows] > 0) & (known_bad[rows] < TABLE_GPU_LIMIT)
+    rates = np.where(at_limit, limit[rows], 0.0)
+    search = np.flatnonzero(~at_limit & (limit[rows] > 0))
+    if len(search):
+        rates[search] = largest(rows[search], gpus[search])
+    # r(n) rises with n; each count reads at most the rate of every larger one (a table that never claims more
+    # than a larger pool's bisection found, whatever the noise)
+    ends = np.cumsum(sizes)[:-1]
+    return [np.minimum.accumulate(part[::-1])[::-1] for part in np.split(rates, ends)]

@@ -117,8 +117,10 @@ def render_solve(outcome: "SolveOutcome") -> str:
         if e.plan.rules is not None:
             lines += routing_lines(e.plan)
         if main.report is not None:
+            tables = ("batching tables at each pool's traffic mix (approximate; the bound is a relaxation's, valid for every plan)"
+                      if problem.service_model == "batching" else "Erlang tables")
             lines.append(f"solver: {main.report.summary}; solved {main.columns.get('table_iterations')} time(s) to refresh the "
-                         "Erlang tables; the plan passes the evaluator")
+                         f"{tables}; the plan passes the evaluator")
         if main.note:
             lines.append(f"note: {main.note}")
         lines += ["", _pool_table(problem, e)]
