@@ -3,7 +3,7 @@
 1. Fleet size: on the three paper workloads (preset paper), the sweep's and the homogeneous fleet's GPUs and
    cost under the slot model and under the batching model, and the sweep's time under each (the batching sweep
    routes every candidate, the slot sweep reads prefix tables).
-2. Validation: every plan (the slot model's sweep and MILP plans, the batching model's sweep plan) simulated in
+2. Validation: every plan (the slot model's sweep and MILP plans, the batching model's sweep and MILP plans) simulated in
    batching mode (--requests x --reps replications) and scored by the batching model: utilisation (slot occupancy) and
    P99 TTFT per pool, with relative errors against the targets (5 % and 10 %).
 
@@ -64,12 +64,17 @@ def fleet_rows() -> list[dict]:
 
 def plans(name: str):
     slot_problem, batching_problem = problems(name)
+    made = {}
     for label, make in (("slot sweep", lambda: sweep(slot_problem).plan), ("slot MILP", lambda: solve_milp(slot_problem, routing="threshold").plan),
-                        ("batching sweep", lambda: sweep(batching_problem).plan)):
+                        ("batching sweep", lambda: sweep(batching_problem).plan), ("batching MILP", lambda: solve_milp(batching_problem).plan)):
         try:
-            yield label, make()
+            plan = make()
         except (InfeasibleError, InputError) as exc:
             yield label, f"no plan ({str(exc)[:90]})"
+            continue
+        same = next((other for other, seen in made.items() if seen.pools == plan.pools and seen.rules == plan.rules and seen.gamma == plan.gamma), None)
+        made[label] = plan
+        yield label, plan if same is None else f"the same plan as the {same}"
 
 
 def validation_rows(requests: int, reps: int) -> tuple[list[dict], list[str]]:

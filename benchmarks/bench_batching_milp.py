@@ -47,6 +47,15 @@ def row(name: str) -> dict:
     }
 
 
+def origin(note: str) -> str:
+    """The MILP row's plan origin in a few words (milp.py's note, else the plan's method)."""
+    if note.startswith("the sweep"):
+        return "sweep (fallback)"
+    if note.startswith("the routing"):
+        return f"model {note.split('model ')[1].split()[0]}'s routing, pools resized"
+    return note
+
+
 def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f} %"
 
@@ -62,7 +71,7 @@ def main() -> int:
     columns = ["workload", "sweep $/h (GPUs)", "MILP $/h (GPUs)", "MILP plan", "plan from", "relaxation bound $/h", "MILP gap", "sweep gap",
                "status", "models solved (passing)", "MILP s / sweep s"]
     table = [[r["workload"], f"{r['sweep_cost']:,.2f} ({r['sweep_gpus']})", f"{r['milp_cost']:,.2f} ({r['milp_gpus']})", r["milp_plan"],
-              "sweep (fallback)" if r["plan_origin"].startswith("the sweep") else r["plan_origin"],
+              origin(r["plan_origin"]),
               "-" if r["bound"] is None else f"{r['bound']:,.2f}", percent(r["milp_gap"]), percent(r["sweep_gap"]), r["status"],
               f"{r['models_solved']} ({r['passing_models']})", f"{r['milp_seconds']:.1f} / {r['sweep_seconds']:.1f} = {r['milp_seconds'] / r['sweep_seconds']:.1f}x"]
              for r in rows]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -291,12 +291,15 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     """:func:`_solve_within` under the batching model (milp_batching.py): each option's tables at a traffic mix (at
     first the sweep plan's, else every request its window holds), refreshed from each plan's routed mix and re-solved
     from the last plan until a plan passes the evaluator and its pools' tables no longer change (``converged``), the
-    same cost comes back, or ``max_iterations`` models have been solved (then the cheapest plan that passed).  When no
-    plan of the models passes the evaluator at a lower cost than the sweep's plan, the sweep's plan is the result
-    (its method says so; status ``unproven``): the tables hold only at the mix they were computed for."""
+    same cost comes back, or ``max_iterations`` models have been solved (then the cheapest plan that passed).  Without
+    constraints of the instance's or the caller's, each model's routing with every pool at its least GPU count under
+    the evaluator is a candidate too, and the sweep's plan the incumbent: the cheapest of them all is the result (its
+    ``note`` says where it came from; status ``unproven``): the tables hold only at the mix they were computed for."""
     sweep_plan = _sweep_plan(problem)
     # The sweep's plan: the start of the tables, the incumbent when the instance has no constraints of its own
-    incumbent_allowed = (sweep_plan is not None and not customize and not problem.constraints and not problem.heterogeneous
+    repairable = not customize and not problem.constraints  # a resized plan may break a constraint the model held
+    repaired: tuple[int, FleetEvaluation] | None = None
+    incumbent_allowed = (sweep_plan is not None and repairable and not problem.heterogeneous
                          and sum(p.gpus > 0 for p in sweep_plan.pools) <= max_pools)
     swept = evaluate(problem, sweep_plan) if incumbent_allowed else None
     swept = swept if swept is not None and swept.meets_slo else None
@@ -325,6 +328,11 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
         tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo)
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
+        if repairable and all(p.min_gpus >= 0 for p in evaluation.pools):
+            # The model's routing with every pool at its least GPU count under the batching model passes the evaluator.
+            resized = evaluate(problem, plan.with_gpus([p.min_gpus for p in evaluation.pools]))
+            if resized.meets_slo and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
+                repaired = (iteration, resized)
         if evaluation.meets_slo:
             result = MilpResult(plan, report, evaluation, iteration, not changed, history)
             if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
@@ -332,6 +340,11 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
             if not changed or repeated or not report.proven_optimal:
                 break
         previous, start = model, None
+    if repaired is not None and (best is None or repaired[1].cost_per_hour < best.evaluation.cost_per_hour - 1e-9):
+        iteration, resized = repaired
+        best = MilpResult(resized.plan, SolveReport(UNPROVEN, resized.cost_per_hour, None, None, report.seconds, report.solver, log=report.log),
+                          resized, iteration, False, history,
+                          note=f"the routing of the batching tables' model {iteration} with every pool at its least GPU count under the evaluator")
     if swept is not None and (best is None or swept.cost_per_hour < best.evaluation.cost_per_hour - 1e-9):
         cost = swept.cost_per_hour
         incumbent = SolveReport(UNPROVEN, cost, None, None, report.seconds, report.solver,
@@ -340,7 +353,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
                           note=f"the sweep's plan: no plan of the batching tables' {len(history)} models passed the evaluator at a lower cost")
     if best is None:
         raise _still_failing(evaluation, max_iterations)
-    return MilpResult(best.plan, best.report, best.evaluation, best.iterations, best.converged, history)
+    return replace(best, history=history)
 
 
 def _solve_from(model: pyo.ConcreteModel, start: Plan | None, previous: pyo.ConcreteModel | None, known_bound: float | None, *, solver: str,

@@ -19,8 +19,10 @@ The MILP is solved twice, in the shape of the fleetsim rule's restriction and re
   they read the Erlang tables.  The tables are exact for a routing that keeps each pool's mix; the driver
   re-scores every plan with the evaluator, refreshes the tables of the plan's pools from their routed mix and
   re-solves, and from the first plan that fails the evaluator on, no table entry rises (the elementwise least of
-  old and new), so the models only tighten.  Every plan returned passes the evaluator; the plan is **not proven
-  optimal** for the batching problem unless it reaches the relaxation's bound, and the report's gap says how far.
+  old and new), so the models only tighten.  Each model's routing with every pool resized to its least GPU
+  count under the evaluator is a candidate too, and the sweep's plan the incumbent (milp.py).  Every plan returned
+  passes the evaluator; it is **not proven optimal** for the batching problem unless it reaches the relaxation's
+  bound, and the report's gap says how far.
 """
 
 from __future__ import annotations
