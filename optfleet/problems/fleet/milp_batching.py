@@ -39,6 +39,9 @@ from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.routing import route
 
 TABLE_MARGIN = 1e-6  # relative, below every table entry and the per-GPU cap: room for the solver's feasibility tolerance
+# An option whose mix allows less than this share of its cap per GPU is closed in the plan's model: its load column
+# would be scaled past 1e3 (HiGHS refuses coefficients near 1e15 and branches badly long before)
+LEAST_CAPACITY_SHARE = 1e-3
 Traffic = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]  # l_in, l_out, weight
 
 
@@ -96,14 +99,15 @@ def lower_of(old: NDArray[np.float64], new: NDArray[np.float64]) -> NDArray[np.f
 
 def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
     """``data`` with each option's load scaled and its table size set from ``capacity`` (module docstring), and the
-    wait tables ``[n, level]`` for ``n < N_j`` the model reads; an option no load fits cannot open (no level)."""
+    wait tables ``[n, level]`` for ``n < N_j`` the model reads; an option whose mix allows no load (or less than
+    ``LEAST_CAPACITY_SHARE`` of its cap per GPU) cannot open (no level)."""
     problem = data.problem
     pools, tables, caps = [], [], []
     scale = np.ones(len(data.pools))
     for j, (option, config) in enumerate(zip(data.pools, option_configs(data), strict=True)):
         curve = capacity[j] * (1.0 - TABLE_MARGIN)
         cap = problem.rho_max * option.slots_per_gpu
-        if curve[-1] <= 0:
+        if curve[-1] <= LEAST_CAPACITY_SHARE * cap:
             pools.append(replace(option, level_floors_ms=(), table_gpus=1))
             tables.append(np.zeros((1, 0)))
             caps.append(np.zeros(0))
