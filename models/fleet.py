@@ -36,7 +36,10 @@ Constraints (equation numbers refer to this docstring)
                         cap r_j n = rho_max n_max n implies W99 = 0; D_jm = max_q (r_j q - a_max[j,q,m])
                         relaxes the row exactly to the cap when another level is chosen; a_max at the level's
                         floor f_jm: exact under the paper rule, one end of the level's interval under the
-                        fleetsim rule, whose restriction and relaxation the driver solves)
+                        fleetsim rule, whose restriction and relaxation the driver solves).
+                        Under the batching model the per-GPU cap depends on the level (``data.gpu_caps``, the
+                        no-wait iteration time at level m within the SLO; milp_data.py ``level_caps``) and
+                        D_jm adds (r_j - cap_jm) gpu_bound[j] so another level's row still relaxes to (3)
     (8) max_pools       sum_j open[j] <= K
     cost                cost = sum_j price_j n[j]   ($/hour)
 
@@ -64,7 +67,8 @@ in numbers (:class:`FleetSolution`; the driver makes it a Plan) and
 :func:`warm_start` loads any threshold plan as a MIP start.
 
 The Erlang table a_max depends on each pool's ``R_j = E[S^2]/E[S]``; it is
-passed in and refreshed by the driver (optfleet/problems/fleet/milp.py) from the evaluator.  (Pyomo reserves the
+passed in and refreshed by the driver (optfleet/problems/fleet/milp.py) from the evaluator
+(under the batching model the driver passes its own tables, milp_batching.py).  (Pyomo reserves the
 name ``load`` on blocks, hence ``m.load_erlangs``.)
 """
 
@@ -117,24 +121,30 @@ def share_index(data: FleetMilpData) -> ShareIndex:
 
 
 def service_gpu_bounds(data: FleetMilpData) -> np.ndarray:
-    """Instances of each pool option that carry any routing's load: ``ceil(a_max_j / (rho_max n_max_j)) + N_j + 1``.
+    """Instances of each pool option that carry any routing's load: ``ceil(a_max_j / r_j) + N_j + 1``.
 
-    ``a_max_j`` is the load of every class pool j can hold (compressed or not).  At that many instances the
-    cap (3) holds for every routing and, being at least the table size ``N_j``, so do the wait rows (7).  A
-    plan never needs more for its own traffic; user constraints may need more
-    (``optfleet.problems.fleet.constraints.gpu_bounds``).
+    ``a_max_j`` is the load of every class pool j can hold (compressed or not) and ``r_j`` the least positive load
+    per GPU any floor level allows (``rho_max n_max_j``; under the batching model the least positive level cap,
+    ``FleetMilpData.gpu_caps``).  At that many instances the cap (3) holds for every routing and, being at least
+    the table size ``N_j``, so do the wait rows (7).  A plan never needs more for its own traffic; user
+    constraints may need more (``optfleet.problems.fleet.constraints.gpu_bounds``).
     """
     problem = data.problem
     max_load = [max(data.load[:, j][data.fits[:, j]].sum(), 0.0) + data.compressed_load[:, j].sum() for j in range(len(data.pools))]
-    return np.array([int(np.ceil(max_load[j] / (problem.rho_max * o.slots_per_gpu))) + o.table_gpus + 1 for j, o in enumerate(data.pools)])
+    per_gpu = []
+    for j, o in enumerate(data.pools):
+        caps = data.gpu_caps(j)
+        per_gpu.append(float(caps[caps > 0].min()) if np.any(caps > 0) else problem.rho_max * o.slots_per_gpu)
+    return np.array([int(np.ceil(max_load[j] / per_gpu[j])) + o.table_gpus + 1 for j, o in enumerate(data.pools)])
 
 
 def build(
     data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max_pools: int = 2, gpu_bounds: np.ndarray | None = None,
-    objective: str = COST,
+    objective: str = COST, wait_tables: list[np.ndarray] | None = None,
 ) -> pyo.ConcreteModel:
-    """The MILP of ``data`` with Erlang tables at ``ratio_ms`` (one R_j per pool option): the families of the
-    module docstring, the objective ``OBJECTIVES[objective]`` and the routing mode ``ROUTING[routing]``.
+    """The MILP of ``data`` with Erlang tables at ``ratio_ms`` (one R_j per pool option), or with ``wait_tables``
+    (``[n, level]`` per option, ``n < N_j``: the batching model's, optfleet/problems/fleet/milp_batching.py): the
+    families of the module docstring, the objective ``OBJECTIVES[objective]`` and the routing mode ``ROUTING[routing]``.
 
     ``gpu_bounds[j]`` bounds ``n[j]`` (instances; default :func:`service_gpu_bounds`).  It is the mutable
     Param ``m.gpu_bound``, also the big-M of ``n_open`` and ``nbig_high``: a Python constraint that needs
@@ -163,7 +173,8 @@ def build(
     add_floor_rows(m)
     add_level_and_count_choice(m)
     add_gpu_count_link(m)
-    add_wait_rows(m, ratio_ms)
+    m.wait_tables = erlang_tables(data.pools, ratio_ms, data.problem.ttft_p99_ms, data.problem.rho_max) if wait_tables is None else wait_tables
+    add_wait_rows(m)
     add_pool_limit(m, max_pools)
     add_cost(m)
     goal.objective(m)
@@ -268,20 +279,23 @@ def add_gpu_count_link(m: pyo.ConcreteModel) -> None:
     m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= m.gpu_bound[j] * m.big[j])
 
 
-def add_wait_rows(m: pyo.ConcreteModel, ratio_ms: np.ndarray) -> None:
-    """(7) ``wait[j,m]``: the Erlang-C table of pool j at ``R_j = ratio_ms[j]`` (optfleet.queueing.erlang_tables)
-    for the chosen count and level; the cap ``r_j = rho_max n_max_j`` per GPU from ``N_j`` GPUs on."""
+def add_wait_rows(m: pyo.ConcreteModel) -> None:
+    """(7) ``wait[j,m]``: the table ``m.wait_tables[j]`` of pool j (the Erlang-C table at ``R_j``,
+    optfleet.queueing.erlang_tables) for the chosen count and level; the cap ``r_j = rho_max n_max_j`` per GPU
+    from ``N_j`` GPUs on."""
     data = m.data
     problem = data.problem
-    m.wait_tables = erlang_tables(data.pools, ratio_ms, problem.ttft_p99_ms, problem.rho_max)
     tables = [table.tolist() for table in m.wait_tables]
 
     def wait_rule(m, j, lv):
         counts = range(1, data.pools[j].table_gpus)
         per_gpu_cap = problem.rho_max * data.pools[j].slots_per_gpu
+        level_cap = float(data.gpu_caps(j)[lv])
         table_load = sum(tables[j][q][lv] * m.count[j, q] for q in counts)
         slack = max((per_gpu_cap * q - tables[j][q][lv] for q in counts), default=0.0)
-        return m.load_erlangs[j] <= table_load + per_gpu_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
+        # Another level chosen: the row relaxes to the cap (3); a level cap below it needs (cap - level cap) per GPU more.
+        slack = slack + (per_gpu_cap - level_cap) * m.gpu_bound[j] if level_cap < per_gpu_cap else slack
+        return m.load_erlangs[j] <= table_load + level_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
 
     m.wait = pyo.Constraint(list(m.level.keys()), rule=wait_rule)
 

@@ -13,6 +13,18 @@
 with ``K_p,w = rho_max x slots_p x |w|`` offered slot-seconds.  Every online router's placement (a mis-routed
 request is served long, one of the options) is a point of this set, so the optimum bounds them all.
 
+**Hindsight overflow** (the same function, ``objective="overflow"``): when no placement fits the capacities, the
+least work any placement puts above them, the slot-seconds that must queue beyond ``rho_max`` and so break the
+SLO.  The capacity rows get an overflow column each, ``o_s,w, o_l,w >= 0``:
+
+    min  sum_w (o_s,w + o_l,w)
+    s.t. x_i + y_i <= 1,   sum_{i in w} (a_i x_i + c_i y_i) - o_s,w <= K_s,w,   sum_{i in w} l_i (1 - x_i - y_i) - o_l,w <= K_l,w
+
+always feasible (every request long, overflow as needed); every router's placement with its own overflow
+``sum_p,w (work_p,w - K_p,w)^+`` is a point, so the optimum bounds every router's overflow.  Among the placements
+of least overflow, a second solve takes the one of least busy instances (``overflow_cap``: the overflow columns
+at no cost, their sum at most the first solve's optimum).
+
 **Threshold design** (:func:`design_arrays`): one binary ``z_c`` per candidate ``c`` (window, threshold, band) with
 fleet cost ``f_c`` and mis-route probability ``p_c``: ``min sum f_c z_c`` s.t. ``sum z_c = 1``,
 ``sum p_c z_c <= epsilon``.  Exact over the candidate grid (the same answer as enumerating it).
@@ -51,8 +63,16 @@ class HindsightColumns:
     y_requests: NDArray[np.int64]
 
 
-def hindsight_arrays(data: HindsightData) -> tuple[tuple, HindsightColumns]:
-    """``passModel`` arguments of the hindsight model (its constant as the objective offset) and its columns."""
+HINDSIGHT_OBJECTIVES = ("busy_gpus", "overflow")
+
+
+def hindsight_arrays(data: HindsightData, objective: str = "busy_gpus", overflow_cap: float | None = None) -> tuple[tuple, HindsightColumns]:
+    """``passModel`` arguments of the hindsight model (module docstring; ``objective`` busy GPU instances, its
+    constant as the objective offset, or overflow slot-seconds) and its columns.  ``overflow_cap`` (with the busy
+    objective) lets the capacity rows overflow by at most that many slot-seconds in all: the second stage of the
+    lexicographic hindsight (least overflow, then least busy instances among the placements that reach it)."""
+    if objective not in HINDSIGHT_OBJECTIVES:
+        raise ValueError(f"objective must be one of {HINDSIGHT_OBJECTIVES}")
     n_s, n_l = data.slots_per_gpu
     xs = np.flatnonzero(~np.isnan(data.short_s))
     ys = np.flatnonzero(~np.isnan(data.compressed_s))
@@ -73,10 +93,31 @@ def hindsight_arrays(data: HindsightData) -> tuple[tuple, HindsightColumns]:
     values = np.concatenate([np.ones(2 * len(both)), placed_short, -long_s])
     long_total = np.bincount(data.window, weights=data.long_s, minlength=windows)
     row_upper = np.concatenate([np.ones(len(both)), data.capacity_short, data.capacity_long - long_total])
-    # one last column fixed at 0 (no cost, no entry): HiGHS refuses a model without columns (no request fits short)
-    args = pass_model_args(np.append(cost, 0.0), np.zeros(count + 1), np.append(np.ones(count), 0.0), np.ones(count + 1, dtype=np.int32), rows,
-                      cols, values, np.full(len(row_upper), -np.inf), row_upper)
+    upper = np.ones(count)
+    integrality = np.ones(count, dtype=np.int32)
     constant = float(data.long_s.sum()) / n_l / data.span_s
+    if objective == "overflow" or overflow_cap is not None:
+        # one overflow column per capacity row (short rows first), at -1 in its row; its cost is 1 under the overflow
+        # objective (the placements then cost nothing), else 0 with their sum capped by one more row
+        overflow = np.arange(2 * windows)
+        rows = np.concatenate([rows, len(both) + overflow])
+        cols = np.concatenate([cols, count + overflow])
+        values = np.concatenate([values, -np.ones(2 * windows)])
+        if objective == "overflow":
+            cost, constant = np.zeros(count), 0.0
+        cost = np.concatenate([cost, np.full(2 * windows, 1.0 if objective == "overflow" else 0.0)])
+        upper = np.concatenate([upper, np.full(2 * windows, np.inf)])
+        integrality = np.concatenate([integrality, np.zeros(2 * windows, dtype=np.int32)])
+        if overflow_cap is not None:
+            cap_row = len(row_upper)
+            rows = np.concatenate([rows, np.full(2 * windows, cap_row)])
+            cols = np.concatenate([cols, count + overflow])
+            values = np.concatenate([values, np.ones(2 * windows)])
+            row_upper = np.append(row_upper, overflow_cap)
+    else:
+        # one last column fixed at 0 (no cost, no entry): HiGHS refuses a model without columns (no request fits short)
+        cost, upper, integrality = np.append(cost, 0.0), np.append(upper, 0.0), np.append(integrality, 1).astype(np.int32)
+    args = pass_model_args(cost, np.zeros(len(cost)), upper, integrality, rows, cols, values, np.full(len(row_upper), -np.inf), row_upper)
     return (*args[:5], constant, *args[6:]), HindsightColumns(xs, ys)
 
 

@@ -47,7 +47,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -216,6 +216,7 @@ def solve_cases(
     cases: Sequence[Sequence[int]],
     *,
     case_bounds: Sequence[float] | None = None,
+    case_refine: Callable[[int], float] | None = None,
     time_limit: float | None = None,
     mip_gap: float | None = None,
     threads: int | None = None,
@@ -231,8 +232,10 @@ def solve_cases(
     HiGHS gets each case without its fixed columns (:func:`_without_columns`).
 
     Best first: every case has a lower bound on its optimum, at first ``case_bounds[c]`` (one the
-    caller proved) or -inf, and the case with the least bound is worked on next: a bound from its LP
-    relaxation first, then its MILP, cut off at the best incumbent so far (``objective_bound``).  It
+    caller proved) or -inf, and the case with the least bound is worked on next: ``case_refine(c)``
+    first when given (a stronger lower bound the caller proved, too costly to compute for every case:
+    +inf drops the case), then a bound from its LP relaxation, then its MILP, cut off at the best
+    incumbent so far (``objective_bound``).  It
     stops when no case's bound is below the incumbent (within ``mip_gap``): the cases left are pruned
     by their bounds, unsolved.  The report's bound is the least of the pruned cases' bounds and the
     solved cases' (a case's optimum, the cutoff it could not beat, or its dual bound when the time
@@ -254,18 +257,22 @@ def solve_cases(
     group_columns = [np.array([index[id(v)] for v in group if id(v) in index], dtype=np.int64) for group in groups]
 
     def fixed_of(case: Sequence[int]) -> np.ndarray:
-        return np.unique(np.concatenate([group_columns[g] for g in case] or [np.zeros(0, dtype=np.int64)]))
+        fixed = np.zeros(len(columns), dtype=bool)
+        for g in case:
+            fixed[group_columns[g]] = True
+        return np.flatnonzero(fixed)
 
     start_values = np.array([float(v.value) for v in columns]) if warm_start else None
     fitting = [] if start_values is None else [g for g, cols in enumerate(group_columns) if np.all(np.abs(start_values[cols]) <= START_ZERO)]
     first = None if start_values is None else next((c for c, case in enumerate(cases) if set(case) <= set(fitting)), None)
-    # (priority, stage, case, bound): stage 0 wants its LP relaxation, stage 1 its MILP; the priority is
-    # the bound, but -inf for the case the MIP start fits
+    # (priority, stage, case, bound): stage 0 wants case_refine, stage 1 its LP relaxation, stage 2 its MILP; the
+    # priority is the bound, but -inf for the case the MIP start fits
     given = [-np.inf if case_bounds is None else float(case_bounds[c]) for c in range(len(cases))]
-    queue = [(-np.inf, 1, c, given[c]) if c == first else (given[c], 0, c, given[c]) for c in range(len(cases))]
+    opening = 0 if case_refine is not None else 1
+    queue = [(-np.inf, 2, c, given[c]) if c == first else (given[c], opening, c, given[c]) for c in range(len(cases))]
     heapq.heapify(queue)
     incumbent, best, settled, status = np.inf, None, [], OPTIMAL
-    counts = {"cases": len(cases), "lp_relaxations": 0, "case_solves": 0, "empty_cases": 0, "mip_starts": 0, "feasible_mip_starts": 0}
+    counts = {"cases": len(cases), "refined_bounds": 0, "lp_relaxations": 0, "case_solves": 0, "empty_cases": 0, "mip_starts": 0, "feasible_mip_starts": 0}
     with highs_session(time_limit=time_limit, mip_gap=mip_gap, threads=threads, stream_log=stream_log) as (h, log):
         tolerance = float(h.getOptionValue("mip_rel_gap")[1])
         while queue and (incumbent == np.inf or relative_gap(incumbent, queue[0][0]) > tolerance and queue[0][0] < incumbent):
@@ -275,6 +282,12 @@ def solve_cases(
                 heapq.heappush(queue, (priority, stage, c, bound))
                 status = TIME_LIMIT
                 break
+            if stage == 0:
+                counts["refined_bounds"] += 1
+                refined = max(bound, float(case_refine(c)))
+                if refined < np.inf:
+                    heapq.heappush(queue, (refined, 1, c, refined))
+                continue
             reduced = _without_columns(args, fixed_of(cases[c]))
             if reduced is None:  # a row the fixed columns alone break: nothing in this case
                 counts["empty_cases"] += 1
@@ -283,11 +296,11 @@ def solve_cases(
             mip = bool(case_args[-1].any())
             if remaining is not None:
                 h.setOptionValue("time_limit", remaining)
-            if stage == 0 and mip:
+            if stage == 1 and mip:
                 counts["lp_relaxations"] += 1
                 relaxed = _relaxation_bound(h, case_args, incumbent, f"the LP relaxation of a case of model {model.name!r}")
                 if relaxed < np.inf:
-                    heapq.heappush(queue, (max(bound, relaxed), 1, c, max(bound, relaxed)))
+                    heapq.heappush(queue, (max(bound, relaxed), 2, c, max(bound, relaxed)))
                 continue
             counts["case_solves"] += 1
             pass_model(h, case_args, f"model {model.name!r}")
@@ -340,7 +353,8 @@ def solve_cases(
     left = "pruned by their bounds" if status == OPTIMAL else "unsolved"
     counts["cases_left"] = len(queue)
     counts["solver_runs"] = counts["lp_relaxations"] + counts["case_solves"]
-    text = (f"optfleet: {len(cases)} cases: {counts['lp_relaxations']} LP relaxations, {counts['case_solves']} solved, "
+    text = (f"optfleet: {len(cases)} cases: {counts['refined_bounds']} refined bounds, {counts['lp_relaxations']} LP relaxations, "
+            f"{counts['case_solves']} solved, "
             f"{len(queue)} left {left}; each HiGHS run below\n")
     text += log.text
     return SolveReport(status, objective_value, bound, gap, seconds, "highs", text, counts)
@@ -378,7 +392,9 @@ def _without_columns(args: tuple, fixed: np.ndarray, tolerance: float = 1e-9) ->
     (n_cols, n_rows, _, _, sense, offset, cost, col_lower, col_upper, row_lower, row_upper, starts, indices, values, integer) = args
     if np.any(col_lower[fixed] > tolerance) or np.any(col_upper[fixed] < -tolerance):
         return None
-    kept = np.setdiff1d(np.arange(n_cols), fixed)
+    dropped = np.zeros(n_cols, dtype=bool)
+    dropped[fixed] = True
+    kept = np.flatnonzero(~dropped)
     matrix = csc_matrix((values, indices, np.append(starts, len(values))), shape=(n_rows, n_cols))[:, kept]
     used = np.diff(matrix.tocsr().indptr) > 0
     if np.any(row_lower[~used] > tolerance) or np.any(row_upper[~used] < -tolerance):

@@ -78,6 +78,15 @@ def test_in_the_sweeps_space_the_milp_finds_the_sweeps_optimum_and_bounds_it(tmp
     assert unrestricted.evaluation.meets_slo and unrestricted.evaluation.cost_per_hour <= swept + 1e-6
 
 
+def test_split_refreshes_do_not_swap_two_failing_routings(tmp_path):
+    """Found by the property test above at HiGHS 1.15: split routing alternated between two routings, each fitting
+    the other's R_j and failing the evaluator at its own, until the refreshes ran out (milp.py: R_j only rise once
+    a plan fails)."""
+    problem = _toy_fleetsim(tmp_path, 1927.0, 1.998300589621067, 40.0, 0.0)
+    result = solve_milp(problem, routing="split")
+    assert result.evaluation.meets_slo and result.evaluation.cost_per_hour <= evaluate(problem, sweep(problem).plan).cost_per_hour + 1e-6
+
+
 @pytest.mark.parametrize("name, swept, split", [
     ("azure_2023", 249.73, 221.0),
     pytest.param("lmsys_multiturn", 125.97, 125.97, marks=pytest.mark.slow),

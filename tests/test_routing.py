@@ -11,7 +11,7 @@ import yaml
 
 import optfleet
 from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT
+from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError
 from optfleet.instance import load_instance
 from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, plan_design, solve_design
 from optfleet.problems.routing.dispatcher import LONG, SHORT
@@ -187,3 +187,30 @@ def test_a_non_numeric_stream_value_names_its_column(tmp_path, capsys):
     path = _write_stream(tmp_path, ["0.0,lots,1000,200,prose"])
     assert main(["validate", path]) == EXIT_BAD_INPUT
     assert "stream.bytes = 'lots'" in capsys.readouterr().err
+
+
+def test_overflow_objective_bounds_every_router_on_a_fleet_too_small():
+    """A fleet too small for the stream: the busy-GPU hindsight has no placement, the overflow one gives the least
+    work above the capacity windows, below every router's own overflow (the evaluator's, for every placement)."""
+    small = {"fleet.boundary_tokens": None, "exact.objective": "overflow", "exact.window_s": 200.0, "fleet.plan": {
+        "pools": [{"name": "short", "window_tokens": 2000, "gpus": 2}, {"name": "long", "window_tokens": 4000, "gpus": 6}]}}
+    problem = prepare(load_instance(_tiny(**small)))
+    placement, report = hindsight(problem)
+    bound = evaluate(problem, placement, needed=False)
+    assert report.status == "optimal" and bound.overflow_slot_s > 0 and not bound.capacity_ok
+    assert bound.overflow_slot_s == pytest.approx(report.objective, rel=1e-6)
+    for name in ("paper", "router", "static"):
+        routed = evaluate(problem, replay_router(problem, problem.calibrators[name]), needed=False)
+        assert routed.overflow_slot_s >= report.bound * (1 - 1e-9)
+    busy = prepare(load_instance(_tiny(**{**small, "exact.objective": "busy_gpus"})))
+    with pytest.raises(InfeasibleError):
+        hindsight(busy)
+
+
+def test_overflow_hindsight_breaks_ties_by_least_busy_instances(tiny):
+    """With room for the stream (no overflow), the overflow hindsight's placement is the busy-GPU hindsight's optimum."""
+    _, busy_report = hindsight(tiny)
+    overflow_problem = prepare(load_instance(_tiny(**{"exact.objective": "overflow"})))
+    placement, report = hindsight(overflow_problem)
+    assert report.status == "optimal" and report.objective == pytest.approx(0.0, abs=1e-9)
+    assert evaluate(overflow_problem, placement, needed=False).busy_gpus == pytest.approx(busy_report.objective, rel=1e-6)

@@ -13,17 +13,21 @@ from optfleet.models.routing import HindsightData, design_arrays, hindsight_arra
 from optfleet.solvers.highs import solve_arrays
 
 
+def _placements(data: HindsightData):
+    """Every placement (long, short, compressed per request) the options allow: its short and long seconds per request."""
+    for choice in itertools.product((0, 1, 2), repeat=len(data.long_s)):
+        choice = np.array(choice)
+        short = np.where(choice == 1, data.short_s, np.where(choice == 2, data.compressed_s, 0.0))
+        if not np.isnan(short).any():
+            yield short, np.where(choice == 0, data.long_s, 0.0)
+
+
 def _brute_force(data: HindsightData) -> float | None:
     """The least busy GPU instances over every placement (long, short, compressed) meeting the capacity rows."""
     n_s, n_l = data.slots_per_gpu
     best = None
-    for choice in itertools.product((0, 1, 2), repeat=len(data.long_s)):
-        choice = np.array(choice)
-        short = np.where(choice == 1, data.short_s, np.where(choice == 2, data.compressed_s, 0.0))
-        if np.isnan(short).any():
-            continue
-        long = np.where(choice == 0, data.long_s, 0.0)
-        windows = len(data.capacity_short)
+    windows = len(data.capacity_short)
+    for short, long in _placements(data):
         if (np.bincount(data.window, short, windows) > data.capacity_short + 1e-9).any():
             continue
         if (np.bincount(data.window, long, windows) > data.capacity_long + 1e-9).any():
@@ -41,12 +45,16 @@ def _data(draw_seconds, allowed, windows, caps) -> HindsightData:
                          np.array(caps[1], dtype=np.float64), (8, 2), 10.0)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda n: st.tuples(
+# small hindsight cases: (short, compressed, long) seconds, which options exist, windows, capacities
+CASES = st.integers(1, 6).flatmap(lambda n: st.tuples(
     st.lists(st.tuples(st.floats(0.5, 20), st.floats(0.5, 20), st.floats(0.5, 20)), min_size=n, max_size=n),
     st.lists(st.tuples(st.booleans(), st.booleans()), min_size=n, max_size=n),
     st.lists(st.integers(0, 1), min_size=n, max_size=n),
-    st.tuples(st.lists(st.floats(0, 40), min_size=2, max_size=2), st.lists(st.floats(0, 40), min_size=2, max_size=2)))))
+    st.tuples(st.lists(st.floats(0, 40), min_size=2, max_size=2), st.lists(st.floats(0, 40), min_size=2, max_size=2))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(CASES)
 def test_hindsight_model_matches_brute_force(case):
     seconds, allowed, windows, caps = case
     data = _data(seconds, allowed, windows, caps)
@@ -57,6 +65,30 @@ def test_hindsight_model_matches_brute_force(case):
         assert values is None and report.status == "infeasible"
         return
     assert report.status == "optimal" and report.objective == pytest.approx(expected, rel=1e-6, abs=1e-7)
+    short, compressed = hindsight_placement(values, columns, len(data.long_s))
+    assert not (short & compressed).any()
+
+
+def _brute_force_overflow(data: HindsightData) -> float:
+    """The least slot-seconds above the capacity rows over every placement (long, short, compressed)."""
+    windows = len(data.capacity_short)
+    best = np.inf
+    for short, long in _placements(data):
+        over = (np.maximum(np.bincount(data.window, short, windows) - data.capacity_short, 0.0).sum()
+                + np.maximum(np.bincount(data.window, long, windows) - data.capacity_long, 0.0).sum())
+        best = min(best, float(over))
+    return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(CASES)
+def test_hindsight_overflow_model_matches_brute_force(case):
+    seconds, allowed, windows, caps = case
+    data = _data(seconds, allowed, windows, caps)
+    args, columns = hindsight_arrays(data, objective="overflow")
+    report, values = solve_arrays(args, what="hindsight overflow test")
+    assert report.status == "optimal"  # always feasible: every request long, overflow as needed
+    assert report.objective == pytest.approx(_brute_force_overflow(data), rel=1e-6, abs=1e-7)
     short, compressed = hindsight_placement(values, columns, len(data.long_s))
     assert not (short & compressed).any()
 

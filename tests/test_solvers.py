@@ -190,9 +190,28 @@ def test_cases_go_best_first_and_a_case_bounded_at_or_above_the_incumbent_is_nev
     # first case's optimum, so only the first is solved.
     report = solve_cases(m, [[m.x[i]] for i in range(4)], [[0], [1], [2, 3]], case_bounds=[0.0, 0.0, 100.0])
     assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
-    assert "3 cases: 2 LP relaxations, 1 solved, 2 left pruned" in report.log
-    assert report.counts == {"cases": 3, "lp_relaxations": 2, "case_solves": 1, "empty_cases": 0, "mip_starts": 0,
+    assert "3 cases: 0 refined bounds, 2 LP relaxations, 1 solved, 2 left pruned" in report.log
+    assert report.counts == {"cases": 3, "refined_bounds": 0, "lp_relaxations": 2, "case_solves": 1, "empty_cases": 0, "mip_starts": 0,
                              "feasible_mip_starts": 0, "cases_left": 2, "solver_runs": 3}
+
+
+def test_a_refined_case_bound_comes_before_the_lp_and_prunes_or_drops_the_case():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(4), domain=pyo.Binary)
+    m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) == 2)
+    m.cost = pyo.Objective(expr=4 * m.x[0] + 1 * m.x[1] + 3 * m.x[2] + 2 * m.x[3])
+    asked: list[int] = []
+
+    def refine(c: int) -> float:  # case optima 3, 5, 5: the second proven at 5, the third proven empty
+        asked.append(c)
+        return [0.0, 5.0, np.inf][c]
+
+    report = solve_cases(m, [[m.x[i]] for i in range(4)], [[0], [1], [2, 3]], case_bounds=[0.0, 1.0, 2.0], case_refine=refine)
+    assert report.proven_optimal and report.objective == pytest.approx(3.0) and report.bound == pytest.approx(3.0)
+    # best first: case 0 (bound 0) refined, its LP and MILP; case 1 refined to 5 >= 3 and case 2 dropped
+    assert asked == [0, 1, 2]
+    assert report.counts["refined_bounds"] == 3 and report.counts["lp_relaxations"] == 1 and report.counts["case_solves"] == 1
+    assert report.counts["cases_left"] == 1  # case 1, pruned by its refined bound; case 2 is gone
 
 
 def test_cases_reach_highs_without_their_fixed_columns_and_a_row_they_break_empties_the_case():

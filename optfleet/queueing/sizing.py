@@ -19,6 +19,8 @@ returns ``-1`` too, never a count that float64 or int64 cannot hold.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -83,19 +85,27 @@ def min_gpus(
         countable = (a <= 0) | (a / (rho_max * n_max) <= MAX_GPUS)
     a = np.where(countable, a, 0.0)  # an uncountable pool is answered -1 below; 0 keeps its arithmetic quiet
     lo = cap_lower_bound_gpus(a, n_max, rho_max)
-    solvable = ((budget > 0) | (a <= 0)) & countable
+    return smallest_feasible(lo, feasible, ((budget > 0) | (a <= 0)) & countable)
+
+
+def smallest_feasible(lo: NDArray[np.int64], feasible: Callable[[NDArray[np.int64]], NDArray[np.bool_]],
+                      solvable: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """Per element, the smallest ``n >= lo`` with ``feasible(n)`` (an up-set in ``n``; ``lo - 1`` is known
+    infeasible or below a lower bound), ``-1`` where not ``solvable`` or where no ``n <= MAX_GPUS`` is feasible:
+    doubling from ``lo`` until feasible, then bisection, all elements at once."""
+    solvable = solvable.copy()
     ok = feasible(lo) | ~solvable
-    # Doubling: hi is feasible, lo - 1 is not (lo is the cap's bound); at most log2(MAX_GPUS) rounds.
+    # Doubling: hi is feasible, lo - 1 is not; at most log2(MAX_GPUS) rounds.
     hi = lo.copy()
     while not ok.all():
-        grown = np.minimum(hi * 2, MAX_GPUS)
+        grown = np.minimum(np.maximum(hi, 1) * 2, MAX_GPUS)
         beyond = ~ok & (grown == hi)  # already at MAX_GPUS and still infeasible: no count the model can state
         solvable &= ~beyond
         ok |= beyond
         hi = np.where(ok, hi, grown)
         ok = ok | feasible(hi)
     known_bad = np.where(feasible(lo), lo - 1, np.maximum(hi // 2, lo))
-    # Bisection on (known_bad, hi]: hi feasible, known_bad infeasible (or below the cap bound).
+    # Bisection on (known_bad, hi]: hi feasible, known_bad infeasible (or below the lower bound).
     while True:
         open_gap = (hi - known_bad > 1) & solvable
         if not open_gap.any():

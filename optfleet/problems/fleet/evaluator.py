@@ -11,6 +11,14 @@ M/G/c queue at the plan's GPU count (FleetOpt, Chen et al. 2026):
 with the SLO verdict ``rho <= rho_max and TTFT99 <= SLO`` and the term that
 binds.  It also reports each pool's minimum feasible GPU count, so a plan
 with too few GPUs is told how many it needs.
+
+Under ``slo.service_model: batching`` the same fields come from the
+continuous-batching model instead (optfleet/queueing/batching.py,
+batching_pool.py): utilisation is the slot occupancy at the load-dependent
+iteration time, ``erlang_c`` the chain's probability of waiting for a slot,
+``mean_service_ms`` a request's mean slot-holding time, ``first_iteration_ms``
+the iteration time at the pool's load and ``prefill_p99_ms`` the rest of the
+in-GPU P99 time to first token.
 """
 
 from __future__ import annotations
@@ -20,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching, state_at
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_stats import PoolStats, pool_stats, size_pools
 from optfleet.problems.fleet.problem import HOURS_PER_YEAR, FleetProblem
 from optfleet.problems.fleet.routing import route
 from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, erlang_c, wait_quantile_s
+from optfleet.queueing.batching import JOIN_ITERATIONS
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,7 @@ class FleetEvaluation:
     ttft_slo_ms: float
     rho_max: float
     ttft_rule: str
+    service_model: str = "slots"
 
     @property
     def total_gpus(self) -> int:
@@ -91,19 +102,68 @@ class FleetEvaluation:
             "ttft_slo_ms": self.ttft_slo_ms,
             "rho_max": self.rho_max,
             "ttft_rule": self.ttft_rule,
+            "service_model": self.service_model,
             "pools": [asdict(p) for p in self.pools],
         }
 
 
 def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
-    """Score ``plan`` on ``problem`` with the analytical M/G/c model."""
+    """Score ``plan`` on ``problem`` with the analytical M/G/c model (or the batching model, module docstring)."""
     traffic = route(problem.mix, plan, problem.compressible_fraction)
+    if problem.service_model == "batching":
+        return _evaluate_batching(problem, plan, traffic)
     pools = []
     for pool_plan, served in zip(plan.pools, traffic, strict=True):
         config = problem.pool(pool_plan.window_tokens, pool_plan.gpu)
         stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
         pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config.slots_per_gpu, config.gpu, config.cost_per_gpu_hour, pool_plan.window_tokens, stats, served.compressed_share))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)
+
+
+def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> FleetEvaluation:
+    """Every pool of ``plan`` under the continuous-batching model, at its GPU count and at its minimum count."""
+    configs = [problem.pool(p.window_tokens, p.gpu) for p in plan.pools]
+    shares = np.array([float(t.weight.sum()) for t in traffic])
+    workload = batching_workload(configs, [(t.l_in, t.l_out, t.weight) for t in traffic], problem.rate_rps * shares)
+    gpus = np.array([p.gpus for p in plan.pools])
+    state = state_at(workload, configs, np.maximum(gpus, 1))
+    need = min_gpus_batching(workload, configs, problem.ttft_p99_ms, problem.rho_max)
+    below = state_at(workload, configs, np.maximum(need - 1, 1))  # what breaks one GPU short of the minimum
+    pools = []
+    for j, (pool_plan, config, served) in enumerate(zip(plan.pools, configs, traffic, strict=True)):
+        rate = float(workload.rate_rps[j])
+        empty = rate <= 0
+        working = pool_plan.gpus >= 1 or empty
+        hold_ms = float((workload.mean_iterations[j] + JOIN_ITERATIONS + state.prefill_wait_iterations[j]) * state.iteration_ms[j])
+        utilisation = float(state.utilisation[j]) if working and not empty else (0.0 if empty else np.inf)
+        ttft = 0.0 if empty else (float(state.ttft_p99_ms[j]) if working else np.inf)
+        cap_ok = utilisation <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
+        ttft_ok = ttft <= problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)
+        if empty:
+            binding = "empty"
+        elif need[j] == INFEASIBLE:
+            binding = "ttft floor"
+        elif not working or not bool(state.stable[j]) or not cap_ok:
+            binding = "utilisation (violated)"
+        elif not ttft_ok:
+            binding = "ttft (violated)"
+        else:
+            short_of = need[j] > 1 and bool(below.stable[j]) and float(below.utilisation[j]) <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
+            binding = "ttft" if short_of else "utilisation"
+        pools.append(PoolMetrics(
+            name=pool_plan.name, gpu=config.gpu, window_tokens=pool_plan.window_tokens, gpus=pool_plan.gpus,
+            slots_per_gpu=config.slots_per_gpu, servers=pool_plan.gpus * config.slots_per_gpu, share=float(shares[j]),
+            compressed_share=served.compressed_share, rate_rps=rate, mean_service_ms=0.0 if empty else hold_ms,
+            service_scv=float(workload.iterations_scv[j]), load_erlangs=0.0 if empty else rate * hold_ms / 1000.0,
+            utilisation=utilisation, erlang_c=0.0 if empty else (float(state.wait_probability[j]) if working else 1.0),
+            wait_p99_ms=0.0 if empty else (float(state.wait_p99_ms[j]) if working else np.inf),
+            prefill_p99_ms=0.0 if empty else float(state.in_gpu_p99_ms[j] - state.iteration_ms[j]),
+            first_iteration_ms=0.0 if empty else float(state.iteration_ms[j]), ttft_p99_ms=ttft, min_gpus=int(need[j]),
+            meets_slo=bool(empty or (working and state.stable[j] and cap_ok and ttft_ok)), binding=binding,
+            cost_per_hour=pool_plan.gpus * config.cost_per_gpu_hour,
+        ))
+    return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max,
+                           ttft_rule=problem.ttft_rule, service_model="batching")
 
 
 def _pool_metrics(

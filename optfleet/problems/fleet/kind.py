@@ -13,8 +13,11 @@ at the same share).  The gap's bound is the ``milp`` method's proven bound on
 that objective (``milp:<type>`` bounds a restricted model: not a bound on the
 optimum).  Under the ``fleetsim`` TTFT rule (a pool-mean floor) the MILP's
 plan comes from a restriction of its floor levels and its bound from their
-relaxation (milp.py); with ``paper`` rule and length-scaled iteration the MILP
-does not apply: its rows say so and the gaps stay empty.
+relaxation (milp.py); under the batching service model its plan comes from
+tables at each pool's traffic mix (approximate, verified by the evaluator) and
+its bound from a relaxation valid for every plan (milp_batching.py); with
+``paper`` rule and length-scaled iteration under the slot model the MILP does
+not apply: its rows say so and the gaps stay empty.
 """
 
 from __future__ import annotations
@@ -67,13 +70,14 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
     unit, sense = (SERVED_UNIT, MAXIMISE) if budget is not None else (COST_UNIT, MINIMISE)
     start = time.perf_counter()
     report = iterations = None
+    origin = ""
     try:
         if method == MILP or method.startswith(SINGLE_TYPE_PREFIX):
             from optfleet.problems.fleet.milp import solve_milp  # Pyomo and HiGHS only when a MILP runs
 
             restricted = problem if method == MILP else _restricted(problem, method)
             exact = solve_milp(restricted)  # the instance's solve: block decides routing, K, limits and solver
-            plan, report, iterations = exact.plan, exact.report, exact.iterations
+            plan, report, iterations, origin = exact.plan, exact.report, exact.iterations, exact.note
         else:
             plan = FLEET_METHODS[method](problem)
     except NotApplicableError as exc:
@@ -84,7 +88,7 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
     evaluation = evaluate(problem, plan)
     broken = constraint_violations(problem, evaluation)
     failing = [f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:,.1f} ms, utilisation {p.utilisation:.4f}" for p in evaluation.pools if not p.meets_slo]
-    note = "; ".join([*(f"violates the SLO ({f})" for f in failing), *(f"breaks {b}" for b in broken)])
+    note = "; ".join([*([origin] if origin else []), *(f"violates the SLO ({f})" for f in failing), *(f"breaks {b}" for b in broken)])
     objective = 100 * evaluation.plan.served_share if budget is not None else evaluation.cost_per_hour
     return [MethodResult(
         method, plan, evaluation, seconds, objective=objective, objective_unit=unit, sense=sense,
@@ -131,6 +135,9 @@ def _phrase(problem: FleetProblem, milp: MethodResult) -> Reference:
         # The model maximises served - w cost with cost <= the cap, so its bound plus w x the cap bounds the served share.
         bound = min(1.0, milp.report.bound + SERVED_COST_WEIGHT * budget)
         return Reference(100 * bound, f"the MILP's proven {proven(milp.report)} of the served share (budget cap)")
+    if problem.service_model == "batching":
+        return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)} (a relaxation of the batching model: occupancy cap and "
+                                            "prefill floor per GPU; the plan comes from approximate tables, optfleet/problems/fleet/milp_batching.py)")
     solves = milp.columns.get("table_iterations") or 1
     tables_note = f", after {solves} solves refreshing the Erlang tables" if solves > 1 else ""
     return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)}{tables_note}")
@@ -175,7 +182,8 @@ def result_json(problem: FleetProblem, result: MethodResult) -> dict[str, Any]:
 
 
 def facts(problem: FleetProblem) -> dict[str, Any]:
-    return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule}
+    return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule,
+            "service_model": problem.service_model}
 
 
 def describe(problem: FleetProblem) -> str:

@@ -8,7 +8,10 @@ below their table size N_j (above it the cap alone decides and R_j does not
 enter the model) from their actual traffic.  It re-solves, from the last plan,
 until the plan passes the evaluator and is optimal for the model at its own
 R_j (every plan the MILP returns passes the evaluator), or until the same cost comes back
-(alternative optima whose R_j differ, which would only oscillate).  The
+(alternative optima whose R_j differ, which would only oscillate).  From the first plan that fails the
+evaluator on, no R_j falls (each is the larger of its old and refreshed value): under split routing two
+routings can each fit the other's R_j, and refreshing to the last plan alone swapped between them
+(found on a toy under the fleetsim rule with HiGHS 1.15).  The
 reported bound and gap are HiGHS's for the model the plan was solved with;
 every returned plan has passed the evaluator.
 
@@ -34,7 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -47,9 +50,10 @@ from optfleet.models.fleet_constraints import LARGEST_BOUND
 from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
+from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, per_gpu_capacity, relaxation_data, tabled_data
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
-from optfleet.problems.fleet.open_set_bounds import open_set_bounds, threshold_set_bounds
+from optfleet.problems.fleet.open_set_bounds import ThresholdCaseBound, open_set_bounds, threshold_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
@@ -80,6 +84,7 @@ class MilpResult:
     converged: bool
     history: list[dict] = field(default_factory=list)
     ratio_ms: np.ndarray | None = None  # R_j of the model the plan was solved with
+    note: str = ""  # where the plan came from when not from the model's own solve
 
 
 def solve_milp(
@@ -135,24 +140,42 @@ def solve_milp(
         for resolution in FLOOR_RESOLUTIONS:
             if resolution > 1:
                 result = _solve_within(problem, prepare_milp_data(problem, floor_resolution=resolution), bounds, **settings)
-            result = _bound_by_relaxation(problem, result, bounds, resolution, routing=routing, max_pools=max_pools,
+            # The relaxation at the same R_j and grid (each level's wait row at the bottom of its interval) contains
+            # every plan that meets the rule.
+            relaxed = _build(problem, prepare_milp_data(problem, floor_bound="relaxation", floor_resolution=resolution), bounds,
+                             result.ratio_ms, routing=routing, max_pools=max_pools, customize=customize)
+            result = _bound_by_relaxation(problem, result, relaxed, f"{resolution} fleetsim floor levels per chunk, at the bottom of their intervals",
                                           time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
             if result.report.status != UNPROVEN:
                 break
+    if problem.service_model == "batching":
+        # The relaxation without wait tables (milp_batching.py) contains every plan that meets the batching model.
+        relaxed_data, relaxed_tables = relaxation_data(data)
+        relaxed = _build(problem, relaxed_data, _within_cost(relaxed_data, np.maximum(gpu_bounds(relaxed_data, problem.constraints), bounds),
+                                                             result.evaluation.cost_per_hour, customize),
+                         data.service_ratio_ms, routing=routing, max_pools=max_pools, customize=customize, wait_tables=relaxed_tables)
+        result = _bound_by_relaxation(problem, result, relaxed, "batching model: occupancy cap and prefill floor, no wait table",
+                                      time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
     return result
 
 
-def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, bounds: np.ndarray, resolution: int, *, routing: str, max_pools: int,
-                         time_limit_s: float | None, mip_gap: float | None, customize: Callable[[pyo.ConcreteModel], None] | None,
-                         solver: str) -> MilpResult:
-    """The fleetsim rule's bound: ``result`` solved the restriction (milp_data.py: each floor level's wait row at the
-    top of its interval, ``resolution`` levels per chunk); the relaxation at the same ``R_j`` and grid (the bottom)
-    contains every plan that meets the rule, so its bound is the bound.  Its own plan, if it passes the evaluator at a better objective, replaces ``result``'s.
-    The report is the plan's incumbent against the relaxation's bound: ``optimal`` when that gap is within the MIP
-    gap, ``unproven`` when the level grid leaves more (both models solved to optimality), else the relaxation's
-    status (e.g. its time limit)."""
-    data = prepare_milp_data(problem, floor_bound="relaxation", floor_resolution=resolution)
-    model = _build(problem, data, bounds, result.ratio_ms, routing=routing, max_pools=max_pools, customize=customize)
+def _within_cost(data: FleetMilpData, bounds: np.ndarray, cost_per_hour: float | None, customize: Callable[[pyo.ConcreteModel], None] | None) -> np.ndarray:
+    """``bounds`` cut to ``floor(cost / price_j)`` instances per option when the model minimises cost and a plan feasible in
+    it costs ``cost_per_hour``: every cheaper plan has no more (a tighter big-M than the level caps' service bounds)."""
+    if cost_per_hour is None or customize is not None or FLEET_CONSTRAINTS.objective(data.problem.constraints) != COST:
+        return bounds
+    prices = np.array([option.cost_per_gpu_hour for option in data.pools])
+    return np.minimum(bounds, np.floor(cost_per_hour / prices * (1 + 1e-9)).astype(np.int64))
+
+
+def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, model: pyo.ConcreteModel, label: str, *, time_limit_s: float | None,
+                         mip_gap: float | None, customize: Callable[[pyo.ConcreteModel], None] | None, solver: str) -> MilpResult:
+    """The bound of a restriction's plan: ``result`` solved a restriction (the fleetsim rule's floor levels at the top of
+    their intervals; the batching model's tables at a traffic mix) and ``model`` is a relaxation that contains every
+    plan meeting the rule, so its bound is the bound.  Its own plan, if it passes the evaluator at a better objective,
+    replaces ``result``'s.  The report is the plan's incumbent against the relaxation's bound: ``optimal`` when that
+    gap is within the MIP gap, ``unproven`` when more is left (both models solved to optimality), else the
+    relaxation's status (e.g. its time limit)."""
     warm = fleet_model.can_warm_start(model, result.plan)
     if warm:
         fleet_model.warm_start(model, result.plan)
@@ -164,7 +187,8 @@ def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, bounds: np.n
         evaluation = evaluate(problem, plan)
         better = relaxed.objective < objective - 1e-9 if minimising else relaxed.objective > objective + 1e-9
         if evaluation.meets_slo and better:
-            best, objective = MilpResult(plan, relaxed, evaluation, result.iterations, result.converged, result.history, result.ratio_ms), relaxed.objective
+            best, objective = MilpResult(plan, relaxed, evaluation, result.iterations, result.converged, result.history, result.ratio_ms,
+                                         f"the relaxation's plan ({label}), which passes the evaluator"), relaxed.objective
     gap = relative_gap(objective, relaxed.bound)
     tolerance = max(mip_gap or 0.0, 1e-9) + 1e-9
     if not relaxed.proven_optimal or not result.report.proven_optimal:
@@ -173,10 +197,10 @@ def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, bounds: np.n
         status = OPTIMAL if gap is not None and gap <= tolerance else UNPROVEN
     report = SolveReport(
         status, objective, relaxed.bound, gap, result.report.seconds + relaxed.seconds, relaxed.solver,
-        log=f"{result.report.log}\n-- the relaxation ({resolution} fleetsim floor levels per chunk, at the bottom of their intervals) --\n{relaxed.log}",
+        log=f"{result.report.log}\n-- the relaxation ({label}) --\n{relaxed.log}",
         counts={key: result.report.counts.get(key, 0) + relaxed.counts.get(key, 0) for key in {*result.report.counts, *relaxed.counts}},
     )
-    return MilpResult(best.plan, report, best.evaluation, best.iterations, best.converged, best.history, best.ratio_ms)
+    return MilpResult(best.plan, report, best.evaluation, best.iterations, best.converged, best.history, best.ratio_ms, best.note)
 
 
 def _solve_within(
@@ -194,6 +218,9 @@ def _solve_within(
     solver: str,
 ) -> MilpResult:
     """:func:`solve_milp` with the instances of pool option j at most ``bounds[j]``."""
+    if problem.service_model == "batching":
+        return _solve_batching_within(problem, data, bounds, routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap,
+                                      warm_start=warm_start, max_iterations=max_iterations, customize=customize, solver=solver)
     ratio = data.service_ratio_ms.copy()
     start = _sweep_plan(problem) if warm_start else None
     history: list[dict] = []
@@ -205,29 +232,15 @@ def _solve_within(
     best: MilpResult | None = None
     solved: list[tuple[np.ndarray, float]] = []  # (R_j of a solved model, its proven bound)
     known_bound: float | None = None  # the best bound of a solved model the next one restricts
+    raising = False  # after a plan that fails the evaluator, R_j only rise
     for iteration in range(1, max_iterations + 1):
         model = model_at(ratio)
-        run = _runner(model, solver, customize)
-        if start is not None and fleet_model.can_warm_start(model, start):
-            fleet_model.warm_start(model, start)
-            report = run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
-        elif previous is not None:
-            _carry_over(previous, model)  # the last plan, as a MIP start HiGHS keeps if still feasible
-            report = run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True,
-                         **({"known_bound": known_bound} if solver == "highs" else {}))
-        else:
-            report = run(model, time_limit=time_limit_s, mip_gap=mip_gap)
+        report = _solve_from(model, start, previous, known_bound, solver=solver, customize=customize, time_limit_s=time_limit_s, mip_gap=mip_gap)
         if not report.has_solution:
             if best is not None:
                 break
-            if report.status == TIME_LIMIT:
-                bound = "no lower bound yet" if report.bound is None else f"a lower bound of {report.bound:,.2f}"
-                raise NoPlanInTimeError(
-                    f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
-                    "infeasibility: raise solve.time_limit_s", report,
-                )
-            raise InfeasibleError(_explain(problem, data, max_pools, report, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s, solver=solver).has_solution,
-                                           customized=customize is not None))
+            _no_plan(problem, data, max_pools, report, time_limit_s, lambda skip: solve(model_at(ratio, skip), time_limit=time_limit_s, solver=solver).has_solution,
+                     customize is not None)
         if report.bound is not None:
             solved.append((ratio.copy(), report.bound))
         plan = extract_plan(model)
@@ -261,21 +274,130 @@ def _solve_within(
                 # would only oscillate); or a time-limited incumbent, which re-solving under the
                 # same limit would not prove better.
                 return result
+        raising |= not evaluation.meets_slo
+        if raising:
+            # A plan broke a table whose R_j was below its own: from then on no R_j falls, so each model restricts
+            # the last and the refreshes cannot swap two routings that each fit the other's R_j.
+            updated = np.maximum(updated, ratio)
         previous, start, ratio = model, None, updated
     if best is None:
-        failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
-                            for p in evaluation.pools if not p.meets_slo)
-        raise InfeasibleError(f"the MILP's plan still fails the evaluator after {max_iterations} table refreshes ({failing})")
+        raise _still_failing(evaluation, max_iterations)
     return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history, best.ratio_ms)
 
 
+def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, *, routing: str, max_pools: int,
+                           time_limit_s: float | None, mip_gap: float | None, warm_start: bool, max_iterations: int,
+                           customize: Callable[[pyo.ConcreteModel], None] | None, solver: str) -> MilpResult:
+    """:func:`_solve_within` under the batching model (milp_batching.py): each option's tables at a traffic mix (at
+    first the sweep plan's, else every request its window holds), refreshed from each plan's routed mix and re-solved
+    from the last plan until a plan passes the evaluator and its pools' tables no longer change (``converged``), the
+    same cost comes back, or ``max_iterations`` models have been solved (then the cheapest plan that passed).  Without
+    constraints of the instance's or the caller's, each model's routing with every pool at its least GPU count under
+    the evaluator is a candidate too, and the sweep's plan the incumbent: the cheapest of them all is the result (its
+    ``note`` says where it came from; status ``unproven``): the tables hold only at the mix they were computed for."""
+    sweep_plan = _sweep_plan(problem)
+    # The sweep's plan: the start of the tables, the incumbent when the instance has no constraints of its own
+    repairable = not customize and not problem.constraints  # a resized plan may break a constraint the model held
+    repaired: tuple[int, FleetEvaluation] | None = None
+    incumbent_allowed = (sweep_plan is not None and repairable and not problem.heterogeneous
+                         and sum(p.gpus > 0 for p in sweep_plan.pools) <= max_pools)
+    swept = evaluate(problem, sweep_plan) if incumbent_allowed else None
+    swept = swept if swept is not None and swept.meets_slo else None
+    tables = BatchingTables(per_gpu_capacity(data, initial_traffic(data, sweep_plan)))
+    start = sweep_plan if warm_start else None
+    previous: pyo.ConcreteModel | None = None
+    best: MilpResult | None = None
+    history: list[dict] = []
+    for iteration in range(1, max_iterations + 1):
+        tabled, wait_tables = tabled_data(data, tables.capacity)
+        caps = _within_cost(tabled, np.maximum(gpu_bounds(tabled, problem.constraints), bounds), swept and swept.cost_per_hour, customize)
+
+        def model_at(skip: int | None = None) -> pyo.ConcreteModel:
+            return _build(problem, tabled, caps, data.service_ratio_ms, routing=routing, max_pools=max_pools, customize=customize,
+                          skip=skip, wait_tables=wait_tables)
+
+        model = model_at()
+        report = _solve_from(model, start, previous, None, solver=solver, customize=customize, time_limit_s=time_limit_s, mip_gap=mip_gap)
+        if not report.has_solution:
+            if iteration > 1:
+                break  # a refresh left no plan: the best so far (or the sweep's plan) stands
+            _no_plan(problem, tabled, max_pools, report, time_limit_s, lambda skip: solve(model_at(skip), time_limit=time_limit_s, solver=solver).has_solution,
+                     customize is not None)
+        plan = extract_plan(model)
+        evaluation = evaluate(problem, plan)
+        tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo)
+        repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
+        history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
+        if repairable and all(p.min_gpus >= 0 for p in evaluation.pools):
+            # The model's routing with every pool at its least GPU count under the batching model passes the evaluator.
+            resized = evaluate(problem, plan.with_gpus([p.min_gpus for p in evaluation.pools]))
+            if resized.meets_slo and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
+                repaired = (iteration, resized)
+        if evaluation.meets_slo:
+            result = MilpResult(plan, report, evaluation, iteration, not changed, history)
+            if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
+                best = result
+            if not changed or repeated or not report.proven_optimal:
+                break
+        previous, start = model, None
+    if repaired is not None and (best is None or repaired[1].cost_per_hour < best.evaluation.cost_per_hour - 1e-9):
+        iteration, resized = repaired
+        best = MilpResult(resized.plan, SolveReport(UNPROVEN, resized.cost_per_hour, None, None, report.seconds, report.solver, log=report.log),
+                          resized, iteration, False, history,
+                          note=f"the routing of the batching tables' model {iteration} with every pool at its least GPU count under the evaluator")
+    if swept is not None and (best is None or swept.cost_per_hour < best.evaluation.cost_per_hour - 1e-9):
+        cost = swept.cost_per_hour
+        incumbent = SolveReport(UNPROVEN, cost, None, None, report.seconds, report.solver,
+                                log=f"{report.log}\n-- no plan of the tables' models passed the evaluator below the sweep's plan ({cost:,.2f} $/h): it is the result --")
+        return MilpResult(sweep_plan, incumbent, swept, len(history), False, history,
+                          note=f"the sweep's plan: no plan of the batching tables' {len(history)} models passed the evaluator at a lower cost")
+    if best is None:
+        raise _still_failing(evaluation, max_iterations)
+    return replace(best, history=history)
+
+
+def _solve_from(model: pyo.ConcreteModel, start: Plan | None, previous: pyo.ConcreteModel | None, known_bound: float | None, *, solver: str,
+                customize: Callable[[pyo.ConcreteModel], None] | None, time_limit_s: float | None, mip_gap: float | None) -> SolveReport:
+    """Solve ``model`` from ``start`` (a plan, as a MIP start) if it loads, else from the ``previous`` model's solution
+    (HiGHS keeps it if still feasible, with ``known_bound`` if any), else cold."""
+    run = _runner(model, solver, customize)
+    if start is not None and fleet_model.can_warm_start(model, start):
+        fleet_model.warm_start(model, start)
+        return run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True)
+    if previous is not None:
+        _carry_over(previous, model)
+        return run(model, time_limit=time_limit_s, mip_gap=mip_gap, warm_start=True,
+                   **({"known_bound": known_bound} if solver == "highs" and known_bound is not None else {}))
+    return run(model, time_limit=time_limit_s, mip_gap=mip_gap)
+
+
+def _no_plan(problem: FleetProblem, data: FleetMilpData, max_pools: int, report: SolveReport, time_limit_s: float | None,
+             feasible_without: Callable[[int], bool], customized: bool) -> None:
+    """Raise why the first model has no plan: the time limit (not proof of infeasibility), or :func:`_explain`."""
+    if report.status == TIME_LIMIT:
+        bound = "no lower bound yet" if report.bound is None else f"a lower bound of {report.bound:,.2f}"
+        raise NoPlanInTimeError(
+            f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
+            "infeasibility: raise solve.time_limit_s", report,
+        )
+    raise InfeasibleError(_explain(problem, data, max_pools, report, feasible_without, customized=customized))
+
+
+def _still_failing(evaluation: FleetEvaluation, refreshes: int) -> InfeasibleError:
+    failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
+                        for p in evaluation.pools if not p.meets_slo)
+    return InfeasibleError(f"the MILP's plan still fails the evaluator after {refreshes} table refreshes ({failing})")
+
+
 def _build(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, ratio_ms: np.ndarray, *, routing: str, max_pools: int,
-           customize: Callable[[pyo.ConcreteModel], None] | None, skip: int | None = None) -> pyo.ConcreteModel:
-    """The model of ``data`` at ``R_j = ratio_ms`` with the instance's constraints (all but ``skip``) and ``customize``."""
+           customize: Callable[[pyo.ConcreteModel], None] | None, skip: int | None = None,
+           wait_tables: list[np.ndarray] | None = None) -> pyo.ConcreteModel:
+    """The model of ``data`` at ``R_j = ratio_ms`` (or with ``wait_tables``) with the instance's constraints (all but
+    ``skip``) and ``customize``."""
     constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
     model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
                               gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints),
-                              objective=FLEET_CONSTRAINTS.objective(constraints))
+                              objective=FLEET_CONSTRAINTS.objective(constraints), wait_tables=wait_tables)
     FLEET_CONSTRAINTS.declare_all(model, problem.constraints, skip=skip)
     if customize is not None:
         customize(model)
@@ -288,18 +410,20 @@ def _runner(model: pyo.ConcreteModel, solver: str, customize: Callable[[pyo.Conc
     by_case = open_set_cases(model, cost_objective=customize is None) if solver == "highs" else None
     if by_case is None:
         return partial(solve, solver=solver)
-    return partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds)
+    return partial(solve_cases, groups=by_case.groups, cases=by_case.cases, case_bounds=by_case.bounds, case_refine=by_case.refine)
 
 
 @dataclass(frozen=True)
 class OpenSetCases:
     """The fleet MILP as cases (``optfleet.solvers.highs.solve_cases``): ``groups[j]`` are the variables pool
-    option j has at 0 when closed, case c closes the options ``cases[c]``, and ``bounds[c]`` (or None) is a
-    lower bound on case c's cost."""
+    option j has at 0 when closed, case c closes the options ``cases[c]``, ``bounds[c]`` (or None) is a
+    lower bound on case c's cost and ``refine(c)`` (or None) a stronger one, computed only for the cases the
+    search reaches."""
 
     groups: list[list]
     cases: list[list[int]]
     bounds: np.ndarray | None
+    refine: Callable[[int], float] | None = None
 
 
 def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> OpenSetCases | None:
@@ -330,10 +454,12 @@ def open_set_cases(model: pyo.ConcreteModel, cost_objective: bool = True) -> Ope
     if not cost_objective:
         return OpenSetCases(groups, cases, None)
     bounds = open_set_bounds(data, open_sets)
-    if model.routing == "threshold":
-        caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
-        bounds = np.maximum(bounds, threshold_set_bounds(data, open_sets, model.wait_tables, caps))
-    return OpenSetCases(groups, cases, bounds)
+    if model.routing != "threshold":
+        return OpenSetCases(groups, cases, bounds)
+    caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
+    bounds = np.maximum(bounds, threshold_set_bounds(data, open_sets, model.wait_tables, caps))
+    inflow_bound = ThresholdCaseBound(data, model.wait_tables, caps)
+    return OpenSetCases(groups, cases, bounds, lambda c: inflow_bound(open_sets[c]))
 
 
 def covering_sets(data: FleetMilpData, max_pools: int) -> np.ndarray | None:

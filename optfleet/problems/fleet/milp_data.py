@@ -45,9 +45,19 @@
   ``(1 + Cs^2) E[S]``), which depends on the routing: the solver driver
   re-computes it from each solution and re-solves until it is stable.
 
+* **Batching service model** (``slo.service_model: batching``): the load is
+  each request's slot-seconds at the occupancy cap with no prefill wait
+  (``cap_seconds_per_request``, batching_pool.py), the floor levels are the
+  paper rule's with the idle iteration ``W_j`` as the step, and each level
+  has a load cap per GPU (``level_caps``: the no-wait iteration time at that
+  level within the SLO).  Every row is necessary for a plan that meets the
+  batching model: with no wait table (milp_batching.py ``relaxation_data``)
+  the model is a relaxation and its bound a bound; the driver's plans come
+  from tables at each pool's traffic mix (milp_batching.py).
+
 Not supported (refused with a clear error): the ``paper`` rule with
-length-scaled iteration, whose per-request floor ``(m + 1) t_iter(L_total)``
-has no common level grid.
+length-scaled iteration under the slot model, whose per-request floor
+``(m + 1) t_iter(L_total)`` has no common level grid.
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import NotApplicableError
+from optfleet.problems.fleet.batching_pool import cap_seconds_per_request
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import wait_free_gpus
@@ -106,6 +117,14 @@ class FleetMilpData:
     service_ratio_ms: NDArray[np.float64]
     floor_bound: str
     floor_resolution: int
+    level_caps: tuple[NDArray[np.float64], ...] | None = None
+
+    def gpu_caps(self, j: int) -> NDArray[np.float64]:
+        """Pool j's load per GPU at each floor level, at every GPU count (the wait rows (7) beyond the table and the
+        table itself never exceed it): ``rho_max s_j`` at every level, but under the batching model (``level_caps``)."""
+        if self.level_caps is None:
+            return np.full(self.pools[j].levels, self.problem.rho_max * self.pools[j].slots_per_gpu)
+        return self.level_caps[j]
 
     def floor_excess(self, j: int, level: int | slice) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Row (4)'s coefficients of pool j at ``level`` (or at a slice of levels: ``[class, level]``), per class, for
@@ -129,8 +148,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     (the ``paper`` rule's levels are exact either way)."""
     if floor_bound not in FLOOR_BOUNDS:
         raise ValueError(f"floor_bound must be one of {FLOOR_BOUNDS}")
+    batching = problem.service_model == "batching"
     long_cfg = problem.pool(problem.long_window_tokens)
-    if long_cfg.length_scale_tokens is not None and problem.ttft_rule == "paper":
+    if long_cfg.length_scale_tokens is not None and problem.ttft_rule == "paper" and not batching:
         raise NotApplicableError(
             "hardware.iteration.scaling", "length_scaled",
             "the fleet MILP supports the paper TTFT rule with flat iteration time, or the fleetsim rule (preset: fleetsim_compatible)",
@@ -173,8 +193,15 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     gamma_max = max(problem.gammas)
     second = np.zeros(n_pools)
     first = np.zeros(n_pools)
+    def seconds(cfg: PoolConfig, l_in: NDArray[np.int64], l_out_: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Per request, the seconds its load counts (the slot model's service time, or the batching model's
+        slot-seconds at the occupancy cap)."""
+        if batching:
+            return cap_seconds_per_request(cfg, l_in, l_out_, problem.rho_max)
+        return cfg.service_ms(l_in, l_out_) / 1000.0
+
     for j, (window, cfg) in enumerate(zip(windows, configs, strict=True)):
-        service = cfg.service_ms(mix.l_in, l_out) / 1000.0
+        service = seconds(cfg, mix.l_in, l_out)
         load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service, minlength=count)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
@@ -185,7 +212,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             can_compress[band_classes, j] = True
             # compressed to the window: L_in = C_j - L_out, L_total = C_j
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
-            compressed_s = cfg.service_ms(window - l_out[band], l_out[band]) / 1000.0
+            compressed_s = seconds(cfg, window - l_out[band], l_out[band])
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
             compressed_floor_measure[:, j, :] = (_chunk_mass(class_of[band], k_comp, w[band], count, width) if mean_rule
                                                  else _mass_above(class_of[band], k_comp, w[band], count, k_max))
@@ -220,6 +247,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         service_ratio_ms=ratio_ms,
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
+        level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
     )
 
 
@@ -244,15 +272,39 @@ def _option_name(problem: FleetProblem, factory: PoolFactory, window: int) -> st
 
 
 def _floor_step_ms(problem: FleetProblem, cfg: PoolConfig) -> float:
-    """The floor per prefill chunk: the flat iteration ``t_j`` (paper), one active slot's ``W_j + H_j`` (fleetsim)."""
+    """The floor per prefill chunk: the flat iteration ``t_j`` (paper), one active slot's ``W_j + H_j`` (fleetsim), the
+    idle iteration ``W_j`` (batching: no iteration is shorter)."""
+    if problem.service_model == "batching":
+        return cfg.w_ms
     return cfg.w_ms + cfg.h_ms_per_slot if problem.ttft_rule == "fleetsim" else float(cfg.iteration_ms(0))
+
+
+def level_caps(problem: FleetProblem, cfg: PoolConfig, levels: int, extra_iterations: float = 0.0) -> NDArray[np.float64]:
+    """Under the batching model, the most load (slot-seconds at the cap, :func:`cap_seconds_per_request`) per GPU a pool
+    at floor level m can carry at any GPU count, ``m = 0 .. levels - 1``.
+
+    A pool at level m has its P99 prefill at ``m`` chunks or more, so its P99 TTFT is at least ``t (m + 1 + e)``
+    (``e = extra_iterations``: 0 in the relaxation; the restriction adds the join's iteration) with ``t`` at least the
+    no-wait fixed point ``t0 = W / (1 - G)``, ``G = H lambda_g E[X + 1/2] / 1000`` per GPU.  With flat iteration the
+    load per GPU is ``G (W + rho_max s H) / H``, so ``t0 (m + 1 + e) <= SLO`` reads
+
+        load per GPU <= (1 - W (m + 1 + e) / SLO) (W + rho_max s H) / H,
+
+    capped at ``rho_max s`` (row 3).  Length-scaled iteration (``G`` not a multiple of the load) and ``H = 0`` (a
+    constant iteration) get the cap alone.
+    """
+    cap = problem.rho_max * cfg.slots_per_gpu
+    if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0:
+        return np.full(levels, cap)
+    pressure = 1.0 - cfg.w_ms * (np.arange(levels) + 1.0 + extra_iterations) / problem.ttft_p99_ms
+    return np.clip(pressure * (cfg.w_ms + cap * cfg.h_ms_per_slot) / cfg.h_ms_per_slot, 0.0, cap)
 
 
 def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound: str = "restriction",
                  resolution: int = 1) -> tuple[tuple[float, ...], NDArray[np.float64]]:
     """The pool's floor levels: the TTFT floor each level's wait row assumes and row (4)'s allowance.
 
-    * paper: floors ``(m+1) t_j`` for ``m <= k_max`` under the SLO, allowance 1 %;
+    * paper: floors ``(m+1) t_j`` for ``m <= k_max`` under the SLO, allowance 1 % (batching: ``t_j = W_j``);
     * fleetsim: level m holds mean chunks in ``(b_m, u_m]`` with ``u_m = min(1 + m/r, k_max)``,
       ``b_m = u_{m-1}`` and ``b_0 = u_0 = 1`` (every request has a chunk; ``r = resolution``
       levels per chunk); allowance ``u_m``.  Restriction: floor ``u_m s_j``, levels with

@@ -51,6 +51,7 @@ class FleetProblem:
     rho_max: float
     ttft_rule: str
     hardware: "PoolFactory"
+    service_model: str = "slots"
     method: str = "sweep"
     solver: str = "highs"
     milp_routing: str = "threshold"
@@ -218,6 +219,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         rho_max=spec.slo.rho_max,
         ttft_rule=spec.slo.ttft_rule,
         hardware=hardware,
+        service_model=spec.slo.service_model,
         method=spec.solve.method,
         solver=spec.solve.solver,
         milp_routing=spec.solve.routing,

@@ -54,6 +54,9 @@ def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
     frame = pd.DataFrame(rows)
     if (frame["instances"] == frame["GPUs"]).all():
         frame = frame.drop(columns=["instances"]).rename(columns={"slots/instance": "slots/GPU"})
+    if evaluation.service_model == "batching":  # the same fields, read by the batching model (evaluator.py)
+        frame = frame.rename(columns={"E[S] s": "slot hold s", "Cs^2": "Cs^2 iters", "TTFT floor ms": "in-GPU P99 ms"})
+        frame.insert(frame.columns.get_loc("in-GPU P99 ms"), "iteration ms", [p.first_iteration_ms for p in evaluation.pools])
     return frame.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
 
 
@@ -89,7 +92,7 @@ def render_solve(outcome: "SolveOutcome") -> str:
     homogeneous = base.evaluation if base is not None else None
     lines = [
         f"instance {problem.name}: lambda = {problem.rate_rps:g} req/s, P99 TTFT SLO {problem.ttft_p99_ms:g} ms "
-        f"(rule: {problem.ttft_rule}), rho_max {problem.rho_max:g}",
+        f"(rule: {problem.ttft_rule}{', service model: batching' if problem.service_model == 'batching' else ''}), rho_max {problem.rho_max:g}",
         "",
     ]
     if main.evaluation is None:
@@ -114,8 +117,10 @@ def render_solve(outcome: "SolveOutcome") -> str:
         if e.plan.rules is not None:
             lines += routing_lines(e.plan)
         if main.report is not None:
+            tables = ("batching tables at each pool's traffic mix (approximate; the bound is a relaxation's, valid for every plan)"
+                      if problem.service_model == "batching" else "Erlang tables")
             lines.append(f"solver: {main.report.summary}; solved {main.columns.get('table_iterations')} time(s) to refresh the "
-                         "Erlang tables; the plan passes the evaluator")
+                         f"{tables}; the plan passes the evaluator")
         if main.note:
             lines.append(f"note: {main.note}")
         lines += ["", _pool_table(problem, e)]

@@ -217,11 +217,23 @@ class SloSpec(Strict):
 
     ``ttft_rule: paper`` checks ``W99 + P99_pool(prefill + one iteration)``;
     ``fleetsim`` checks inference-fleet-sim's ``W99 + mean_pool(ceil(L_in/chunk)) (W + H)``.
+    ``service_model: slots`` (default) is the FleetOpt slot model (every request holds a slot at the
+    full-batch iteration); ``batching`` is the load-dependent continuous-batching model
+    (optfleet/queueing/batching.py), which defines its own P99 TTFT and takes only ``ttft_rule: paper``.
     """
 
     ttft_p99_ms: Real = Field(gt=0.0)
     rho_max: Real = Field(0.85, gt=0.0, lt=1.0)
     ttft_rule: Literal["paper", "fleetsim"] = "paper"
+    service_model: Literal["slots", "batching"] = "slots"
+
+    @field_validator("service_model")
+    @classmethod
+    def _batching_defines_ttft(cls, model: str, info: ValidationInfo) -> str:
+        if model == "batching" and info.data.get("ttft_rule") == "fleetsim":
+            raise ValueError("the batching service model computes its own P99 TTFT (slot wait + in-GPU time to first token); "
+                             "it does not take ttft_rule: fleetsim (set slo.ttft_rule: paper)")
+        return model
 
 
 class CostSpec(Strict):

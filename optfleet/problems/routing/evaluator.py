@@ -7,7 +7,8 @@ is scored here.
   long-pool one (more slots per instance), so every request placed long that would fit short costs extra;
 * **capacity** (the rule a placement must meet): in every capacity window ``w`` (``exact.window_s``, default the
   whole stream) and pool ``p`` the offered slot-seconds of the requests arriving in ``w`` stay within
-  ``rho_max x slots_p x |w|``;
+  ``rho_max x slots_p x |w|``; the **overflow** ``sum_p,w (work_p,w - rho_max slots_p |w|)^+`` is the work above
+  it (the objective under ``exact.objective: overflow``);
 * counts: mis-routes and compressed requests (replay.py), wasted long placements (served long although the true
   budget ``L_in + L_out <= B``), spills; per category the mis-route rate and the calibration error
   ``|c_hat_k(n) - c_k| / c_k`` after ``n`` observations;
@@ -66,6 +67,7 @@ class RoutingEvaluation:
     short_share: float
     busy_gpus: float
     overloaded_windows: tuple[int, int]
+    overflow_slot_s: float
     pools: tuple[PoolOutcome, PoolOutcome]
     misroute_rate_by_category: dict[str, float] = field(default_factory=dict)
     calibration_error: dict[str, dict[int, float]] = field(default_factory=dict)
@@ -112,8 +114,10 @@ def evaluate(problem: RoutingProblem, routing: Routing, *, needed: bool = True) 
     span = max(s.span_s, 1e-9)
     busy = float(work[0].sum() / short.slots_per_gpu + work[1].sum() / long.slots_per_gpu) / span
     index, width, count = capacity_windows(problem)
-    overloaded = tuple(int((np.bincount(index, weights=w, minlength=count) > problem.rho_max * slots * width * (1 + 1e-9)).sum())
-                       for w, slots in zip(work, problem.slots, strict=True))
+    per_window = [np.bincount(index, weights=w, minlength=count) for w in work]
+    capacity = [problem.rho_max * slots * width for slots in problem.slots]
+    overloaded = tuple(int((w > cap * (1 + 1e-9)).sum()) for w, cap in zip(per_window, capacity, strict=True))
+    overflow = float(sum(np.maximum(w - cap, 0.0).sum() for w, cap in zip(per_window, capacity, strict=True)))
     measured_from = float(s.arrival_s[int(problem.spec.replay.warmup_share * (len(s) - 1))])
     rng = np.random.default_rng(problem.spec.stream.seed)
     pools = tuple(_pool(problem, routing, p, measured_from, rng, needed) for p in (SHORT, LONG))
@@ -121,7 +125,7 @@ def evaluate(problem: RoutingProblem, routing: Routing, *, needed: bool = True) 
     by_category = {name: float(routing.misrouted[s.category == k].mean()) for k, name in enumerate(s.names) if (s.category == k).any()}
     errors, at_50 = _calibration(problem, routing)
     return RoutingEvaluation(len(s), int(routing.misrouted.sum()), wasted, int(routing.spilled.sum()), int(routing.compressed.sum()),
-                             float((routing.pool == SHORT).mean()), busy, overloaded, pools, by_category, errors, at_50)  # type: ignore[arg-type]
+                             float((routing.pool == SHORT).mean()), busy, overloaded, overflow, pools, by_category, errors, at_50)  # type: ignore[arg-type]
 
 
 def _pool(problem: RoutingProblem, routing: Routing, p: int, measured_from: float, rng: np.random.Generator, needed: bool) -> PoolOutcome:

@@ -1,5 +1,6 @@
 """The hindsight placement (models/routing.py): the true lengths known, the least busy GPU instances within the
-pools' capacity windows; solved by HiGHS, scored by the evaluator like every router's placement."""
+pools' capacity windows (or, under ``exact.objective: overflow``, the least work above them); solved by HiGHS,
+scored by the evaluator like every router's placement."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from optfleet.problems.routing.problem import RoutingProblem
 from optfleet.problems.routing.replay import Routing, service_s
 from optfleet.solvers import highs
 from optfleet.solvers.report import SolveReport
+
+OVERFLOW_SLACK = 1e-9  # relative and absolute (slot-seconds): the second stage keeps the first's overflow to this
 
 
 def check_solver(problem: RoutingProblem) -> None:
@@ -41,8 +44,16 @@ def hindsight_data(problem: RoutingProblem) -> HindsightData:
 def hindsight(problem: RoutingProblem) -> tuple[Routing, SolveReport]:
     """The hindsight model's placement and the solver's report; InfeasibleError when no placement fits."""
     check_solver(problem)
-    args, columns = hindsight_arrays(hindsight_data(problem))
+    data = hindsight_data(problem)
+    objective = problem.spec.exact.objective
+    args, columns = hindsight_arrays(data, objective)
     report, values = highs.solve_arrays(args, what="the hindsight routing model", time_limit=problem.spec.solve.time_limit_s)
+    if objective == "overflow" and values is not None and report.objective is not None:
+        # Among the placements of least overflow, the least busy one (the report stays the overflow solve's).
+        cap = report.objective * (1 + OVERFLOW_SLACK) + OVERFLOW_SLACK
+        _, tie_break = highs.solve_arrays(hindsight_arrays(data, "busy_gpus", overflow_cap=cap)[0], what="the hindsight routing model",
+                                          time_limit=problem.spec.solve.time_limit_s)
+        values = values if tie_break is None else tie_break
     if values is None and report.status == "infeasible":
         raise InfeasibleError(f"hindsight routing: no placement keeps every capacity window within rho_max {problem.rho_max:g} x slots: "
                               "the plan's pools are too small for the stream even with the true lengths known")

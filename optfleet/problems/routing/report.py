@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 QUESTIONS = {
     "routing": "routing: where each request is served (calibrator variants replayed; hindsight = true lengths known); "
                "objective = busy GPU instances, feasible = offered load within rho_max x slots in every capacity window",
+    "overflow": "routing: where each request is served (calibrator variants replayed; hindsight = true lengths known); "
+                "objective = slot-seconds of offered load above rho_max x slots, summed over the capacity windows and pools",
     "design": "design: short window, threshold and C&R band of least fleet $/h (utilisation cap) with mis-route probability <= epsilon",
 }
 
@@ -58,7 +60,8 @@ def _tables(outcome: "SolveOutcome | GapOutcome") -> str:
         rows = [row for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
         columns = ROUTING_COLUMNS if question == "routing" else DESIGN_COLUMNS
         shown = {k: v for k, v in columns.items() if any(row.get(k) is not None for row in rows)}
-        parts.append("\n".join([f"{QUESTIONS[question]}\n  bound: {reference.reason}", tables.render(tables.core_frame(rows, shown)),
+        heading = QUESTIONS["overflow" if question == "routing" and outcome.loaded.problem.spec.exact.objective == "overflow" else question]
+        parts.append("\n".join([f"{heading}\n  bound: {reference.reason}", tables.render(tables.core_frame(rows, shown)),
                                 *tables.notes(rows)]))
         if question == "routing":
             parts.append(_calibration_text([r for r in outcome.results if r.group == group]))

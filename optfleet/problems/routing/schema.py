@@ -125,11 +125,14 @@ class DesignSpec(Strict):
 
 
 class ExactSpec(Strict):
-    """Hindsight routing: the capacity windows' width (default: the whole stream) and the utilisation cap
-    (default: the fleet instance's ``rho_max``)."""
+    """Hindsight routing: the capacity windows' width (default: the whole stream), the utilisation cap
+    (default: the fleet instance's ``rho_max``) and the routing question's objective: ``busy_gpus`` (the work
+    the placement asks of the fleet, every capacity window within the cap) or ``overflow`` (the slot-seconds
+    above the capacity windows: the work that must queue beyond ``rho_max``, for a fleet too small for the stream)."""
 
     window_s: PositiveReal | None = None
     rho_max: Probability | None = None
+    objective: Literal["busy_gpus", "overflow"] = "busy_gpus"
 
 
 class SolveSpec(Strict):

@@ -18,12 +18,14 @@ import numpy as np
 import pandas as pd
 
 from optfleet.errors import InfeasibleError
+from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching
 from optfleet.problems.fleet.evaluator import evaluate
 from optfleet.problems.fleet.heuristics.candidate_stats import CandidateStats, CandidateTables
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.pool_stats import size_pools
 from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.routing import route
 
 
 @dataclass(frozen=True)
@@ -43,19 +45,21 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
     """
     gammas = problem.gammas if gammas is None else gammas
     boundaries = problem.boundary_candidates if boundaries is None else boundaries
-    tables = CandidateTables(problem, boundaries, gammas)
-    homogeneous = tables.homogeneous()
-    empty = CandidateStats(*(np.zeros(1) for _ in range(4)))
-    short, long = tables.two_pool()
-    shorts, longs = [empty, short], [homogeneous, long]
     b = np.concatenate([[problem.long_window_tokens], np.repeat(boundaries, len(gammas))]).astype(np.int64)
     g = np.concatenate([[1.0], np.tile(gammas, len(boundaries))])
     short_pools = [problem.pool(int(x)) for x in (problem.long_window_tokens, *boundaries)]
     per_boundary = np.concatenate(([1], np.full(len(boundaries), len(gammas))))
-    short_slots = np.repeat([p.slots_per_gpu for p in short_pools], per_boundary)
     short_price = np.repeat([p.cost_per_gpu_hour for p in short_pools], per_boundary)
-    n_short = _size(problem, _stack(shorts), short_slots)
-    n_long = _size(problem, _stack(longs), tables.long.slots_per_gpu)
+    long_price = problem.pool(problem.long_window_tokens).cost_per_gpu_hour
+    if problem.service_model == "batching":
+        n_short, n_long = _size_batching(problem, b, g)
+    else:
+        tables = CandidateTables(problem, boundaries, gammas)
+        short, long = tables.two_pool()
+        empty = CandidateStats(*(np.zeros(1) for _ in range(4)))
+        short_slots = np.repeat([p.slots_per_gpu for p in short_pools], per_boundary)
+        n_short = _size(problem, _stack([empty, short]), short_slots)
+        n_long = _size(problem, _stack([tables.homogeneous(), long]), tables.long.slots_per_gpu)
     feasible = (n_short >= 0) & (n_long >= 0)
     return pd.DataFrame({
         "B": b,
@@ -64,7 +68,7 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
         "n_long": n_long,
         "feasible": feasible,
         "gpus": np.where(feasible, n_short + n_long, -1),
-        "cost_per_hour": np.where(feasible, n_short * short_price + n_long * tables.long.cost_per_gpu_hour, np.inf),
+        "cost_per_hour": np.where(feasible, n_short * short_price + n_long * long_price, np.inf),
     })
 
 
@@ -77,6 +81,26 @@ def _size(problem: FleetProblem, stats: CandidateStats, slots_per_gpu: np.ndarra
         problem.rate_rps * stats.share, stats.mean_service_ms, stats.service_scv,
         stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms, problem.rho_max,
     )
+
+
+def _size_batching(problem: FleetProblem, boundaries: np.ndarray, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(n_short, n_long)`` of every candidate under the batching service model: each candidate is routed
+    (routing.py) and all its pools sized in one vectorised call (batching_pool.py).  The batching model needs
+    each pool's chunk mix and prefill moments, which the prefix tables of candidate_stats.py do not hold."""
+    long_window = problem.long_window_tokens
+    configs, traffic = [], []
+    for boundary, gamma in zip(boundaries.tolist(), gammas.tolist(), strict=True):
+        plan = plan_from_row(problem, pd.Series({"B": boundary, "gamma": gamma, "n_short": 0, "n_long": 0}), "sweep")
+        routed = route(problem.mix, plan, problem.compressible_fraction)
+        if len(plan.pools) == 1:  # the homogeneous row: an empty short pool
+            configs.append(problem.pool(long_window))
+            traffic.append((np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
+        for pool, served in zip(plan.pools, routed, strict=True):
+            configs.append(problem.pool(pool.window_tokens))
+            traffic.append((served.l_in, served.l_out, served.weight))
+    rates = problem.rate_rps * np.array([float(np.sum(w)) for _, _, w in traffic])
+    need = min_gpus_batching(batching_workload(configs, traffic, rates), configs, problem.ttft_p99_ms, problem.rho_max)
+    return need[0::2], need[1::2]
 
 
 def best_plan(problem: FleetProblem, table: pd.DataFrame, method: str) -> Plan:

@@ -1,0 +1,188 @@
+"""Pools under the continuous-batching service model (``slo.service_model: batching``; optfleet/queueing/batching.py).
+
+A pool meets the SLO at ``n`` GPUs when the model is stable there, its slot occupancy is at most ``rho_max``
+and its P99 TTFT (slot wait + in-GPU time to first token) is at most the SLO.  More GPUs lower the per-GPU
+arrival rate, hence the iteration time, the prefill load, the occupancy and both waits, so the feasible
+counts are an up-set of ``n`` and the minimum is found by doubling and bisection (queueing/sizing.py),
+vectorised over pools.  The evaluator and the sweep size every pool with :func:`min_gpus_batching`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields, replace
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.queueing import RELATIVE_TOLERANCE
+from optfleet.queueing.batching import JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, workload_moments
+from optfleet.queueing.sizing import MAX_GPUS, smallest_feasible
+
+
+def chunk_columns(configs: Sequence[PoolConfig]) -> int:
+    """Width of the chunk-share rows: one more than the most prefill chunks any window holds."""
+    return max(-(-c.window_tokens // c.chunk_tokens) for c in configs) + 1
+
+
+def batching_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[ArrayLike, ArrayLike, ArrayLike]],
+                      rate_rps: ArrayLike) -> BatchingWorkload:
+    """The :class:`BatchingWorkload` of pools ``configs`` serving ``traffic`` (per pool: ``l_in, l_out, weight``)
+    at ``rate_rps`` requests per second each (a pool with no traffic gets zero moments)."""
+    columns = chunk_columns(configs)
+    rows = []
+    for config, (l_in, l_out, weight) in zip(configs, traffic, strict=True):
+        if float(np.sum(weight)) <= 0:
+            rows.append((0.0, 0.0, 1.0, np.eye(1, columns * PREFILL_BINS)[0], np.eye(1, columns)[0]))
+        else:
+            rows.append(workload_moments(l_in, l_out, weight, config.chunk_tokens, config.length_scale_tokens, columns))
+    ex, scv, phi, prefill, shares = zip(*rows, strict=True)
+    return BatchingWorkload(np.asarray(rate_rps, dtype=np.float64) * np.ones(len(rows)), np.array(ex), np.array(scv), np.array(phi),
+                            np.vstack(prefill), np.vstack(shares))
+
+
+def take(workload: BatchingWorkload, rows: NDArray[np.int64]) -> BatchingWorkload:
+    """The pools ``rows`` of ``workload``."""
+    return BatchingWorkload(*(np.asarray(getattr(workload, f.name))[rows] for f in fields(workload)))
+
+
+def pool_arrays(configs: Sequence[PoolConfig]) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """``(slots per GPU, W ms, H ms per slot)`` of each pool."""
+    return (np.array([c.slots_per_gpu for c in configs]), np.array([c.w_ms for c in configs]), np.array([c.h_ms_per_slot for c in configs]))
+
+
+def state_at(workload: BatchingWorkload, configs: Sequence[PoolConfig], gpus: ArrayLike) -> BatchingState:
+    """The model of every pool at ``gpus`` GPUs (each at least 1)."""
+    slots, w_ms, h_ms = pool_arrays(configs)
+    return batching_state(workload, gpus, slots, w_ms, h_ms)
+
+
+def meets_slo(state: BatchingState, slo_ms: float, rho_max: float) -> NDArray[np.bool_]:
+    """Stable, occupancy within ``rho_max`` and P99 TTFT within the SLO (relative tolerance as in sizing.py)."""
+    return state.stable & (state.utilisation <= rho_max * (1 + RELATIVE_TOLERANCE)) & (state.ttft_p99_ms <= slo_ms * (1 + RELATIVE_TOLERANCE))
+
+
+def min_gpus_batching(workload: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float) -> NDArray[np.int64]:
+    """Fewest GPUs per pool meeting the SLO under the batching model; 0 for a pool with no traffic, -1 for none.
+
+    The search starts at the full-batch bound: a pool needs ``lambda E[X] (W + H phi s) < n s`` to be stable.
+    A pool whose in-GPU time to first token alone breaks the SLO at any count is answered -1 at once: as
+    ``n`` grows the model tends to the idle pool (iteration ``W``, no prefill wait, no slot wait), which is
+    checked first.
+    """
+    slots, w_ms, h_ms = pool_arrays(configs)
+    lam = np.asarray(workload.rate_rps, dtype=np.float64)
+    busy = lam > 0
+    full_s = (w_ms + h_ms * workload.phi * slots) / 1000.0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lo = np.floor(lam * workload.mean_iterations * full_s / slots) + 1.0
+    countable = ~busy | (lo <= MAX_GPUS)
+    lo = np.where(busy & countable, lo, 1.0).astype(np.int64)
+    idle = batching_state(replace(workload, rate_rps=np.zeros(len(slots))), np.ones(len(slots)), slots, w_ms, h_ms)
+    reachable = meets_slo(idle, slo_ms, rho_max)
+
+    known: dict[tuple[int, int], bool] = {}  # (pool, count) -> verdict: the search asks settled pools again
+
+    def feasible(n: NDArray[np.int64]) -> NDArray[np.bool_]:
+        asked = [(j, int(c)) for j, c in enumerate(n)]
+        new = np.array([j for j, key in enumerate(asked) if busy[j] and key not in known], dtype=np.int64)
+        if len(new):
+            verdict = meets_slo(batching_state(take(workload, new), n[new], slots[new], w_ms[new], h_ms[new]), slo_ms, rho_max)
+            known.update(zip((asked[j] for j in new), verdict.tolist(), strict=True))
+        return np.array([not busy[j] or known[key] for j, key in enumerate(asked)], dtype=bool)
+
+    need = smallest_feasible(lo, feasible, countable & (reachable | ~busy))
+    return np.where(busy, need, 0)
+
+
+def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, rho_max: float) -> NDArray[np.float64]:
+    """Slot-seconds a request holds at the occupancy cap with no prefill wait: the per-request term of the
+    necessary condition every pool meeting the batching SLO satisfies (the fleet MILP's load, milp_data.py).
+
+    With ``Q >= 0`` the hold is at least ``h0 = X + 1/2`` iterations and the iteration time at least the fixed
+    point ``t0 = W / (1 - H phi lambda_g E[h0])``, so occupancy ``lambda_g E[h] t / s <= rho_max`` implies
+
+        lambda_g E[(X + 1/2) W + rho_max s H (X + delta/2) phi_i] <= rho_max s,
+
+    ``phi_i = (L_in + L_out) / L_scale`` (length-scaled iteration; the join's half iteration dropped, ``delta = 0``,
+    since ``phi`` is a ratio there) or ``phi_i = 1`` and ``delta = 1`` (flat): linear in the routed rates.
+    """
+    l_in, l_out = np.asarray(l_in, dtype=np.int64), np.asarray(l_out, dtype=np.int64)
+    held = (config.prefill_chunks(l_in) + np.maximum(l_out, 1)).astype(np.float64)
+    if config.length_scale_tokens is None:
+        scaled = held + JOIN_ITERATIONS
+    else:
+        scaled = held * (l_in + l_out) / config.length_scale_tokens
+    return ((held + JOIN_ITERATIONS) * config.w_ms + rho_max * config.slots_per_gpu * config.h_ms_per_slot * scaled) / 1000.0
+
+
+TABLE_GPU_LIMIT = 256  # largest table a pool gets; past it the per-GPU rate at the limit is used (conservative)
+UNBOUNDED_GPUS = 1e6  # a pool this large has no slot wait worth counting: its per-GPU rate is the limit's
+RATE_BISECTION_STEPS = 40
+
+
+def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
+                  ceiling_rps: NDArray[np.float64]) -> list[NDArray[np.float64]]:
+    """Per pool p, ``r[n - 1]``: the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n = 1 .. N_p``;
+    ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
+    ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
+
+    At a fixed per-GPU rate only the slot wait depends on ``n`` (the operating point, the prefill wait and the
+    in-GPU time to first token are per GPU), and it falls as ``n`` grows (more slots, a faster drain), so the
+    rate ``r(n)`` rises with ``n`` towards ``r_inf``, the rate of a pool without slot wait.  ``N_p`` is the least
+    ``n`` that meets the SLO at ``r_inf`` (then ``r(n) = r_inf`` from there on), capped at ``TABLE_GPU_LIMIT``
+    (then ``r(N_p)``, a floor for larger pools).  A pool that cannot meet the SLO even idle gets ``[0]``.
+    Each rate is the feasible end of a bisection (relative width ``2^-40``).
+    """
+    count = len(configs)
+    slots, w_ms, h_ms = pool_arrays(configs)
+
+    def feasible(rows: NDArray[np.int64], gpus: NDArray[np.float64], rate_per_gpu: NDArray[np.float64]) -> NDArray[np.bool_]:
+        workload = replace(take(unit, rows), rate_rps=rate_per_gpu * gpus)
+        return meets_slo(batching_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows]), slo_ms, rho_max)
+
+    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:
+        lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()
+        for _ in range(RATE_BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            ok = feasible(rows, gpus, mid)
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        return lo
+
+    pools = np.arange(count)
+    limit = largest(pools, np.full(count, UNBOUNDED_GPUS))
+    # N_p: the least n feasible at r_inf, by doubling then bisection (feasibility rises with n).
+    known_bad = np.zeros(count)
+    first_good = np.full(count, float(TABLE_GPU_LIMIT))
+    n = np.ones(count)
+    searching = limit > 0
+    while searching.any():
+        rows = np.flatnonzero(searching)
+        ok = feasible(rows, n[rows], limit[rows])
+        first_good[rows[ok]] = n[rows[ok]]
+        known_bad[rows[~ok]] = n[rows[~ok]]
+        searching[rows[ok]] = False
+        grow = rows[~ok]
+        searching[grow[n[grow] >= TABLE_GPU_LIMIT]] = False
+        n[grow] = np.minimum(2 * n[grow], TABLE_GPU_LIMIT)
+    while True:
+        open_ = np.flatnonzero((limit > 0) & (first_good - known_bad > 1))
+        if not len(open_):
+            break
+        mid = np.floor(0.5 * (first_good[open_] + known_bad[open_]))
+        ok = feasible(open_, mid, limit[open_])
+        first_good[open_[ok]] = mid[ok]
+        known_bad[open_[~ok]] = mid[~ok]
+    sizes = np.where(limit > 0, first_good, 1).astype(np.int64)
+    rows = np.concatenate([np.full(size, p) for p, size in enumerate(sizes)])
+    gpus = np.concatenate([np.arange(1, size + 1, dtype=np.float64) for size in sizes])
+    at_limit = (gpus == sizes[rows]) & (limit[rows] > 0) & (known_bad[rows] < TABLE_GPU_LIMIT)
+    rates = np.where(at_limit, limit[rows], 0.0)
+    search = np.flatnonzero(~at_limit & (limit[rows] > 0))
+    if len(search):
+        rates[search] = largest(rows[search], gpus[search])
+    # r(n) rises with n; each count reads at most the rate of every larger one (a table that never claims more
+    # than a larger pool's bisection found, whatever the noise)
+    ends = np.cumsum(sizes)[:-1]
+    return [np.minimum.accumulate(part[::-1])[::-1] for part in np.split(rates, ends)]
