@@ -1,10 +1,14 @@
 """Benchmark: the placement kind's simulator, scorers and MILP, and the shipped scenarios' tables, in one run.
 
 * Simulator: requests per second of the evaluator (a fixed round-robin placement replayed, servers independent)
-  and of online routing with the predicted-latency scorer and the oracle predictor (one forward simulation per
-  server per request), on the ShareGPT-like workload over ``--servers`` servers; the ratio is against online
-  round-robin routing in the same run.  The time for 1e6 requests is extrapolated linearly from the rate
-  measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s).
+  and of online routing with the predicted-latency scorer and the oracle predictor, both ways: the exact forward
+  run (a copy of every server stepped by the simulator, per request; before) and the fast one
+  (forecast.OracleBoard; after), on the ShareGPT-like workload over ``--servers`` servers, then the fast one at
+  ``--large`` requests; ratios are against online round-robin routing at the same size in the same run, and the
+  run checks that the two oracles place every request alike.  The time for 1e6 requests is extrapolated linearly
+  from the rate measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s).  "µs
+  per decision" for the oracle rows is (its time - round robin's) / requests: the signals, the forecast on every
+  server and the choice, per request.
 * Scorer decision: microseconds per request of the predicted-latency choice (affinity gate + headroom scoring)
   and of the load+prefix scores over 100 candidates, against ``np.argmin`` over 100 values in the same run.
 * MILP: the largest hindsight MILP (requests x 4 servers, tiny.yaml's workload at 4 servers) proven optimal
@@ -16,7 +20,7 @@
 Writes benchmarks/out/ (benchmarks/results/ with --publish): placement.{md,json} (simulator, scorer, MILP) and
 placement_scenarios.{md,json}.
 
-Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--milp-limit-s 60] [--publish]
+Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--large 100000] [--milp-limit-s 60] [--publish]
 """
 
 from __future__ import annotations
@@ -41,26 +45,48 @@ def sharegpt(servers: int, requests: int):
                          workload__arrivals={"process": "poisson", "rate_rps": rate, "requests": requests}).problem
 
 
-def simulator(servers: int, requests: int) -> list[dict]:
+def _timed(call) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = call()
+    return time.perf_counter() - start, value
+
+
+def simulator(servers: int, requests: int, large: int) -> list[dict]:
+    """Round robin (the baseline), the evaluator and online predicted latency with the oracle, exact (the reference
+    forward run on a copy of every server, as before) and fast (forecast.OracleBoard), at ``requests`` x
+    ``servers``; then round robin and the fast oracle again at ``large`` x ``servers`` (0: skipped)."""
     from optfleet.problems.placement.evaluate import evaluate
-    from optfleet.problems.placement.policies import make_policy, route
+    from optfleet.problems.placement.policies import OraclePredictor, PredictedLatency, make_policy, route
 
     problem = sharegpt(servers, requests)
-    rows = []
-    start = time.perf_counter()
-    placement = route(problem, make_policy(problem, "round_robin", {}, "bench"))
-    baseline = time.perf_counter() - start
-    rows.append({"what": "online round robin (baseline)", "requests": requests, "servers": servers, "seconds": baseline})
-    start = time.perf_counter()
-    evaluate(problem, placement)
-    rows.append({"what": "evaluator (fixed placement)", "requests": requests, "servers": servers, "seconds": time.perf_counter() - start})
-    start = time.perf_counter()
-    route(problem, make_policy(problem, "predicted_latency", {}, "bench"))
-    rows.append({"what": "online predicted latency, oracle", "requests": requests, "servers": servers, "seconds": time.perf_counter() - start})
+    baseline, placement = _timed(lambda: route(problem, make_policy(problem, "round_robin", {}, "bench")))
+    rows = [{"what": "online round robin (baseline)", "requests": requests, "servers": servers, "seconds": baseline, "baseline": baseline}]
+    seconds, _ = _timed(lambda: evaluate(problem, placement))
+    rows.append({"what": "evaluator (fixed placement)", "requests": requests, "servers": servers, "seconds": seconds, "baseline": baseline})
+    plans = {}
+    for label, exact in (("exact forward run (before)", True), ("fast, OracleBoard (after)", False)):
+        policy = PredictedLatency(problem, lambda exact=exact: OraclePredictor(exact=exact), seed=problem.seed)
+        seconds, plans[exact] = _timed(lambda policy=policy: route(problem, policy))
+        rows.append({"what": f"online predicted latency, oracle {label}", "requests": requests, "servers": servers, "seconds": seconds,
+                     "baseline": baseline})
+    same = bool(np.array_equal(plans[True], plans[False]))
+    print(f"  the exact and the fast oracle place the {requests:,} requests alike: {same}")
+    rows[-1]["same_placement_as_exact"] = same
+    if large:
+        problem = sharegpt(servers, large)
+        big_baseline, _ = _timed(lambda: route(problem, make_policy(problem, "round_robin", {}, "bench")))
+        rows.append({"what": "online round robin (baseline)", "requests": large, "servers": servers, "seconds": big_baseline,
+                     "baseline": big_baseline})
+        seconds, _ = _timed(lambda: route(problem, make_policy(problem, "predicted_latency", {}, "bench")))
+        rows.append({"what": "online predicted latency, oracle fast, OracleBoard (after)", "requests": large, "servers": servers,
+                     "seconds": seconds, "baseline": big_baseline})
     for row in rows:
-        row["requests_per_s"] = requests / row["seconds"]
-        row["ratio_to_baseline"] = row["seconds"] / baseline
+        row["requests_per_s"] = row["requests"] / row["seconds"]
+        row["ratio_to_baseline"] = row["seconds"] / row.pop("baseline")
         row["extrapolated_1e6_s"] = 1e6 / row["requests_per_s"]
+        if "oracle" in row["what"]:  # the decision's cost beyond round robin's: signals, forecasts on every server, choice
+            base = next(r for r in rows if r["requests"] == row["requests"] and "round robin" in r["what"])
+            row["decision_us"] = 1e6 * (row["seconds"] - base["seconds"]) / row["requests"]
     return rows
 
 
@@ -138,12 +164,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=100)
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--large", type=int, default=100_000, help="requests of the larger run (round robin and the fast oracle; 0: none)")
     parser.add_argument("--milp-limit-s", type=float, default=60.0)
     add_output_option(parser)
     args = parser.parse_args()
     folder = output_folder(args)
     print("simulator ...")
-    sim = simulator(args.servers, args.requests)
+    sim = simulator(args.servers, args.requests, args.large)
     print("scorers ...")
     scores = scorer()
     print("MILP sizes ...")
@@ -152,13 +179,14 @@ def main() -> None:
     table = scenarios()
     proven = [r["requests"] for r in milp if r["status"] == "optimal"]
     lines = [(r["what"], f"{r['requests']:,} x {r['servers']}", f"{r['seconds']:.2f} s", f"{r['requests_per_s']:,.0f} req/s",
-              f"{r['ratio_to_baseline']:.2f}x", f"{r['extrapolated_1e6_s']:,.0f} s") for r in sim]
-    lines += [(r["what"], f"{r['candidates']} candidates", f"{r['microseconds']:.1f} µs", "-", f"{r['ratio_to_baseline']:.1f}x", "-") for r in scores]
+              f"{r['ratio_to_baseline']:.2f}x", f"{r['extrapolated_1e6_s']:,.0f} s", _cell(r.get("decision_us"), ",.0f")) for r in sim]
+    lines += [(r["what"], f"{r['candidates']} candidates", f"{r['microseconds']:.1f} µs", "-", f"{r['ratio_to_baseline']:.1f}x", "-",
+               f"{r['microseconds']:.1f}") for r in scores]
     lines += [(f"hindsight MILP ({r['status']}, gap {_cell(r['gap'], '.2%')})", f"{r['requests']} x {r['servers']}", f"{r['seconds']:.1f} s",
-               "-", "-", "-") for r in milp]
+               "-", "-", "-", "-") for r in milp]
     write_results(folder, "placement", {"simulator": sim, "scorer": scores, "milp": milp,
                                         "largest_milp_proven_optimal_requests": max(proven) if proven else None},
-                  ["measurement", "size", "time", "rate", "ratio to baseline", "1e6 requests (extrapolated)"], lines)
+                  ["measurement", "size", "time", "rate", "ratio to baseline", "1e6 requests (extrapolated)", "µs per decision"], lines)
     write_results(folder, "placement_scenarios", {"rows": table},
                   ["scenario", "method", "mean TTFT ms", "gap to bound %", "excess over best %", "P90 TTFT ms", "P50 NTPOT ms", "tok/s", "hit %",
                    "MAPE TTFT / TPOT %"],

@@ -118,15 +118,19 @@ class BlockCache:
 class FrozenCache:
     """The forecast's view of a server's blocks (forecast.py): hits as the real cache has them now (it is read,
     never changed), and held blocks counted without sharing: an admission holds ``total - hit`` more, a completion
-    frees what its request added.  Optimistic about room (reused blocks are taken as held already)."""
+    frees what its request added, and when the last running request completes nothing is held (as in the real
+    cache: reused blocks nobody holds are cached, not held).  Optimistic about room (reused blocks are taken as held
+    already); without that last rule, the reused blocks of requests gone would stay held for ever and could keep the
+    forecast request out of an empty server."""
 
-    __slots__ = ("real", "capacity_blocks", "block_tokens", "held_blocks")
+    __slots__ = ("real", "capacity_blocks", "block_tokens", "held_blocks", "holders")
 
-    def __init__(self, real: BlockCache) -> None:
+    def __init__(self, real: BlockCache, holders: int) -> None:
         self.real = real
         self.capacity_blocks = real.capacity_blocks
         self.block_tokens = real.block_tokens
         self.held_blocks = real.held_blocks
+        self.holders = holders  # running requests
 
     def hit_blocks(self, r: "Live") -> int:
         return self.real.hit_blocks(r)
@@ -136,9 +140,11 @@ class FrozenCache:
 
     def admit(self, r: "Live", hit: int) -> None:
         self.held_blocks += r.total_blocks - hit
+        self.holders += 1
 
     def publish(self, r: "Live", first: int, last: int) -> None:
         """Nothing is published in a forecast (its hits are the real cache's)."""
 
     def release(self, r: "Live") -> None:
-        self.held_blocks -= r.total_blocks - r.hit
+        self.holders -= 1
+        self.held_blocks = self.held_blocks - (r.total_blocks - r.hit) if self.holders else 0

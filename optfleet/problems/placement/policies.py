@@ -25,9 +25,9 @@ import numpy as np
 
 from optfleet.errors import InputError
 from optfleet.problems.placement.evaluate import live_request, new_servers
-from optfleet.problems.placement.forecast import oracle_latency
+from optfleet.problems.placement.forecast import OracleBoard, oracle_latency
 from optfleet.problems.placement.predictor import Accuracy
-from optfleet.problems.placement.server import Server
+from optfleet.problems.placement.server import Live, Server
 
 if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
@@ -35,35 +35,70 @@ if TYPE_CHECKING:
 
 class Cluster:
     """The servers during an online run: ``at(k, t)`` is server ``k`` advanced to ``t`` (servers advance when a
-    policy looks at them, so one that looks at a single server costs one server's work)."""
+    policy looks at them, so one that looks at a single server costs one server's work).  The cluster keeps each
+    server's iteration end, so advancing every server touches only those with an iteration ending before ``t``,
+    and each server's signals as of its ``version``, so :meth:`state` reads only the servers that changed.  It also
+    keeps the servers each conversation and each group was placed on: a server's cache holds a block of origin
+    ``(session, k)`` or ``(group, k)`` (cache.py) only if a request of that session or group ran there, so elsewhere
+    a request reuses nothing and only those servers are asked."""
 
     def __init__(self, problem: "PlacementProblem") -> None:
         self.problem = problem
         self.servers: list[Server] = new_servers(problem)
         self.placement = np.full(len(problem.requests), -1, dtype=np.int64)
+        k = len(self.servers)
+        self._next_end = np.full(k, np.inf)  # each server's iteration end (inf: idle)
+        self._versions = np.full(k, -1, dtype=np.int64)
+        self._signals = np.zeros((4, k))  # queue, running, KV usage, input tokens in flight, as of _versions
+        self._placed: dict[tuple[str, int], set[int]] = {}  # ("s", session) or ("g", group) -> servers it was placed on
 
     def at(self, k: int, t_ms: float) -> Server:
         server = self.servers[k]
         server.advance(t_ms)
+        self._next_end[k] = np.inf if server.iteration_end_ms is None else server.iteration_end_ms
         return server
 
+    def advance_all(self, t_ms: float) -> list[Server]:
+        """Every server advanced to ``t_ms``."""
+        for k in np.flatnonzero(self._next_end < t_ms).tolist():
+            self.at(k, t_ms)
+        return self.servers
+
     def dispatch(self, i: int, k: int, t_ms: float) -> None:
-        self.at(k, t_ms).enqueue(live_request(self.problem, i), t_ms)
+        server = self.at(k, t_ms)
+        r = live_request(self.problem, i)
+        server.enqueue(r, t_ms)
+        self._next_end[k] = server.iteration_end_ms
         self.placement[i] = k
+        self._placed.setdefault(("s", r.session), set()).add(k)
+        if r.group >= 0:
+            self._placed.setdefault(("g", r.group), set()).add(k)
+
+    def hits(self, r: Live) -> np.ndarray:
+        """Blocks request ``r`` would reuse on each server (advanced): asked of the servers its session or group
+        was placed on, 0 elsewhere (class docstring)."""
+        hit = np.zeros(len(self.servers), dtype=np.int64)
+        where = self._placed.get(("s", r.session), set())
+        if r.group >= 0:
+            where = where | self._placed.get(("g", r.group), set())
+        for k in where:
+            hit[k] = self.servers[k].cache.hit_blocks(r)
+        return hit
 
     def state(self, i: int, t_ms: float) -> dict[str, np.ndarray]:
-        """Every server's signals for request ``i`` at ``t_ms``: queue depth, running requests, KV usage, prefix
-        score (reused prompt tokens / prompt tokens) and input tokens in flight."""
+        """Every server's signals for request ``i`` at ``t_ms``: queue depth, running requests, KV usage, reused
+        prompt blocks ``hit``, prefix score (reused prompt tokens / prompt tokens) and input tokens in flight."""
         r = live_request(self.problem, i)
-        servers = [self.at(k, t_ms) for k in range(len(self.servers))]
-        block = self.problem.block_tokens
-        return {
-            "queue": np.array([s.queue_depth for s in servers], dtype=float),
-            "running": np.array([len(s.running) for s in servers], dtype=float),
-            "kv": np.array([s.kv_usage for s in servers]),
-            "prefix": np.array([s.cache.hit_blocks(r) * block / r.prompt for s in servers]),
-            "in_flight": np.array([s.input_tokens_in_flight for s in servers], dtype=float),
-        }
+        servers = self.advance_all(t_ms)
+        versions = np.fromiter((s.version for s in servers), dtype=np.int64, count=len(servers))
+        for k in np.flatnonzero(versions != self._versions).tolist():
+            s = servers[k]
+            self._signals[:, k] = (s.queue_depth, len(s.running), s.kv_usage, s.input_tokens_in_flight)
+        self._versions = versions
+        hit = self.hits(r)
+        queue, running, kv, in_flight = self._signals.copy()
+        return {"queue": queue, "running": running, "kv": kv, "hit": hit, "prefix": hit * self.problem.block_tokens / r.prompt,
+                "in_flight": in_flight}
 
 
 class RoundRobin:
@@ -194,15 +229,24 @@ class PredictedLatency:
 
 
 class OraclePredictor:
-    """The simulator's own expected latency (forecast.py) on every server."""
+    """The simulator's own expected latency (forecast.py) on every server: by default the fast forward run
+    (forecast.OracleBoard: snapshots kept per server state, numpy over the servers in the common case),
+    ``exact=True`` the reference forward run on a copy of each server (the same numbers, bit for bit; slower)."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = False) -> None:
         self.accuracy = Accuracy()
+        self.exact = exact
+        self.board: OracleBoard | None = None
 
     def predict(self, cluster: Cluster, i: int, t_ms: float, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Every server's (TTFT, TPOT) for request ``i`` (``cluster.state`` advanced the servers to ``t_ms``)."""
         r = live_request(cluster.problem, i)
-        pairs = [oracle_latency(cluster.at(k, t_ms), r, t_ms) for k in range(len(cluster.servers))]
-        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        if self.exact:
+            ttft, tpot = zip(*(oracle_latency(cluster.at(k, t_ms), r, t_ms) for k in range(len(cluster.servers))), strict=True)
+            return np.array(ttft), np.array(tpot)
+        if self.board is None:
+            self.board = OracleBoard(cluster.servers)
+        return self.board.predict(t_ms, r.prompt, r.output, r.total_blocks, state["hit"])
 
     def chosen(self, cluster: Cluster, i: int, t_ms: float, k: int, state: dict[str, np.ndarray], ttft_ms: float, tpot_ms: float) -> None:
         self.accuracy.record(i, ttft_ms, tpot_ms)  # the oracle learns nothing; its error is not knowing later arrivals

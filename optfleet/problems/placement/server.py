@@ -63,11 +63,18 @@ class Engine:
     step_ms_per_seq: float
     step_ms_per_kv_block: float
 
+    def iteration_ms(self, n_decode: int, held_blocks: int, prefill_tokens: int) -> float:
+        """One iteration's time ``step_base_ms + step_ms_per_seq * n_decode + step_ms_per_kv_block * held_blocks +
+        prefill_ms_per_token * prefill_tokens`` (ms), summed left to right (the forecast relies on the order)."""
+        return (self.step_base_ms + self.step_ms_per_seq * n_decode + self.step_ms_per_kv_block * held_blocks
+                + self.prefill_ms_per_token * prefill_tokens)
+
 
 class Server:
     """One server's state and its iteration loop (module docstring).  ``advance(t)`` runs every iteration that
     ends by ``t``; ``enqueue(request, t)`` adds an arrival at ``t`` (after ``advance(t)``); finished requests are
-    appended to ``finished``."""
+    appended to ``finished``.  ``version`` counts the changes of state (iterations finished, arrivals), so a reader
+    can tell that nothing changed since it last looked."""
 
     def __init__(self, engine: Engine, cache) -> None:
         self.engine = engine
@@ -83,6 +90,7 @@ class Server:
         self._decoding: list[Live] = []
         self._prefilling: list[Live] = []
         self.input_tokens_in_flight = 0  # prompt tokens of requests waiting or running
+        self.version = 0
 
     @property
     def queue_depth(self) -> int:
@@ -100,6 +108,7 @@ class Server:
     def step(self) -> None:
         """Finish the iteration in flight and plan the next one at its end."""
         end = self.iteration_end_ms
+        self.version += 1
         self._finish_iteration(end)
         self._plan(end)
 
@@ -107,6 +116,7 @@ class Server:
         """Request ``r`` arrives at ``t_ms`` (the server was advanced to ``t_ms``).  An idle server wakes at
         ``t_ms`` (an empty iteration ending then), so every arrival at the same instant is planned together."""
         self.waiting.append(r)
+        self.version += 1
         self.input_tokens_in_flight += r.prompt
         if self.iteration_end_ms is None:
             self._decoding, self._prefilling, self._repeats = [], [], 1
@@ -151,8 +161,7 @@ class Server:
         if not decoding and not prefilling:
             self.iteration_end_ms = None
             return
-        step = (e.step_base_ms + e.step_ms_per_seq * len(decoding) + e.step_ms_per_kv_block * self.cache.held_blocks
-                + e.prefill_ms_per_token * prefill_tokens)
+        step = e.iteration_ms(len(decoding), self.cache.held_blocks, prefill_tokens)
         repeats = 1
         if not prefilling:  # decode-only: repeats identically until the first completion (module docstring)
             repeats = min(r.output - r.decoded for r in decoding)
