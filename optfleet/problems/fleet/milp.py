@@ -296,9 +296,10 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     the evaluator is a candidate too, and the sweep's plan the incumbent: the cheapest of them all is the result (its
     ``note`` says where it came from; status ``unproven``): the tables hold only at the mix they were computed for."""
     sweep_plan = _sweep_plan(problem)
-    # The sweep's plan: the start of the tables, the incumbent when the instance has no constraints of its own
     repairable = not customize and not problem.constraints  # a resized plan may break a constraint the model held
     repaired: tuple[int, FleetEvaluation] | None = None
+    # The sweep's plan: the start of the tables; the incumbent when the instance has no constraints of its own and
+    # the plan is on the instance's own hardware within K pools
     incumbent_allowed = (sweep_plan is not None and repairable and not problem.heterogeneous
                          and sum(p.gpus > 0 for p in sweep_plan.pools) <= max_pools)
     swept = evaluate(problem, sweep_plan) if incumbent_allowed else None
