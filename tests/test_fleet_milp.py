@@ -117,9 +117,11 @@ def test_a_bound_holds_only_for_models_with_every_r_at_least_as_high():
 
 def test_lmsys_three_pools_needs_one_cheap_resolve_after_its_tables_shrink():
     result = solve_milp(fleet_problem("lmsys_multiturn"), routing="split", max_pools=3)
-    assert result.report.proven_optimal and result.evaluation.meets_slo and result.converged
+    assert result.evaluation.meets_slo and result.converged and result.iterations <= 2
     assert result.report.objective == pytest.approx(265.2)
-    assert result.iterations <= 2
+    # Optimal for the model at its own moments only: with every table at the least E[S^2]/E[S] of a class its pool
+    # can hold, the relaxation proves 262.99 and its own plan fails the evaluator, so 0.8 % stays open.
+    assert result.report.status == "unproven" and result.report.bound == pytest.approx(262.99)
 
 
 def test_the_sweep_plan_reaches_highs_as_a_mip_start():

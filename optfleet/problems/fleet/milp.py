@@ -11,9 +11,15 @@ R_j (every plan the MILP returns passes the evaluator), or until the same cost c
 (alternative optima whose R_j differ, which would only oscillate).  From the first plan that fails the
 evaluator on, no R_j falls (each is the larger of its old and refreshed value): under split routing two
 routings can each fit the other's R_j, and refreshing to the last plan alone swapped between them
-(found on a toy under the fleetsim rule with HiGHS 1.15).  The
-reported bound and gap are HiGHS's for the model the plan was solved with;
-every returned plan has passed the evaluator.
+(found on a toy under the fleetsim rule with HiGHS 1.15).  Every returned plan has passed the evaluator.
+
+The plan's model is a restriction: another routing may give a pool a lower E[S^2]/E[S] and so a larger
+table (a toy under the fleetsim rule found a one-pool plan at 12 $/h outside the refreshed model whose
+optimum was 13).  The reported bound is therefore that of a relaxation solved once more: every pool's
+table at the least ``m2_k / m1_k`` of a class k it can hold (plain or compressed), below any mix of whole
+classes (``FleetMilpData.least_ratio_ms``), and, under the fleetsim rule, each floor level at the bottom
+of its interval.  Its own plan replaces the refreshed one when it passes the evaluator at a lower cost.
+On the shipped paper instances every pool is cap-bound and the bound equals the plan's cost.
 
 Raising R_j only shrinks tables: ``a_max`` falls as R_j rises (``W99`` is
 linear in R_j), so a model whose R_j are all at least those of a solved model
@@ -134,21 +140,26 @@ def solve_milp(
             # Not certified: re-solve with every plan of cost <= this one inside the bounds, which is exact.
             bounds = np.maximum(bounds, np.minimum(np.floor(cost / prices), LARGEST_BOUND).astype(np.int64))
             result = _solve_within(problem, data, bounds, **settings)
-    if problem.ttft_rule == "fleetsim":
-        # The floor levels' restriction gave the plan; the relaxation at the same R_j gives the bound.  While the level
-        # grid leaves a gap, both are solved again on a finer grid (more levels per prefill chunk).
-        for resolution in FLOOR_RESOLUTIONS:
+    if problem.service_model != "batching":
+        # The plan's tables were at its own pools' E[S^2]/E[S] (and, under the fleetsim rule, at the top of each floor
+        # level's interval): a restriction, since another routing may give a pool lower moments.  The relaxation with
+        # every pool's table at the least E[S^2]/E[S] of a class it can hold (and each level at the bottom of its
+        # interval) contains every plan that meets the rule, so its bound is the bound.  While a fleetsim level grid
+        # leaves a gap, both are solved again on a finer grid (more levels per prefill chunk).
+        for resolution in FLOOR_RESOLUTIONS if problem.ttft_rule == "fleetsim" else (1,):
             if resolution > 1:
                 result = _solve_within(problem, prepare_milp_data(problem, floor_resolution=resolution), bounds, **settings)
-            # The relaxation at the same R_j and grid (each level's wait row at the bottom of its interval) contains
-            # every plan that meets the rule.
-            relaxed = _build(problem, prepare_milp_data(problem, floor_bound="relaxation", floor_resolution=resolution), bounds,
-                             result.ratio_ms, routing=routing, max_pools=max_pools, customize=customize)
-            result = _bound_by_relaxation(problem, result, relaxed, f"{resolution} fleetsim floor levels per chunk, at the bottom of their intervals",
+            relaxed_data = (prepare_milp_data(problem, floor_bound="relaxation", floor_resolution=resolution)
+                            if problem.ttft_rule == "fleetsim" else data)  # the paper rule's levels are exact
+            relaxed = _build(problem, relaxed_data, _within_cost(relaxed_data, bounds, result.evaluation.cost_per_hour, customize),
+                             relaxed_data.least_ratio_ms, routing=routing, max_pools=max_pools, customize=customize)
+            levels = (f"{resolution} fleetsim floor levels per chunk at the bottom of their intervals, "
+                      if problem.ttft_rule == "fleetsim" else "")
+            result = _bound_by_relaxation(problem, result, relaxed, f"{levels}each pool's wait table at the least E[S^2]/E[S] of a class it can hold",
                                           time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
             if result.report.status != UNPROVEN:
                 break
-    if problem.service_model == "batching":
+    else:
         # The relaxation without wait tables (milp_batching.py) contains every plan that meets the batching model.
         relaxed_data, relaxed_tables = relaxation_data(data)
         relaxed = _build(problem, relaxed_data, _within_cost(relaxed_data, np.maximum(gpu_bounds(relaxed_data, problem.constraints), bounds),

@@ -115,6 +115,7 @@ class FleetMilpData:
     compressed_floor_measure: NDArray[np.float64]
     floor_allowance: NDArray[np.float64]
     service_ratio_ms: NDArray[np.float64]
+    least_ratio_ms: NDArray[np.float64]  # per pool, the least E[S^2]/E[S] of any class it can hold (plain or compressed)
     floor_bound: str
     floor_resolution: int
     level_caps: tuple[NDArray[np.float64], ...] | None = None
@@ -193,6 +194,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     gamma_max = max(problem.gammas)
     second = np.zeros(n_pools)
     first = np.zeros(n_pools)
+    least_ratio_ms = np.zeros(n_pools)
     def seconds(cfg: PoolConfig, l_in: NDArray[np.int64], l_out_: NDArray[np.int64]) -> NDArray[np.float64]:
         """Per request, the seconds its load counts (the slot model's service time, or the batching model's
         slot-seconds at the occupancy cap)."""
@@ -206,6 +208,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
         second[j] = np.dot(w[fit_atoms], service[fit_atoms] ** 2)
+        ratios = [_class_ratios_ms(class_of[fit_atoms], w[fit_atoms], service[fit_atoms], count)]
         if problem.compression_enabled and problem.compressible_fraction > 0 and window < problem.long_window_tokens:
             band = (l_total > window) & (l_total <= gamma_max * window) & (l_out < window)
             band_classes = np.unique(class_of[band])
@@ -216,6 +219,10 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
             compressed_floor_measure[:, j, :] = (_chunk_mass(class_of[band], k_comp, w[band], count, width) if mean_rule
                                                  else _mass_above(class_of[band], k_comp, w[band], count, k_max))
+            ratios.append(_class_ratios_ms(class_of[band], w[band], compressed_s, count))
+        held = np.concatenate(ratios)
+        held = held[np.isfinite(held)]
+        least_ratio_ms[j] = held.min() if held.size else 0.0
     # Classes are uniform in compressibility (split by L_out) and never straddle a band edge
     # (every gamma multiple of every window is a cut point).
     ratio_ms = np.where(first > 0, 1000.0 * second / np.maximum(first, 1e-300), 0.0)
@@ -245,10 +252,20 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         compressed_floor_measure=compressed_floor_measure,
         floor_allowance=allowance,
         service_ratio_ms=ratio_ms,
+        least_ratio_ms=least_ratio_ms,
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
     )
+
+
+def _class_ratios_ms(class_of: NDArray[np.int64], w: NDArray[np.float64], service_s: NDArray[np.float64], count: int) -> NDArray[np.float64]:
+    """Per class, ``E[S^2]/E[S]`` in ms of its atoms (inf for a class with none).  A pool's traffic is a mix of whole
+    classes (``x[k, j]`` routes a share of every atom of class k), so its ``E[S^2]/E[S] = sum_k x_k m2_k / sum_k x_k m1_k``
+    is never below the least class ratio ``m2_k / m1_k`` (a ratio of two linear forms is extreme at a vertex)."""
+    first = np.bincount(class_of, weights=w * service_s, minlength=count)
+    second = np.bincount(class_of, weights=w * service_s**2, minlength=count)
+    return np.where(first > 0, 1000.0 * second / np.maximum(first, 1e-300), np.inf)
 
 
 def _chunk_mass(class_of: NDArray[np.int64], chunks: NDArray[np.int64], w: NDArray[np.float64], count: int, width: int) -> NDArray[np.float64]:
