@@ -31,7 +31,7 @@ from optfleet.problems.fleet.milp_data import prepare_milp_data
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.progress import silent
 
-from output import add_output_option, output_folder
+from output import add_output_option, gap_pct, output_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "instances" / "fleet"
@@ -117,7 +117,7 @@ def main() -> int:
         best = f"{r['best_single_type']} {r['best_single_cost']:,.2f}" if "best_single_cost" in r else "none feasible"
         saves = f"{r['savings_pct']:.2f} %" if "savings_pct" in r else "-"
         threshold_cost = "-" if r["threshold_cost"] is None else f"{r['threshold_cost']:,.2f}"
-        lines.append(f"| {r['instance']} | {r['classes']} x {r['options']} | {r['K']} | {r['status']} | {r['cost']:,.2f} | {100 * r['gap']:.2g} % | "
+        lines.append(f"| {r['instance']} | {r['classes']} x {r['options']} | {r['K']} | {r['status']} | {r['cost']:,.2f} | {gap_pct(r['gap'])} | "
                      f"{r['seconds']:.1f} ({r['solves']}) | {best} | {saves} | {single_s:.1f} | {threshold_cost} | {r['threshold_status']} | "
                      f"{r['threshold_seconds']:.1f} | {r['threshold_seconds'] / r['seconds']:.1f} |")
     scale = rows[-1]

@@ -25,7 +25,7 @@ import optfleet
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.heuristics import sweep
 
-from output import add_output_option, output_folder
+from output import add_output_option, gap_pct, output_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
@@ -77,7 +77,7 @@ def main() -> int:
             lines.append(f"| {r['preset']} | {r['workload']} | {r['routing']} | {r['K']} | infeasible | - | - | - | - | - | - | {r['seconds']:.1f} | {1000 * r['sweep_seconds']:.1f} |")
             continue
         pools = ", ".join(f"{w} ({n})" for w, n in zip(r["windows"], r["gpus"], strict=True))
-        lines.append(f"| {r['preset']} | {r['workload']} | {r['routing']} | {r['K']} | {r['status']} | {r['objective']:,.2f} | {r['bound']:,.2f} | {100 * r['gap']:.2g} % | "
+        lines.append(f"| {r['preset']} | {r['workload']} | {r['routing']} | {r['K']} | {r['status']} | {r['objective']:,.2f} | {r['bound']:,.2f} | {gap_pct(r['gap'])} | "
                      f"{r['sweep_cost']:,.2f} | {r['objective'] / r['sweep_cost']:.4f} | {pools} | {r['seconds']:.1f} ({r['iterations']}) | {1000 * r['sweep_seconds']:.1f} |")
     (results / "milp.md").write_text("\n".join(lines) + "\n")
     return 0

@@ -36,3 +36,8 @@ def write_results(folder: Path, stem: str, data: dict[str, Any], columns: Sequen
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     (folder / f"{stem}.md").write_text("\n".join(lines) + "\n")
+
+
+def gap_pct(gap: float) -> str:
+    """A relative gap as a percentage with two significant digits; rounding noise below 1e-9 reads ``0 %``."""
+    return f"{100 * gap:.2g} %" if abs(gap) >= 1e-9 else "0 %"

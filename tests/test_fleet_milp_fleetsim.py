@@ -110,3 +110,28 @@ def test_gap_under_the_fleetsim_preset_has_a_proven_bound(capsys):
     rows = {row["method"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
     assert rows["milp"]["status"] == "optimal" and rows["milp"]["bound"] == pytest.approx(221.0)
     assert rows["sweep"]["gap_pct"] == pytest.approx(100 * (249.73 - 221.0) / 221.0, abs=0.01)
+
+
+def test_split_routing_finds_the_one_pool_plan_its_refreshed_moments_excluded(tmp_path):
+    """Found by the property test above at HiGHS 1.15: the refreshed model's optimum (13 $/h, two pools) was
+    reported optimal while the sweep's one-pool plan costs 12; the long pool's E[S^2]/E[S] over all traffic is below
+    its refreshed value.  The relaxation at the least class moments contains that plan and returns it."""
+    problem = _toy_fleetsim(tmp_path, 200.0, 1.099609375, 1.0, 15.546875)
+    swept = evaluate(problem, sweep(problem).plan).cost_per_hour
+    result = solve_milp(problem, routing="split")
+    assert swept == pytest.approx(12.0)
+    assert result.evaluation.meets_slo and result.evaluation.cost_per_hour == pytest.approx(swept)
+    assert result.report.bound <= swept + 1e-6
+
+
+@pytest.mark.parametrize("name, preset", [("azure_2023", None), ("lmsys_multiturn", None), ("azure_2023", "fleetsim_compatible")])
+def test_no_pool_of_any_plan_has_moments_below_the_least_class_ratio(name, preset):
+    problem = fleet_problem(name, preset) if preset else fleet_problem(name)
+    data = prepare_milp_data(problem)
+    windows = [pool.window_tokens for pool in data.pools]
+    plans = [sweep(problem).plan, solve_milp(problem, routing="split").plan]
+    for plan in plans:
+        for pool in evaluate(problem, plan).pools:
+            if pool.share > 0:
+                j = windows.index(pool.window_tokens)
+                assert (1 + pool.service_scv) * pool.mean_service_ms >= data.least_ratio_ms[j] * (1 - 1e-9)

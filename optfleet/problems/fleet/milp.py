@@ -69,6 +69,8 @@ from optfleet.solvers.highs import solve_cases
 from optfleet.solvers.report import OPTIMAL, TIME_LIMIT, UNPROVEN, relative_gap
 
 FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance is 1e-7 absolute
+MOMENTS_GAP = ("optimal for the model at its own pools' E[S^2]/E[S]; the gap is what a routing with lower moments might save "
+               "(the bound's tables are at the least E[S^2]/E[S] of a class each pool can hold)")
 FLOOR_RESOLUTIONS = (1, 2, 4, 8)  # fleetsim floor levels per prefill chunk, refined while the relaxation leaves a gap
 # Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
 OPEN_SET_LIMIT = 20_000
@@ -151,13 +153,20 @@ def solve_milp(
                 result = _solve_within(problem, prepare_milp_data(problem, floor_resolution=resolution), bounds, **settings)
             relaxed_data = (prepare_milp_data(problem, floor_bound="relaxation", floor_resolution=resolution)
                             if problem.ttft_rule == "fleetsim" else data)  # the paper rule's levels are exact
-            relaxed = _build(problem, relaxed_data, _within_cost(relaxed_data, bounds, result.evaluation.cost_per_hour, customize),
-                             relaxed_data.least_ratio_ms, routing=routing, max_pools=max_pools, customize=customize)
             levels = (f"{resolution} fleetsim floor levels per chunk at the bottom of their intervals, "
                       if problem.ttft_rule == "fleetsim" else "")
-            result = _bound_by_relaxation(problem, result, relaxed, f"{levels}each pool's wait table at the least E[S^2]/E[S] of a class it can hold",
+
+            def relaxation(ratio_ms: np.ndarray) -> pyo.ConcreteModel:
+                return _build(problem, relaxed_data, _within_cost(relaxed_data, bounds, result.evaluation.cost_per_hour, customize), ratio_ms,
+                              routing=routing, max_pools=max_pools, customize=customize)
+
+            result = _bound_by_relaxation(problem, result, relaxation(relaxed_data.least_ratio_ms),
+                                          f"{levels}each pool's wait table at the least E[S^2]/E[S] of a class it can hold",
                                           time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
             if result.report.status != UNPROVEN:
+                break
+            if problem.ttft_rule != "fleetsim" or not _levels_leave_gap(result, relaxation(result.ratio_ms), time_limit_s, mip_gap, customize, solver):
+                result = replace(result, note=result.note or MOMENTS_GAP)
                 break
     else:
         # The relaxation without wait tables (milp_batching.py) contains every plan that meets the batching model.
@@ -212,6 +221,16 @@ def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, model: pyo.C
         counts={key: result.report.counts.get(key, 0) + relaxed.counts.get(key, 0) for key in {*result.report.counts, *relaxed.counts}},
     )
     return MilpResult(best.plan, report, best.evaluation, best.iterations, best.converged, best.history, best.ratio_ms, best.note)
+
+
+def _levels_leave_gap(result: MilpResult, at_own_moments: pyo.ConcreteModel, time_limit_s: float | None, mip_gap: float | None,
+                      customize: Callable[[pyo.ConcreteModel], None] | None, solver: str) -> bool:
+    """Whether a finer floor-level grid could close ``result``'s gap: the relaxation of its levels at the plan's own
+    pools' moments (``at_own_moments``) leaves one too.  When that relaxation reaches the plan's cost, the gap left
+    is the moments' alone (the R_j another routing could give), which no finer grid narrows."""
+    relaxed = _runner(at_own_moments, solver, customize)(at_own_moments, time_limit=time_limit_s, mip_gap=mip_gap)
+    gap = relative_gap(result.report.objective, relaxed.bound) if relaxed.proven_optimal else None
+    return gap is None or gap > max(mip_gap or 0.0, 1e-9) + 1e-9
 
 
 def _solve_within(
