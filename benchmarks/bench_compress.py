@@ -8,7 +8,7 @@ The process is pinned to one core with one BLAS thread (the paper measures one c
 Measured per prompt:
 
 * the compressor's end-to-end latency (``optfleet.compress.compress``, greedy), after one warm-up call,
-  and the part of it spent in TextRank (networkx: graph construction and PageRank);
+  and the part of it spent in TextRank (scikit-network's PageRank over the similarity matrix);
 * the greedy fill alone, and the knapsack MILP (HiGHS through ``solve_arrays``, no presolve,
   started from the better greedy selection after reduced-cost fixing, relative gap 1e-9) on the same scores: its time, status, bound, and the greedy selection's gap to the bound
   ``100 (bound - greedy) / bound``; the same for the score-per-token greedy (Dantzig's);
@@ -137,7 +137,7 @@ def table(s: dict, prompts: int, tokens: tuple[int, int]) -> list[list[str]]:
          "300 LMSYS-Chat-1M prompts, band 8,192-12,288"],
         ["compressor latency p50 / p95 / p99, one core", " / ".join(f"{v:.1f}" for v in s["latency_ms_p50_p95_p99"]) + " ms",
          paper_latency + " ms (2-7 ms)"],
-        ["of which TextRank (networkx graph + PageRank), p50", f"{s['textrank_ms_p50']:.1f} ms", "-"],
+        ["of which TextRank (scikit-network PageRank), p50", f"{s['textrank_ms_p50']:.1f} ms", "-"],
         ["greedy fill alone, p50", f"{s['greedy_ms_p50']:.2f} ms", "-"],
         ["knapsack MILP (HiGHS, <= 500 sentences) p50 / p90 / max", " / ".join(f"{v:.1f}" for v in s["milp_ms_p50_p90_max"]) +
          f" ms; {s['milp_optimal']}/{prompts} proven optimal, {s['milp_within_target']}/{prompts} within {MILP_TARGET_MS:.0f} ms; "

@@ -126,3 +126,14 @@ def test_validate_and_the_compress_package_import_neither_sklearn_nor_rouge_scor
             "print(sorted(m for m in ('sklearn', 'rouge_score', 'nltk') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_missing_compress_extra_is_named_with_its_install_command(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sknetwork" else real(name, *a))
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("One sentence here. Another one there.")
+    assert main(["compress", str(prompt), "--budget-tokens", "100"]) == 2
+    assert "scikit-network: pip install 'optfleet[compress]'" in capsys.readouterr().err

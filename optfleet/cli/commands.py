@@ -215,11 +215,16 @@ _COMPRESS_OPTIONS = {"budget_tokens": "--budget-tokens", "output_tokens": "--out
 def compress_command(args: argparse.Namespace) -> int:
     """``optfleet compress FILE --budget-tokens B``: the library's :func:`optfleet.compress.compress` on the file's text;
     its InputErrors name the option (or FILE) they come from."""
+    import importlib.util
     import sys
 
     from optfleet.compress import compress
     from optfleet.compress.fidelity import fidelity
 
+    packages = {"sklearn": "scikit-learn", "sknetwork": "scikit-network", "rouge_score": "rouge-score"}
+    missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise InputError("extra", "compress", f"the compressor needs {', '.join(missing)}: pip install 'optfleet[compress]'")
     text = _read_text("FILE", args.file)
     try:
         result = compress(text, args.budget_tokens, args.output_tokens, category=args.category,

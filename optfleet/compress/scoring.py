@@ -4,12 +4,15 @@
 ``c_it`` (:func:`optfleet.compress.text.terms`, counted by scikit-learn's ``CountVectorizer``), the
 term frequencies ``f_it = c_it / sum_t c_it`` and the document frequencies ``df_t``:
 
-* TextRank ``R`` (Mihalcea and Tarau, EMNLP 2004): PageRank (networkx, damping 0.85, at most 100 iterations,
-  tolerance 1e-5) over the undirected graph of sentences weighted by the cosine of their count vectors.
-  networkx stops when the L1 change of the rank vector is below ``n * tol`` and sends a sentence with no
-  similar sentence (no edge) uniformly everywhere (a dangling node).  A damped PageRank step contracts the
-  L1 distance by 0.85, so the change after ``k`` steps is at most ``2 * 0.85^(k-1)``: below ``n * 1e-5``
-  for every ``n >= 2`` by ``k = 72``, always within the 100 iterations.
+* TextRank ``R`` (Mihalcea and Tarau, EMNLP 2004): PageRank (scikit-network's power iteration, damping
+  0.85, at most 100 iterations, stopping when the L1 change of the rank vector is below 1e-5) over the graph
+  of sentences weighted by the cosine of their count vectors.  A sentence with no similar sentence (no edge,
+  a dangling node) sends its rank uniformly to every sentence, the standard rule (Page et al. 1999; networkx's
+  default): written into the graph as a row of equal weights, since scikit-network's own rule for a
+  dangling node differs (it restarts the walk at the node instead).  A damped PageRank step contracts the L1
+  distance by 0.85, so the change after ``k`` steps is at most ``2 * 0.85^(k-1)``, below 1e-5 by ``k = 77``:
+  always within the 100 iterations.  networkx computes the same fixed point, but building its graph of up to
+  125,000 edges took 95 % of the compressor's time (351 of 369 ms at the median).
 * position ``P_i = 1 - 0.5 sin(pi t_i)``, ``t_i = i / (n - 1)``: 1 at both ends, 0.5 in the middle (the
   U-shaped attention of "Lost in the Middle", Liu et al., TACL 2024).
 * TF-IDF ``F_i = sum_t f_it idf_t`` with ``idf_t = ln((n + 1) / (df_t + 1))`` (Li et al., EMNLP 2023: rare
@@ -91,15 +94,17 @@ def smoothed_idf(counts) -> NDArray[np.float64]:
 
 
 def textrank(similarity: NDArray[np.float64]) -> NDArray[np.float64]:
-    """PageRank of the similarity graph (networkx, damping 0.85, <= 100 iterations, tolerance 1e-5), in sentence order."""
-    import networkx as nx
+    """PageRank of the similarity graph (scikit-network, damping 0.85, <= 100 iterations, L1 tolerance 1e-5; a
+    dangling sentence links to every sentence), in sentence order, summing to 1."""
+    from sknetwork.ranking import PageRank
 
     n = len(similarity)
     if n == 1:
         return np.ones(1)
-    graph = nx.from_numpy_array(similarity)
-    rank = nx.pagerank(graph, alpha=DAMPING, max_iter=MAX_ITERATIONS, tol=TOLERANCE, weight="weight")
-    return np.array([rank[i] for i in range(n)])
+    adjacency = similarity.copy()
+    adjacency[~adjacency.any(axis=1)] = 1.0
+    ranking = PageRank(damping_factor=DAMPING, solver="piteration", n_iter=MAX_ITERATIONS, tol=TOLERANCE)
+    return np.asarray(ranking.fit_predict(adjacency), dtype=np.float64)
 
 
 def position_scores(n: int) -> NDArray[np.float64]:

@@ -89,15 +89,21 @@ def _append(sentences: list[Sentence], text: str, start: int, end: int) -> None:
 
 def approx_tokens(text: str) -> int:
     """``ceil(1.3 w + 1.5 h)``: ``w`` words holding a non-CJK character, ``h`` CJK characters (module docstring)."""
-    words = sum(1 for word in text.split() if _NON_CJK.search(word))
-    cjk = len(_CJK_CHARACTER.findall(text))
+    if _CJK_CHARACTER.search(text) is None:  # every word holds a non-CJK character
+        words, cjk = len(text.split()), 0
+    else:
+        words = sum(1 for word in text.split() if _NON_CJK.search(word))
+        cjk = len(_CJK_CHARACTER.findall(text))
     return -(-(13 * words + 15 * cjk) // 10)  # ceil(1.3 w + 1.5 h) in integers: no float round-off
 
 
 def terms(text: str) -> list[str]:
     """The scored terms of ``text``: lower-cased letter/digit runs; CJK characters and their adjacent bigrams."""
+    runs = _TERM_RUN.findall(text.lower())
+    if _CJK_CHARACTER.search(text) is None:
+        return runs
     found: list[str] = []
-    for run in _TERM_RUN.findall(text.lower()):
+    for run in runs:
         for i, piece in enumerate(_CJK_RUN.split(run)):
             if not piece:
                 continue
