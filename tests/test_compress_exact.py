@@ -33,8 +33,8 @@ def brute_force(scores, tokens, keep, budget, similarity, objective) -> float:
 
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(6, 13), seed=st.integers(0, 10_000), contiguity=st.sampled_from([0.0, 0.3]),
-       redundancy=st.sampled_from([0.0, 0.8]))
-def test_exact_equals_brute_force(n, seed, contiguity, redundancy):
+       redundancy=st.sampled_from([0.0, 0.8]), dynamic_program=st.booleans())
+def test_exact_equals_brute_force(n, seed, contiguity, redundancy, dynamic_program):
     rng = np.random.default_rng(seed)
     scores, tokens = rng.random(n), rng.integers(1, 30, n)
     similarity = rng.random((n, n))
@@ -42,14 +42,16 @@ def test_exact_equals_brute_force(n, seed, contiguity, redundancy):
     keep = keep_mask(n)
     budget = int(tokens[keep].sum() + rng.integers(0, tokens.sum() - tokens[keep].sum() + 1))
     objective = Objective(contiguity_bonus=contiguity, redundancy_penalty=redundancy, redundancy_threshold=0.6)
-    chosen, report = exact_selection(scores, tokens, keep, budget, similarity, objective, start=None)
+    chosen, report = exact_selection(scores, tokens, keep, budget, similarity, objective, start=None, dynamic_program=dynamic_program)
     assert report.status == "optimal"
+    plain = contiguity == 0 and len(objective.redundant_pairs(similarity)[0]) == 0
+    assert report.counts["bound_by_dynamic_program"] == int(plain and dynamic_program)
     assert chosen[keep].all() and tokens[chosen].sum() <= budget
     best = brute_force(scores, tokens, keep, budget, similarity, objective)
     assert selection_value(chosen, scores, similarity, objective) == pytest.approx(best, abs=1e-9)
     assert report.objective == pytest.approx(best, abs=1e-9)
     start = greedy_selection(scores, tokens, keep, budget, per_token=True)  # with a start: reduced-cost fixing (plain objective)
-    _, started = exact_selection(scores, tokens, keep, budget, similarity, objective, start=start)
+    _, started = exact_selection(scores, tokens, keep, budget, similarity, objective, start=start, dynamic_program=dynamic_program)
     assert started.objective == pytest.approx(best, abs=1e-9) and started.bound >= best - 1e-9
 
 
@@ -96,9 +98,46 @@ def test_fixing_from_a_start_keeps_the_optimum_and_the_bound(text, slack):
     budget = int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
     scores, similarity = prompt.scores.composite, prompt.scores.similarity
     start = greedy_selection(scores, prompt.tokens, prompt.keep, budget, per_token=True)
-    fixed, fixed_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=start)
-    _, full_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=None)
+    fixed, fixed_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=start,
+                                          dynamic_program=False)
+    _, full_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=None, dynamic_program=False)
     assert fixed_report.status == full_report.status == "optimal"
     assert fixed_report.objective == pytest.approx(full_report.objective, abs=1e-9)
     assert fixed_report.bound >= full_report.objective - 1e-9 and prompt.tokens[fixed].sum() <= budget
     assert "fixed_by_reduced_cost" in fixed_report.counts and "fixed_by_reduced_cost" in full_report.counts
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=random_texts, slack=st.floats(0.0, 1.0))
+def test_the_dynamic_program_reaches_highs_own_optimum(text, slack):
+    """The dynamic program's optimum (HiGHS then only checks it) equals the optimum HiGHS proves by branching."""
+    prompt = prepare(text)
+    budget = int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
+    scores, similarity = prompt.scores.composite, prompt.scores.similarity
+    chosen, by_dp = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective())
+    _, by_highs = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), dynamic_program=False)
+    assert by_dp.status == by_highs.status == "optimal" and by_dp.counts["bound_by_dynamic_program"] == 1
+    assert by_dp.objective == pytest.approx(by_highs.objective, abs=1e-9) and by_dp.bound == pytest.approx(by_highs.objective, abs=1e-9)
+    assert prompt.tokens[chosen].sum() <= budget and chosen[prompt.keep].all()
+
+
+def test_the_dynamic_program_on_a_hand_worked_knapsack():
+    """Scores 10, 6, 6, 1 at 5, 4, 3, 5 tokens.  Room 7: by ratio (2, 1.5, 2, 0.2) a greedy takes the first (5
+    tokens) and nothing else fits (10); the best is the second and third (12, 7 tokens).  Room 8: first and third
+    (16, 8 tokens)."""
+    from optfleet.compress.exact import knapsack_optimum
+
+    scores, tokens, keep = np.array([10.0, 6.0, 6.0, 1.0]), np.array([5, 4, 3, 5]), np.zeros(4, dtype=bool)
+    assert knapsack_optimum(scores, tokens, keep, 7).tolist() == [False, True, True, False]
+    assert knapsack_optimum(scores, tokens, keep, 8).tolist() == [True, False, True, False]
+    assert knapsack_optimum(np.ones(3), np.array([4, 4, 4]), np.array([True, True, False]), 7) is None  # the kept ones overflow
+
+
+def test_a_choice_table_beyond_the_limit_leaves_the_proof_to_highs(monkeypatch):
+    import optfleet.compress.exact as exact
+
+    monkeypatch.setattr(exact, "DP_CELLS_LIMIT", 0)
+    scores, tokens, keep = np.array([10.0, 6.0, 7.0, 1.0, 2.0, 3.0]), np.array([5, 4, 3, 5, 1, 1]), np.zeros(6, dtype=bool)
+    chosen, report = exact.exact_selection(scores, tokens, keep, 10, np.zeros((6, 6)), Objective())
+    assert report.status == "optimal" and report.counts["bound_by_dynamic_program"] == 0
+    assert report.objective == pytest.approx(22.0)  # {5, 3, 1, 1}: 10 + 7 + 2 + 3
