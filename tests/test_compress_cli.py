@@ -35,6 +35,11 @@ def test_text_output_is_the_compressed_prompt(prompt_file, capsys):
     assert captured.out.startswith("Pool 0 serves long prompts") and "+ 40 output <= B = 200" in captured.err
 
 
+def test_the_exact_summary_says_who_proved_the_optimum(prompt_file, capsys):
+    assert main(["compress", str(prompt_file), "--budget-tokens", "200", "--output-tokens", "40", "--exact"]) == EXIT_OK
+    assert "MILP (optimum by the knapsack's dynamic program, checked by HiGHS) optimal" in capsys.readouterr().err
+
+
 def test_json_output_is_one_document_with_the_guarantee(prompt_file, capsys):
     assert main(["compress", str(prompt_file), "--budget-tokens", "200", "--output-tokens", "40", "--exact", "--json", "--quiet"]) == EXIT_OK
     captured = capsys.readouterr()

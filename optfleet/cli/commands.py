@@ -260,7 +260,8 @@ def _compress_summary(path: str, result: Any, kept: Any) -> str:
         parts.append(f"{result.method}: {len(result.kept_sentences)} of {result.sentences} sentences, value {result.value:.4g}")
         if result.report is not None:
             gap = "no bound" if result.greedy_gap_pct is None else f"gap {result.greedy_gap_pct:.3g} % of the bound"
-            parts.append(f"MILP {result.report.summary}; greedy value {result.greedy_value:.4g}, {gap}")
+            proof = "MILP (optimum by the knapsack's dynamic program, checked by HiGHS)" if result.report.counts.get("bound_by_dynamic_program") else "MILP"
+            parts.append(f"{proof} {result.report.summary}; greedy value {result.greedy_value:.4g}, {gap}")
         cosine = "undefined (no terms)" if kept.tfidf_cosine is None else f"{kept.tfidf_cosine:.3f}"
         parts.append(f"ROUGE-L recall {kept.rouge_l_recall:.3f}, TF-IDF cosine {cosine}, "
                      f"token reduction {100 * kept.token_reduction:.1f} %")
