@@ -84,6 +84,37 @@ def test_design_milp_is_the_grids_cheapest_candidate_within_epsilon(tiny):
     assert evaluate_design(tiny, chosen).cost_per_hour == pytest.approx(best)
 
 
+def test_design_pools_are_sized_by_the_fleet_evaluators_rule(tiny):
+    """One request shape (E[S] fixed, Cs^2 = 0) at 30 req/s: the cap alone sizes the pool under a loose SLO; under
+    a tight one it is the least n whose Kimura P99 wait plus the TTFT floor meets the SLO (checked against the
+    queueing primitives at n and n - 1); below the floor no size does."""
+    from optfleet.problems.fleet.pool_stats import pool_stats
+    from optfleet.problems.routing.design import sized_gpus
+    from optfleet.queueing.kimura import wait_quantile_s
+
+    config = tiny.pools[0]
+    l_in, l_out, span = np.full(300, 600), np.full(300, 200), 10.0
+    stats = pool_stats(config, l_in, l_out, np.full(300, 1 / 300), tiny.fleet.ttft_rule)
+    load = 30.0 * stats.mean_service_ms / 1000.0
+
+    def sized(slo_ms: float) -> int:
+        return sized_gpus(dataclasses.replace(tiny, fleet=dataclasses.replace(tiny.fleet, ttft_p99_ms=slo_ms)), config, l_in, l_out, span)
+
+    assert sized(1e7) == int(np.ceil(load / (tiny.rho_max * config.slots_per_gpu)))
+    assert sized(stats.ttft_floor_ms * 0.9) == -1
+    slo = stats.ttft_floor_ms + 5.0
+    n = sized(slo)
+
+    def p99_ttft(gpus: int) -> float:
+        servers = gpus * config.slots_per_gpu
+        if load >= servers:
+            return np.inf
+        return 1000.0 * float(wait_quantile_s(servers, load, stats.mean_service_ms / 1000.0, 0.0)) + stats.ttft_floor_ms
+
+    assert n > sized(1e7) and p99_ttft(n) <= slo * (1 + 1e-9) < p99_ttft(n - 1)
+    assert sized_gpus(tiny, config, l_in[:0], l_out[:0], span) == 0
+
+
 def test_design_is_never_worse_than_the_plans_own_dispatcher_off_the_grid():
     # The plan's gamma 2 is not in the design grid's gammas: the design still considers it, so its "optimal" is a bound
     problem = prepare(load_instance(_tiny(**{"fleet.gamma": 2.0})))
@@ -214,3 +245,13 @@ def test_overflow_hindsight_breaks_ties_by_least_busy_instances(tiny):
     placement, report = hindsight(overflow_problem)
     assert report.status == "optimal" and report.objective == pytest.approx(0.0, abs=1e-9)
     assert evaluate(overflow_problem, placement, needed=False).busy_gpus == pytest.approx(busy_report.objective, rel=1e-6)
+
+
+def test_a_design_no_pool_size_can_serve_is_left_out_and_explained(tiny):
+    from optfleet.problems.routing.kind import _run_design
+
+    floorless = dataclasses.replace(tiny, fleet=dataclasses.replace(tiny.fleet, ttft_p99_ms=1e-3))
+    own = _run_design(floorless, "design_plan")
+    assert not own.feasible and own.objective is None and "cannot meet the P99 TTFT SLO of 0.001 ms at any size" in own.note
+    with pytest.raises(InfeasibleError, match="in none of the .* candidates can both pools meet the P99 TTFT SLO"):
+        solve_design(floorless)

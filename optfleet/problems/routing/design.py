@@ -7,13 +7,18 @@ own dispatcher, so the design is never worse than the plan's whatever the grid) 
 
 * mis-route probability = the share of requests placed short, uncompressed, whose true budget exceeds ``C`` (the
   calibrator's error distribution is the stream's own: no parametric model);
-* fleet cost = ``sum_p ceil(W_p / (rho_max n_max,p T)) x $/h``, ``W_p`` the slot-seconds the pool receives,
-  ``n_max,p`` its KV slots per GPU instance at its window, ``T`` the span: the utilisation cap only, not the TTFT
-  SLO (a lower bound on what the fleet evaluator would size).
+* fleet cost = ``sum_p n_p x $/h``, ``n_p`` the fleet evaluator's least GPU count for the requests the pool
+  receives (``optfleet.problems.fleet.evaluator``'s sizing: P99 TTFT within the fleet instance's SLO under its
+  TTFT rule and service model, the M/G/c slot model's Erlang-C wait or the batching model, and utilisation
+  within ``rho_max``), at the stream's rate ``requests / span``: the fleet ``optfleet solve`` would buy for that
+  traffic, pool by pool.  A candidate whose pool cannot meet the SLO at any size (its TTFT floor alone breaks
+  it) is left out.
 
 The MILP (models/routing.py, one-hot over the grid) is exact over the grid: its optimum is the grid's cheapest
-candidate meeting epsilon.  The spill limit is not designed: its effect depends on the queue dynamics, which this
-static score does not model, so designs are scored without spillover.
+candidate meeting epsilon.  It is not joint with the fleet MILP's choice of windows and GPU types: the short
+window is the grid's, both pools keep the plan's GPU types, and each pool is sized alone.  The spill limit is not
+designed: its effect depends on the queue dynamics, which this static score does not model, so designs are
+scored without spillover.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from typing import Any
 import numpy as np
 
 from optfleet.errors import InfeasibleError, InputError
+from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching
+from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.problems.fleet.pool_stats import pool_stats, size_pools
 from optfleet.problems.routing.calibrator import calibrate, observed_ratios
 from optfleet.problems.routing.dispatcher import SHORT, DispatchRule, estimated_total, route
 from optfleet.problems.routing.problem import RoutingProblem
@@ -91,12 +99,26 @@ def evaluate_design(problem: RoutingProblem, candidate: DesignCandidate, ratios:
     served_short = on_short & ~misrouted
     l_in = np.where(dispatch.compressed, dispatch.compressed_input_tokens, s.input_tokens)
     span = max(s.span_s, 1e-9)
-    work_short = float((short.service_ms(l_in, s.output_tokens) / 1000.0)[served_short].sum())
-    work_long = float((long.service_ms(s.input_tokens, s.output_tokens) / 1000.0)[~served_short].sum())
-    gpus = [int(np.ceil(w / (problem.rho_max * pool.slots_per_gpu * span) - 1e-9)) for w, pool in ((work_short, short), (work_long, long))]
-    cost = gpus[0] * short.cost_per_gpu_hour + gpus[1] * long.cost_per_gpu_hour
+    gpus = [sized_gpus(problem, short, l_in[served_short], s.output_tokens[served_short], span),
+            sized_gpus(problem, long, s.input_tokens[~served_short], s.output_tokens[~served_short], span)]
+    sized = min(gpus) >= 0
+    cost = gpus[0] * short.cost_per_gpu_hour + gpus[1] * long.cost_per_gpu_hour if sized else float("inf")
     p = float(misrouted.mean())
-    return DesignEvaluation(candidate, p, float(served_short.mean()), gpus[0], gpus[1], cost, p <= problem.spec.design.epsilon + 1e-12)
+    return DesignEvaluation(candidate, p, float(served_short.mean()), gpus[0], gpus[1], cost, sized and p <= problem.spec.design.epsilon + 1e-12)
+
+
+def sized_gpus(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarray, l_out: np.ndarray, span_s: float) -> int:
+    """The fleet evaluator's least GPU count for a pool serving these requests at ``len / span_s`` per second (module
+    docstring); 0 for none, -1 when no count meets the SLO."""
+    if len(l_in) == 0:
+        return 0
+    fleet, rate, weight = problem.fleet, len(l_in) / span_s, np.full(len(l_in), 1.0 / len(l_in))
+    if fleet.service_model == "batching":
+        workload = batching_workload([config], [(l_in, l_out, weight)], np.array([rate]))
+        return int(min_gpus_batching(workload, [config], fleet.ttft_p99_ms, problem.rho_max)[0])
+    stats = pool_stats(config, l_in, l_out, weight, fleet.ttft_rule)
+    return int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, config.slots_per_gpu,
+                          fleet.ttft_p99_ms, problem.rho_max))
 
 
 def design_ratios(problem: RoutingProblem) -> np.ndarray:
@@ -115,15 +137,19 @@ def solve_design(problem: RoutingProblem) -> tuple[DesignCandidate, SolveReport]
     ratios = design_ratios(problem)
     grid = candidates(problem)
     scored = [evaluate_design(problem, c, ratios) for c in grid]
-    cost = np.array([e.cost_per_hour for e in scored])
-    misroute = np.array([e.misroute_probability for e in scored])
+    sized = [e for e in scored if np.isfinite(e.cost_per_hour)]
+    if not sized:
+        raise InfeasibleError(f"threshold design: in none of the {len(grid)} candidates can both pools meet the P99 TTFT SLO of "
+                              f"{problem.fleet.ttft_p99_ms:g} ms at any size (a TTFT floor alone breaks it)")
+    cost = np.array([e.cost_per_hour for e in sized])
+    misroute = np.array([e.misroute_probability for e in sized])
     eps = problem.spec.design.epsilon
     report, values = highs.solve_arrays(design_arrays(cost, misroute, eps), what="the threshold design model",
                                         time_limit=problem.spec.solve.time_limit_s)
     if values is None:
-        raise InfeasibleError(f"threshold design: no candidate of the {len(grid)} keeps the mis-route probability within {100 * eps:.3g} % "
-                              f"(the least is {100 * misroute.min():.3g} %); try lower threshold fractions")
-    return grid[int(np.argmax(values))], report
+        raise InfeasibleError(f"threshold design: no candidate of the {len(sized)} whose pools can meet the SLO keeps the mis-route "
+                              f"probability within {100 * eps:.3g} % (the least is {100 * misroute.min():.3g} %); try lower threshold fractions")
+    return sized[int(np.argmax(values))].candidate, report
 
 
 def design_columns(e: DesignEvaluation) -> dict[str, Any]:

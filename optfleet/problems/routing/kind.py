@@ -12,7 +12,8 @@ Two questions, each a group of rows:
   every placement is feasible; the hindsight model then bounds every router's overflow.
 * **design**: the routing threshold, window and C&R band (design.py).  Rows: ``design_plan`` (the plan's own
   window, ``B = C_s``, the plan's gamma) and ``design`` (the one-hot MILP over the grid); both scored by the
-  design evaluator; objective = fleet $/h under the utilisation cap; feasible = mis-route probability <= epsilon.
+  design evaluator; objective = fleet $/h, each pool at the fleet evaluator's least GPU count; feasible = both pools can meet
+  the SLO and the mis-route probability <= epsilon.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.routing.problem import RoutingProblem, prepare
@@ -113,9 +116,12 @@ def _run_design(problem: RoutingProblem, method: str) -> MethodResult:
     seconds = time.perf_counter() - start
     e = evaluate_design(problem, candidate)
     eps = problem.spec.design.epsilon
-    note = "" if e.feasible else f"mis-route probability {100 * e.misroute_probability:.3g} % > epsilon {100 * eps:.3g} %"
-    return MethodResult(method, candidate, e, seconds, objective=e.cost_per_hour, objective_unit="$/h", sense=MINIMISE, feasible=e.feasible,
-                        report=report, note=note, group=group, columns=design_columns(e))
+    reasons = [] if np.isfinite(e.cost_per_hour) else [f"a pool cannot meet the P99 TTFT SLO of {problem.fleet.ttft_p99_ms:g} ms at any size"]
+    if e.misroute_probability > eps + 1e-12:
+        reasons.append(f"mis-route probability {100 * e.misroute_probability:.3g} % > epsilon {100 * eps:.3g} %")
+    return MethodResult(method, candidate, e, seconds, objective=e.cost_per_hour if np.isfinite(e.cost_per_hour) else None, objective_unit="$/h",
+                        sense=MINIMISE, feasible=e.feasible,
+                        report=report, note="; ".join(reasons), group=group, columns=design_columns(e))
 
 
 def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Reference:

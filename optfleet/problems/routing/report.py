@@ -15,7 +15,7 @@ QUESTIONS = {
                "objective = busy GPU instances, feasible = offered load within rho_max x slots in every capacity window",
     "overflow": "routing: where each request is served (calibrator variants replayed; hindsight = true lengths known); "
                 "objective = slot-seconds of offered load above rho_max x slots, summed over the capacity windows and pools",
-    "design": "design: short window, threshold and C&R band of least fleet $/h (utilisation cap) with mis-route probability <= epsilon",
+    "design": "design: short window, threshold and C&R band of least fleet $/h (each pool sized by the fleet evaluator: TTFT SLO and utilisation cap) with mis-route probability <= epsilon",
 }
 
 MS = tables.number(4)
