@@ -54,13 +54,18 @@ class InfeasibleError(OptfleetError):
     """A valid problem with no feasible plan; the message says which term binds."""
 
 
-class NoPlanInTimeError(InfeasibleError):
-    """The solver's time limit passed before it found any plan: not proven infeasible.  The message
-    gives the limit and the lower bound proven by then; ``report`` is the solver's report (its bound holds)."""
+class NoPlanFoundError(InfeasibleError):
+    """A method stopped without a plan that passes the evaluator, with no proof that none exists (its approximate
+    tables' refreshes ran out); the message says so.  ``report``, when given, is a solver's report whose bound holds."""
 
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class NoPlanInTimeError(NoPlanFoundError):
+    """The solver's time limit passed before it found any plan: not proven infeasible.  The message
+    gives the limit and the lower bound proven by then; ``report`` is the solver's report (its bound holds)."""
 
 
 class NotApplicableError(InputError):

@@ -121,3 +121,31 @@ def test_gap_under_the_batching_model_has_a_bound():
     assert reference["bound"] is not None and "relaxation of the batching model" in reference["reason"]
     milp = next(row for row in document["rows"] if row["method"] == "milp")
     assert milp["feasible"] and milp["bound"] <= milp["objective"] + 1e-6
+
+
+def test_carry_over_starts_variables_the_previous_model_lacks_within_their_bounds():
+    """A refreshed batching table can be longer than the last one: the re-solve's start must still set every variable
+    (found by a review: chunk_tokens 2048 on Azure crashed with 'warm start needs a value on every variable')."""
+    import pyomo.environ as pyo
+
+    from optfleet.problems.fleet.milp import _carry_over
+
+    previous, model = pyo.ConcreteModel(), pyo.ConcreteModel()
+    previous.count = pyo.Var([0, 1], initialize={0: 1.0, 1: 0.0})
+    model.count = pyo.Var([0, 1, 2])
+    model.lifted = pyo.Var(bounds=(2.0, 5.0))
+    _carry_over(previous, model)
+    assert [model.count[i].value for i in range(3)] == [1.0, 0.0, 0.0] and model.lifted.value == 2.0
+
+
+@pytest.mark.slow
+def test_a_constrained_catalog_gets_a_plan_that_meets_its_constraints():
+    """Found by a review: with an availability cap (at most 16 H100) no table plan passed the evaluator and the
+    instance was reported infeasible, though a plan within the cap exists.  Resized plans are now candidates
+    under constraints too, each checked against them."""
+    from optfleet.problems.fleet.constraint_check import constraint_violations
+
+    problem = optfleet.load(ROOT / "instances/fleet/azure_2023_catalog_16_h100.yaml", slo__service_model="batching").problem
+    result = solve_milp(problem)
+    assert result.evaluation.meets_slo and not constraint_violations(problem, result.evaluation)
+    assert result.report.bound <= result.evaluation.cost_per_hour + 1e-6

@@ -49,7 +49,7 @@ from functools import partial
 import numpy as np
 import pyomo.environ as pyo
 
-from optfleet.errors import InfeasibleError, NoPlanInTimeError
+from optfleet.errors import InfeasibleError, NoPlanFoundError, NoPlanInTimeError
 from optfleet.models import fleet as fleet_model
 from optfleet.models.constraints import COST
 from optfleet.models.fleet_constraints import LARGEST_BOUND
@@ -321,19 +321,22 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     """:func:`_solve_within` under the batching model (milp_batching.py): each option's tables at a traffic mix (at
     first the sweep plan's, else every request its window holds), refreshed from each plan's routed mix and re-solved
     from the last plan until a plan passes the evaluator and its pools' tables no longer change (``converged``), the
-    same cost comes back, or ``max_iterations`` models have been solved (then the cheapest plan that passed).  Without
-    constraints of the instance's or the caller's, each model's routing with every pool at its least GPU count under
-    the evaluator is a candidate too, and the sweep's plan the incumbent: the cheapest of them all is the result (its
-    ``note`` says where it came from; status ``unproven``): the tables hold only at the mix they were computed for."""
+    same cost comes back, or ``max_iterations`` models have been solved (then the cheapest plan that passed).  Under
+    the cost objective and without a Python hook, each model's routing with every pool at its least GPU count under
+    the evaluator is a candidate too, and the sweep's plan the incumbent, each when it meets the instance's
+    constraints: the cheapest of them all is the result (its ``note`` says where it came from; status ``unproven``):
+    the tables hold only at the mix they were computed for.  No passing plan at all raises ``NoPlanFoundError``
+    (not proof of infeasibility)."""
     sweep_plan = _sweep_plan(problem)
-    repairable = not customize and not problem.constraints  # a resized plan may break a constraint the model held
+    # Outside the model's plans only under the cost objective and without a Python hook, each checked against the
+    # instance's constraints (a resized plan may break one the model held)
+    repairable = not customize and FLEET_CONSTRAINTS.objective(problem.constraints) == COST
     repaired: tuple[int, FleetEvaluation] | None = None
-    # The sweep's plan: the start of the tables; the incumbent when the instance has no constraints of its own and
-    # the plan is on the instance's own hardware within K pools
+    # The sweep's plan: the start of the tables; the incumbent when it is on the instance's own hardware within K pools
     incumbent_allowed = (sweep_plan is not None and repairable and not problem.heterogeneous
                          and sum(p.gpus > 0 for p in sweep_plan.pools) <= max_pools)
     swept = evaluate(problem, sweep_plan) if incumbent_allowed else None
-    swept = swept if swept is not None and swept.meets_slo else None
+    swept = swept if swept is not None and _passes(problem, swept) else None
     tables = BatchingTables(per_gpu_capacity(data, initial_traffic(data, sweep_plan)))
     start = sweep_plan if warm_start else None
     previous: pyo.ConcreteModel | None = None
@@ -362,7 +365,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
         if repairable and all(p.min_gpus >= 0 for p in evaluation.pools):
             # The model's routing with every pool at its least GPU count under the batching model passes the evaluator.
             resized = evaluate(problem, plan.with_gpus([p.min_gpus for p in evaluation.pools]))
-            if resized.meets_slo and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
+            if _passes(problem, resized) and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
                 repaired = (iteration, resized)
         if evaluation.meets_slo:
             result = MilpResult(plan, report, evaluation, iteration, not changed, history)
@@ -385,6 +388,13 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     if best is None:
         raise _still_failing(evaluation, max_iterations)
     return replace(best, history=history)
+
+
+def _passes(problem: FleetProblem, evaluation: FleetEvaluation) -> bool:
+    """Whether a plan from outside the model meets the SLO and every constraint of the instance."""
+    from optfleet.problems.fleet.constraint_check import constraint_violations
+
+    return evaluation.meets_slo and not constraint_violations(problem, evaluation)
 
 
 def _solve_from(model: pyo.ConcreteModel, start: Plan | None, previous: pyo.ConcreteModel | None, known_bound: float | None, *, solver: str,
@@ -414,10 +424,11 @@ def _no_plan(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
     raise InfeasibleError(_explain(problem, data, max_pools, report, feasible_without, customized=customized))
 
 
-def _still_failing(evaluation: FleetEvaluation, refreshes: int) -> InfeasibleError:
+def _still_failing(evaluation: FleetEvaluation, refreshes: int) -> NoPlanFoundError:
     failing = "; ".join(f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:.1f} ms, utilisation {p.utilisation:.4f}"
                         for p in evaluation.pools if not p.meets_slo)
-    return InfeasibleError(f"the MILP's plan still fails the evaluator after {refreshes} table refreshes ({failing})")
+    return NoPlanFoundError(f"the MILP's plan still fails the evaluator after {refreshes} table refreshes ({failing}); "
+                            "this is not proof that no plan exists")
 
 
 def _build(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, ratio_ms: np.ndarray, *, routing: str, max_pools: int,
@@ -541,11 +552,15 @@ def _meets_tables(model: pyo.ConcreteModel, ratio_ms: np.ndarray, tabled: list[i
 
 
 def _carry_over(previous: pyo.ConcreteModel, model: pyo.ConcreteModel) -> None:
-    """Copy every variable value of ``previous`` into the same-named variable of ``model``."""
+    """Copy every variable value of ``previous`` into the same-named variable of ``model``; a variable ``previous``
+    lacks (a refreshed table may be longer) starts at 0 within its bounds.  HiGHS checks the start either way and
+    drops or repairs it when infeasible."""
     for var in model.component_data_objects(pyo.Var):
         old = previous.find_component(var.name)
         if old is not None and old.value is not None:
             var.set_value(old.value, skip_validation=True)
+        else:
+            var.set_value(min(max(0.0, var.lb if var.lb is not None else 0.0), var.ub if var.ub is not None else np.inf), skip_validation=True)
 
 
 def _pool_index(data, name: str) -> int:
