@@ -375,6 +375,8 @@ def type_cases() -> list[Case]:
              field="trace.generator.conversations", value="True"),
         Case("bool in the fleet slot table", "fleet", {"hardware.slots.table": {2000: True, 4000: 2}}, field="hardware.slots.table",
              value="True"),
+        # an iteration that takes no time: the batching model's fixed point is 0 and the MILP divided by it (a review)
+        Case("zero iteration time W", "fleet", {"hardware.iteration.w_ms": 0}, field="hardware.iteration.w_ms", value="0"),
     ]
     # NaN in every numeric field
     nan_fields = {

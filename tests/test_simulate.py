@@ -174,3 +174,12 @@ def test_cli_simulates_a_solved_plan(tmp_path, capsys):
     assert main(["simulate", toy, "--method", "homogeneous", "--requests", "20000", "--reps", "1"]) == 0
     assert "analytic (evaluator) vs simulated" in capsys.readouterr().out
     assert main(["simulate", toy, "--reps", "0"]) == 2
+
+
+def test_simulate_defaults_to_the_instances_service_model(capsys):
+    """Found by a review: a batching instance was simulated with slot servers unless --mode said otherwise."""
+    toy = str(FLEET_INSTANCES / "toy.yaml")
+    assert main(["simulate", toy, "--set", "slo.service_model=batching", "--requests", "5000", "--reps", "1", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["mode"] == "batching"
+    assert main(["simulate", toy, "--requests", "5000", "--reps", "1", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["mode"] == "slots"

@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--requests", type=int, default=200_000, help="arrivals per replication (default 200000)")
     simulate.add_argument("--reps", type=int, default=3, help="replications, for 95 %% confidence intervals (default 3)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the first replication (default 0)")
-    simulate.add_argument("--mode", choices=["slots", "batching"], default="slots", help="slot servers (default), or continuous batching")
+    simulate.add_argument("--mode", choices=["slots", "batching"], default=None,
+                          help="slot servers, or continuous batching (default: the instance's slo.service_model)")
     simulate.add_argument("--out", default=None, metavar="DIR", help="folder to write simulation.json and report.txt")
 
     compress = sub.add_parser(

@@ -128,17 +128,20 @@ def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_gpu: Array
         return u, q
 
     t = w.copy()
-    for _ in range(FIXED_POINT_STEPS):
-        _, q = prefill_wait(t)
-        nxt = w + hphi * lam_gpu * (ex + JOIN_ITERATIONS + q) * t
-        nxt = np.where(np.isfinite(nxt), np.minimum(nxt, 2.0 * full_s), 2.0 * full_s)  # past full_s is overload
-        done = np.abs(nxt - t) <= FIXED_POINT_TOLERANCE * t
-        t = nxt
-        if done.all():
-            break
-    u, q = prefill_wait(t)
-    hold = ex + JOIN_ITERATIONS + q
-    held = lam_gpu * hold * t
+    # 0 x inf (H = 0 or no traffic, times an overflowing prefill queue) gives NaN: such a pool is overloaded or
+    # unstable and takes the overload values below, so the warnings are silenced, not the values used
+    with np.errstate(invalid="ignore"):
+        for _ in range(FIXED_POINT_STEPS):
+            _, q = prefill_wait(t)
+            nxt = w + hphi * lam_gpu * (ex + JOIN_ITERATIONS + q) * t
+            nxt = np.where(np.isfinite(nxt), np.minimum(nxt, 2.0 * full_s), 2.0 * full_s)  # past full_s is overload
+            done = np.abs(nxt - t) <= FIXED_POINT_TOLERANCE * t
+            t = nxt
+            if done.all():
+                break
+        u, q = prefill_wait(t)
+        hold = ex + JOIN_ITERATIONS + q
+        held = lam_gpu * hold * t
     stable = (t <= full_s * (1.0 + 1e-12)) & (u < 1.0) & (held <= s) & (lam * hold * full_s < n * s)
     held = np.where(stable, held, s)
     p_wait = _wait_probability(lam, hold, n, s, w, hphi, stable)

@@ -83,7 +83,7 @@ class IterationSpec(Strict):
     (optfleet/hardware/profiles.py: weight and KV bytes over effective bandwidth).
     """
 
-    w_ms: Real | None = Field(None, ge=0.0)
+    w_ms: Real | None = Field(None, gt=0.0)  # an iteration always takes time: W = 0 makes the batching fixed point 0
     h_ms_per_slot: Real | None = Field(None, ge=0.0)
     chunk_tokens: Tokens = Field(512, gt=0)
     scaling: Literal["flat", "length_scaled"] = "flat"
@@ -160,7 +160,7 @@ class CatalogOverrideSpec(Strict):
 
     gpu: str
     tp: GpusPerInstance | None = Field(None, ge=1)
-    w_ms: Real | None = Field(None, ge=0.0)
+    w_ms: Real | None = Field(None, gt=0.0)
     h_ms_per_slot: Real | None = Field(None, ge=0.0)
     kv_tokens_per_gpu: Tokens | None = Field(None, gt=0)
     cost_per_gpu_hour: Real | None = Field(None, gt=0.0)

@@ -62,11 +62,13 @@ class SimulationOutcome:
 
 
 def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Mapping[str, Any] | str | Path | None = None,
-                      progress: Progress, requests: int = 200_000, reps: int = 3, seed: int = 0, mode: str = "slots") -> SimulationOutcome:
+                      progress: Progress, requests: int = 200_000, reps: int = 3, seed: int = 0, mode: str | None = None) -> SimulationOutcome:
     """Simulate ``plan`` (a Plan, its mapping, or a JSON file written by ``solve --out``/``--json``), else the plan of
     ``method`` (default ``sweep``), on the loaded fleet instance.  The options are checked (named as the command
-    line's ``--requests``, ``--reps``, ``--seed``) before any work."""
+    line's ``--requests``, ``--reps``, ``--seed``) before any work.  ``mode`` defaults to the instance's service
+    model: continuous batching under ``slo.service_model: batching``, else slot servers."""
     problem = loaded.problem
+    mode = mode or ("batching" if problem.service_model == "batching" else "slots")
     check_run_size(requests, reps, requests_field="--requests", reps_field="--reps")
     if seed < 0:
         raise InputError("--seed", seed, "must be >= 0")
