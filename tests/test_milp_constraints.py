@@ -46,6 +46,14 @@ def test_budget_maximises_the_served_share(tmp_path):
     assert served / (0.9 * 40_000) == pytest.approx(plan.served_share, rel=0.05)
 
 
+def test_the_solve_table_says_which_baselines_break_a_constraint(tmp_path, capsys):
+    """Found by a review: the text table showed "met" for baselines over the budget, with no note."""
+    _toy_with(tmp_path, [{"kind": "budget", "max_cost_per_hour": 10}])
+    assert main(["solve", str(tmp_path / "toy_constrained.yaml"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "met, breaks a constraint" in out and "  sweep: breaks constraints[0] (budget): $17.00/h > $10.00/h" in out
+
+
 def test_fixed_availability_and_max_pools(tmp_path):
     problem = _toy_with(tmp_path, [
         {"kind": "fixed", "window_tokens": 4000, "gpus": 8},

@@ -77,7 +77,7 @@ def _method_row(problem: FleetProblem, result: MethodResult, homogeneous: FleetE
         "cost": format_cost(e.cost_per_hour),
         "$/yr": f"{e.cost_per_year:,.0f}",
         "savings %": f"{100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}" if comparable else "-",
-        "SLO": "met" if e.meets_slo else "VIOLATED",
+        "SLO": ("met" if e.meets_slo else "VIOLATED") + ("" if result.feasible or not e.meets_slo else ", breaks a constraint"),
         "naive %": f"{100 * f.naive:.1f}" if f else "-",
         "corrected %": f"{100 * f.corrected:.1f}" if f else "-",
         "time ms": f"{1000 * result.seconds:.1f}",
@@ -126,7 +126,7 @@ def render_solve(outcome: "SolveOutcome") -> str:
         lines += ["", _pool_table(problem, e)]
     lines += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):"]
     lines.append(pd.DataFrame([_method_row(problem, r, homogeneous) for r in outcome.results]).to_string(index=False))
-    lines += [f"  {r.method}: {r.note}" for r in outcome.results if r.evaluation is None and r.method != main.method]
+    lines += [f"  {r.method}: {r.note}" for r in outcome.results if (r.evaluation is None or not r.feasible) and r.note and r.method != main.method]
     return "\n".join(lines)
 
 
