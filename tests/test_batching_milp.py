@@ -149,3 +149,24 @@ def test_a_constrained_catalog_gets_a_plan_that_meets_its_constraints():
     result = solve_milp(problem)
     assert result.evaluation.meets_slo and not constraint_violations(problem, result.evaluation)
     assert result.report.bound <= result.evaluation.cost_per_hour + 1e-6
+
+
+def test_batching_infeasibility_names_the_idle_floor_not_inf(tmp_path):
+    """Found by a review: under the batching model the message read 'needs P99 prefill inf ms'.  Now it gives the
+    idle pool's in-GPU time to first token, and a rate no count of GPUs can carry is told as such."""
+    import yaml
+
+    from optfleet.errors import InfeasibleError
+
+    doc = yaml.safe_load(TOY.read_text())
+    doc["slo"] = {**doc["slo"], "service_model": "batching", "ttft_p99_ms": 1}
+    path = tmp_path / "toy_tight.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InfeasibleError, match=r"in-GPU time to first token of \d+\.\d ms even when idle .* > SLO 1 ms") as caught:
+        sweep(optfleet.load(path).problem)
+    assert " inf ms" not in str(caught.value)
+    doc["slo"]["ttft_p99_ms"] = 10_000
+    doc["workload"]["rate_rps"] = 1e18
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InfeasibleError, match=r"needs more than 9,007,199,254,740,992 GPUs"):
+        sweep(optfleet.load(path).problem)

@@ -583,7 +583,7 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
     if not problem.heterogeneous:
         evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
         if evaluation.pools[0].min_gpus < 0:
-            return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(evaluation, 'long')}"
+            return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(problem, evaluation, 'long')}"
     floor = _stranded_class(data) or _floor_tail(data)
     if floor is not None:
         return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {floor}"

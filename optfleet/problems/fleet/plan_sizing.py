@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from optfleet.errors import InfeasibleError
+from optfleet.problems.fleet.batching_pool import batching_workload, state_at
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate, floor_fits
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.problems.fleet.routing import route
 from optfleet.queueing import MAX_GPUS
 
 
@@ -14,28 +18,44 @@ def size_plan(problem: FleetProblem, plan: Plan) -> Plan:
     evaluation = evaluate(problem, plan)
     for pool in evaluation.pools:
         if pool.min_gpus < 0:
-            raise InfeasibleError(infeasible_pool_message(evaluation, pool.name))
+            raise InfeasibleError(infeasible_pool_message(problem, evaluation, pool.name))
     return plan.with_gpus([p.min_gpus for p in evaluation.pools])
 
 
-def infeasible_pool_message(evaluation: FleetEvaluation, pool_name: str) -> str:
+def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, pool_name: str) -> str:
     """``infeasible: pool <name> needs P99 prefill X ms + one iteration Y ms > SLO Z ms`` (paper rule).
 
-    Under the fleetsim TTFT rule the floor is the pool's mean prefill at one active slot.  A pool whose floor fits
-    the SLO but which needs more than ``MAX_GPUS`` GPUs (queueing/sizing.py) is told so, with its load.
+    Under the fleetsim TTFT rule the floor is the pool's mean prefill at one active slot; under the batching model,
+    the in-GPU time to first token of the idle pool (iteration ``W``, no wait), which the model tends to as GPUs
+    are added.  A pool whose floor fits the SLO but which needs more than ``MAX_GPUS`` GPUs (queueing/sizing.py)
+    is told so, with its load.
     """
-    pool = next(p for p in evaluation.pools if p.name == pool_name)
-    if floor_fits(pool.prefill_p99_ms + pool.first_iteration_ms, evaluation.ttft_slo_ms):
+    j, pool = next((j, p) for j, p in enumerate(evaluation.pools) if p.name == pool_name)
+    if evaluation.service_model == "batching":
+        in_gpu_ms, iteration_ms = _idle_batching_floor(problem, evaluation.plan, j)
+        fits = floor_fits(in_gpu_ms, evaluation.ttft_slo_ms)
+        floor = f"an in-GPU time to first token of {in_gpu_ms:.1f} ms even when idle (P99 prefill and first decode at {iteration_ms:.1f} ms per iteration)"
+    else:
+        fits = floor_fits(pool.prefill_p99_ms + pool.first_iteration_ms, evaluation.ttft_slo_ms)
+        floor = (f"mean prefill {pool.prefill_p99_ms:.1f} ms (fleetsim rule)" if evaluation.ttft_rule == "fleetsim"
+                 else f"P99 prefill {pool.prefill_p99_ms:.1f} ms + one iteration {pool.first_iteration_ms:.1f} ms")
+    if fits:
         return (
             f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs more than {MAX_GPUS:,} GPUs (2^53), the "
-            f"most the queueing model counts exactly: {pool.rate_rps:.4g} req/s x mean service {pool.mean_service_ms:.4g} ms "
-            f"= {pool.load_erlangs:.4g} erlangs of load at rho_max {evaluation.rho_max:g} with {pool.slots_per_gpu} slots per GPU"
+            f"most the queueing model counts exactly: {pool.rate_rps:.4g} req/s at rho_max {evaluation.rho_max:g} with "
+            f"{pool.slots_per_gpu} slots per GPU" + (f" (mean service {pool.mean_service_ms:.4g} ms = {pool.load_erlangs:.4g} erlangs of load)"
+                                                     if evaluation.service_model != "batching" else "")
         )
-    if evaluation.ttft_rule == "fleetsim":
-        floor = f"mean prefill {pool.prefill_p99_ms:.1f} ms (fleetsim rule)"
-    else:
-        floor = f"P99 prefill {pool.prefill_p99_ms:.1f} ms + one iteration {pool.first_iteration_ms:.1f} ms"
     return (
         f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs {floor} "
         f"> SLO {evaluation.ttft_slo_ms:g} ms, before any queueing"
     )
+
+
+def _idle_batching_floor(problem: FleetProblem, plan: Plan, j: int) -> tuple[float, float]:
+    """Pool ``j`` of ``plan`` under the batching model with no traffic: its in-GPU P99 time to first token and its
+    iteration time (``W``), both ms."""
+    served = route(problem.mix, plan, problem.compressible_fraction)[j]
+    config = problem.pool(plan.pools[j].window_tokens, plan.pools[j].gpu)
+    idle = state_at(batching_workload([config], [(served.l_in, served.l_out, served.weight)], np.zeros(1)), [config], np.ones(1))
+    return float(idle.in_gpu_p99_ms[0]), float(idle.iteration_ms[0])

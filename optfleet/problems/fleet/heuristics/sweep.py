@@ -122,7 +122,7 @@ def _why_none(problem: FleetProblem, table: pd.DataFrame) -> str:
     row[["n_short", "n_long"]] = 0
     evaluation = evaluate(problem, plan_from_row(problem, row, "sweep"))
     broken = [p for p in evaluation.pools if p.min_gpus < 0]
-    return infeasible_pool_message(evaluation, broken[0].name) if broken else "no pool size meets the SLO"
+    return infeasible_pool_message(problem, evaluation, broken[0].name) if broken else "no pool size meets the SLO"
 
 
 def plan_from_row(problem: FleetProblem, row: pd.Series, method: str) -> Plan:
