@@ -232,7 +232,8 @@ class SloSpec(Strict):
     def _batching_defines_ttft(cls, model: str, info: ValidationInfo) -> str:
         if model == "batching" and info.data.get("ttft_rule") == "fleetsim":
             raise ValueError("the batching service model computes its own P99 TTFT (slot wait + in-GPU time to first token); "
-                             "it does not take ttft_rule: fleetsim (set slo.ttft_rule: paper)")
+                             "it does not take ttft_rule: fleetsim (set slo.ttft_rule: paper; the fleetsim_compatible preset sets "
+                             "fleetsim and cannot be combined with the batching model)")
         return model
 
 
