@@ -52,6 +52,8 @@ class SolveReport:
         """One line for people, e.g. ``optimal, $249.73, bound 249.73, gap 0.00 %, 0.21 s``."""
         if self.proven_optimal:
             head = "optimal"
+        elif self.has_solution and self.status == UNPROVEN:
+            head = "not proven optimal (a gap to the bound remains)"
         elif self.has_solution:
             head = f"not proven optimal ({self.status.replace('_', ' ')} reached)"
         else:

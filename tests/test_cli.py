@@ -62,7 +62,7 @@ def test_preset_flag_switches_the_service_model(capsys):
 def test_validate_summarises(capsys):
     assert main(["validate", str(FLEET_INSTANCES / "azure_2023.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "valid fleet instance 'azure-2023'" in out and "17 boundaries x 11 gammas" in out
+    assert "valid fleet instance 'azure-2023'" in out and "17 boundaries x 11 gammas" in out and "service model slots" in out
 
 
 def test_catalog_lists_gpus_and_models_with_sources(capsys):

@@ -295,3 +295,12 @@ def test_batches_keep_the_order_and_cover_the_study():
     assert [pair for batch in cut for pair in batch] == study
     assert len(cut) == 2 * TASKS_PER_WORKER
     assert batches(study[:3], 2) == [[pair] for pair in study[:3]]
+
+
+def test_a_set_field_may_index_lists_with_brackets():
+    """``constraints[0].max_cost_per_hour`` reads as ``constraints.0.max_cost_per_hour`` (a review: it was refused
+    with a message that named no field)."""
+    from optfleet.studies.overrides import split_assignment
+
+    assert split_assignment("constraints[0].max_cost_per_hour=5", "FIELD=VALUE") == ("constraints.0.max_cost_per_hour", "5")
+    assert split_assignment("gpus[1][0]=2", "FIELD=VALUE") == ("gpus.1.0", "2")

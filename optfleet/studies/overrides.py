@@ -36,6 +36,7 @@ MAX_SCENARIOS = 1_000_000  # a larger study is a typo (a range step too small), 
 _NUMBER = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
 _RANGE = re.compile(rf"^({_NUMBER}):({_NUMBER}):({_NUMBER})$")
 _OPENING, _CLOSING = "[{", "]}"
+_INDEX = re.compile(r"\[(\d+)\]")
 
 
 def split_assignment(item: str, usage: str) -> tuple[str, str]:
@@ -44,9 +45,10 @@ def split_assignment(item: str, usage: str) -> tuple[str, str]:
     field, sep, text = item.partition("=")
     if not sep or not field.strip() or not text.strip():
         raise InputError("--set", item, f"expected {usage}")
-    if any(not part for part in field.strip().split(".")):
+    field = _INDEX.sub(r".\1", field.strip())  # constraints[0].kind reads as constraints.0.kind
+    if any(not part for part in field.split(".")):
         raise InputError("--set", item, "the field path has an empty part (two dots, or a dot at an end)")
-    return field.strip(), text
+    return field, text
 
 
 def yaml_value(text: str, field: str, item: str) -> Any:
