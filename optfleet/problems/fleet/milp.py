@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -72,6 +73,7 @@ FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance i
 MOMENTS_GAP = ("optimal for the model at its own pools' E[S^2]/E[S]; the gap is what a routing with lower moments might save "
                "(the bound's tables are at the least E[S^2]/E[S] of a class each pool can hold)")
 FLOOR_RESOLUTIONS = (1, 2, 4, 8)  # fleetsim floor levels per prefill chunk, refined while the relaxation leaves a gap
+MIN_SOLVE_S = 1.0  # a batching table model's solve gets at least this much of what is left of the time limit
 # Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
 OPEN_SET_LIMIT = 20_000
 
@@ -342,7 +344,12 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     previous: pyo.ConcreteModel | None = None
     best: MilpResult | None = None
     history: list[dict] = []
+    started = time.perf_counter()
     for iteration in range(1, max_iterations + 1):
+        spent = time.perf_counter() - started
+        if iteration > 1 and time_limit_s is not None and spent >= time_limit_s:
+            break  # the time limit bounds the refreshes too: the best so far (or a resized or the sweep's plan) stands
+        remaining = None if time_limit_s is None else max(time_limit_s - spent, MIN_SOLVE_S)
         tabled, wait_tables = tabled_data(data, tables.capacity)
         caps = _within_cost(tabled, np.maximum(gpu_bounds(tabled, problem.constraints), bounds), swept and swept.cost_per_hour, customize)
 
@@ -351,7 +358,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
                           skip=skip, wait_tables=wait_tables)
 
         model = model_at()
-        report = _solve_from(model, start, previous, None, solver=solver, customize=customize, time_limit_s=time_limit_s, mip_gap=mip_gap)
+        report = _solve_from(model, start, previous, None, solver=solver, customize=customize, time_limit_s=remaining, mip_gap=mip_gap)
         if not report.has_solution:
             if iteration > 1:
                 break  # a refresh left no plan: the best so far (or the sweep's plan) stands
