@@ -283,3 +283,23 @@ def test_cases_out_of_time_report_no_bound_and_no_solution():
     split = open_set_cases(model)
     report = solve_cases(model, split.groups, split.cases, time_limit=1e-9)
     assert report.status == "time_limit" and report.objective is None and report.bound is None
+
+
+def test_a_milp_plan_dearer_than_the_sweeps_gives_way_to_it():
+    """DESIGN requirement 2 kept by construction: a result dearer than the sweep's plan (as a refreshed model's
+    optimum can be) is replaced by the sweep's plan, its status judged against the same bound."""
+    from dataclasses import replace
+
+    from optfleet.problems.fleet.milp import _no_worse_than_sweep
+
+    problem = fleet_problem("toy")
+    result = solve_milp(problem, routing="split")
+    swept = evaluate(problem, sweep(problem).plan)
+    dearer = result.plan.with_gpus([p.gpus + 1 for p in result.plan.pools])
+    worse = replace(result, plan=dearer, evaluation=evaluate(problem, dearer))
+    kept = _no_worse_than_sweep(problem, worse, problem.max_pools, None, None)
+    assert kept.evaluation.cost_per_hour == pytest.approx(min(swept.cost_per_hour, worse.evaluation.cost_per_hour))
+    if swept.cost_per_hour < worse.evaluation.cost_per_hour:
+        assert kept.note.startswith("the sweep's plan") and kept.report.objective == pytest.approx(swept.cost_per_hour)
+        assert kept.report.status == ("optimal" if swept.cost_per_hour <= result.report.bound * (1 + 1e-9) else "unproven")
+    assert _no_worse_than_sweep(problem, result, problem.max_pools, None, None) is result  # the MILP's own optimum stays

@@ -170,6 +170,7 @@ def solve_milp(
             if problem.ttft_rule != "fleetsim" or not _levels_leave_gap(result, relaxation(result.ratio_ms), time_limit_s, mip_gap, customize, solver):
                 result = replace(result, note=result.note or MOMENTS_GAP)
                 break
+        result = _no_worse_than_sweep(problem, result, max_pools, customize, mip_gap)
     else:
         # The relaxation without wait tables (milp_batching.py) contains every plan that meets the batching model.
         relaxed_data, relaxed_tables = relaxation_data(data)
@@ -334,11 +335,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     # instance's constraints (a resized plan may break one the model held)
     repairable = not customize and FLEET_CONSTRAINTS.objective(problem.constraints) == COST
     repaired: tuple[int, FleetEvaluation] | None = None
-    # The sweep's plan: the start of the tables; the incumbent when it is on the instance's own hardware within K pools
-    incumbent_allowed = (sweep_plan is not None and repairable and not problem.heterogeneous
-                         and sum(p.gpus > 0 for p in sweep_plan.pools) <= max_pools)
-    swept = evaluate(problem, sweep_plan) if incumbent_allowed else None
-    swept = swept if swept is not None and _passes(problem, swept) else None
+    swept = _sweep_incumbent(problem, sweep_plan, max_pools, customize)  # the sweep's plan also starts the tables
     tables = BatchingTables(per_gpu_capacity(data, initial_traffic(data, sweep_plan)))
     start = sweep_plan if warm_start else None
     previous: pyo.ConcreteModel | None = None
@@ -395,6 +392,34 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     if best is None:
         raise _still_failing(evaluation, max_iterations)
     return replace(best, history=history)
+
+
+def _sweep_incumbent(problem: FleetProblem, sweep_plan: Plan | None, max_pools: int,
+                     customize: Callable[[pyo.ConcreteModel], None] | None) -> FleetEvaluation | None:
+    """The sweep's plan, scored, when the MILP may return it: under the cost objective without a Python hook, on the
+    instance's own hardware within K pools, meeting the SLO and the instance's constraints; else None."""
+    if (sweep_plan is None or customize is not None or FLEET_CONSTRAINTS.objective(problem.constraints) != COST or problem.heterogeneous
+            or sum(p.gpus > 0 for p in sweep_plan.pools) > max_pools):
+        return None
+    swept = evaluate(problem, sweep_plan)
+    return swept if _passes(problem, swept) else None
+
+
+def _no_worse_than_sweep(problem: FleetProblem, result: MilpResult, max_pools: int, customize: Callable[[pyo.ConcreteModel], None] | None,
+                         mip_gap: float | None) -> MilpResult:
+    """DESIGN's requirement that the unrestricted MILP is never worse than the sweep, kept where the refreshed models
+    missed the sweep's plan (their tables sit at their own pools' moments, and the relaxation's plan may fail the
+    evaluator): the sweep's plan is then the result, against the relaxation's bound."""
+    swept = _sweep_incumbent(problem, _sweep_plan(problem), max_pools, customize)
+    if swept is None or swept.cost_per_hour >= result.evaluation.cost_per_hour - 1e-9:
+        return result
+    report, cost = result.report, swept.cost_per_hour
+    gap = relative_gap(cost, report.bound) if report.bound is not None else None
+    status = report.status
+    if status in (OPTIMAL, UNPROVEN):
+        status = OPTIMAL if gap is not None and gap <= max(mip_gap or 0.0, 1e-9) + 1e-9 else UNPROVEN
+    return MilpResult(swept.plan, replace(report, status=status, objective=cost, gap=gap), swept, result.iterations, result.converged,
+                      result.history, result.ratio_ms, "the sweep's plan: cheaper than the plans of the MILP's refreshed models")
 
 
 def _passes(problem: FleetProblem, evaluation: FleetEvaluation) -> bool:
