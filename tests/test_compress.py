@@ -102,14 +102,16 @@ def test_pagerank_runs_with_the_papers_parameters_and_reaches_its_fixed_point(mo
 @given(n=st.integers(2, 40), density=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1))
 def test_textrank_is_networkx_pagerank_with_dangling_sentences_sent_uniformly(n, density, seed):
     """The same fixed point as networkx's PageRank (its default dangling rule) on random symmetric similarity
-    graphs, dangling sentences included, to networkx's own stopping tolerance."""
+    graphs, dangling sentences included.  The power iteration stops at an L1 step below ``tol`` and returns the
+    iterate before that step; a damped step contracts by ``d``, so that iterate is within ``tol / (1 - d)`` of the
+    fixed point in L1 (networkx's reference is run to 1e-12)."""
     import networkx as nx
 
     rng = np.random.default_rng(seed)
     weights = np.triu(rng.random((n, n)) * (rng.random((n, n)) < density), 1)
     similarity = weights + weights.T
     reference = nx.pagerank(nx.from_numpy_array(similarity), alpha=0.85, max_iter=1000, tol=1e-12)
-    np.testing.assert_allclose(textrank(similarity), [reference[i] for i in range(n)], atol=1e-5)
+    assert np.abs(textrank(similarity) - [reference[i] for i in range(n)]).sum() <= 1e-5 / (1 - 0.85) + 1e-9
 
 
 def test_keep_rules_and_cap_keep_the_first_three_and_last_two():
