@@ -11,7 +11,7 @@ INFEASIBLE = "infeasible"
 UNBOUNDED = "unbounded"
 INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
 ERROR = "error"
-UNPROVEN = "unproven"  # the solver said optimal, but its bound is too far from the incumbent to prove it
+UNPROVEN = "unproven"  # a plan whose gap to the proven bound is beyond the MIP gap (a solver's loose "optimal", or a relaxation's bound)
 
 
 @dataclass(frozen=True)
