@@ -135,3 +135,14 @@ def test_no_pool_of_any_plan_has_moments_below_the_least_class_ratio(name, prese
             if pool.share > 0:
                 j = windows.index(pool.window_tokens)
                 assert (1 + pool.service_scv) * pool.mean_service_ms >= data.least_ratio_ms[j] * (1 - 1e-9)
+
+
+def test_when_no_refreshed_model_passes_the_sweeps_plan_stands(tmp_path):
+    """Found by the property test above at HiGHS 1.15: split routing's six refreshed models each returned a plan
+    whose short pool broke the SLO at its own moments, and the MILP raised "no plan" on an instance the sweep
+    solves at 8 $/h.  The sweep's plan is now the result, against the relaxation's bound."""
+    problem = _toy_fleetsim(tmp_path, 3998.0, 0.5048866271972656, 38.25, 4.42578125)
+    swept = evaluate(problem, sweep(problem).plan).cost_per_hour
+    result = solve_milp(problem, routing="split")
+    assert result.evaluation.meets_slo and result.evaluation.cost_per_hour <= swept + 1e-6
+    assert result.report.bound <= result.evaluation.cost_per_hour + 1e-6

@@ -255,7 +255,8 @@ def _solve_within(
         return _solve_batching_within(problem, data, bounds, routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap,
                                       warm_start=warm_start, max_iterations=max_iterations, customize=customize, solver=solver)
     ratio = data.service_ratio_ms.copy()
-    start = _sweep_plan(problem) if warm_start else None
+    sweep_plan = _sweep_plan(problem)
+    start = sweep_plan if warm_start else None
     history: list[dict] = []
 
     def model_at(ratio_ms: np.ndarray, skip: int | None = None) -> pyo.ConcreteModel:
@@ -314,7 +315,14 @@ def _solve_within(
             updated = np.maximum(updated, ratio)
         previous, start, ratio = model, None, updated
     if best is None:
-        raise _still_failing(evaluation, max_iterations)
+        # No refreshed model's plan passed: the sweep's plan stands when the MILP may return it (the relaxation that
+        # follows gives the bound); else no plan, which is not proof of infeasibility.
+        swept = _sweep_incumbent(problem, sweep_plan, max_pools, customize)
+        if swept is None:
+            raise _still_failing(evaluation, max_iterations)
+        incumbent = SolveReport(UNPROVEN, swept.cost_per_hour, None, None, report.seconds, report.solver, log=report.log, counts=report.counts)
+        return MilpResult(swept.plan, incumbent, swept, max_iterations, False, history, ratio.copy(),
+                          f"the sweep's plan: no plan of the MILP's {max_iterations} refreshed models passed the evaluator")
     return MilpResult(best.plan, best.report, best.evaluation, best.iterations, False, history, best.ratio_ms)
 
 
