@@ -197,8 +197,8 @@ def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, model: pyo.C
     their intervals; the batching model's tables at a traffic mix) and ``model`` is a relaxation that contains every
     plan meeting the rule, so its bound is the bound.  Its own plan, if it passes the evaluator at a better objective,
     replaces ``result``'s.  The report is the plan's incumbent against the relaxation's bound: ``optimal`` when that
-    gap is within the MIP gap, ``unproven`` when more is left (both models solved to optimality), else the
-    relaxation's status (e.g. its time limit)."""
+    gap is within the MIP gap (whatever either solve's own status), ``unproven`` when more is left and both models
+    were solved to optimality, else the status of the one that was not (e.g. its time limit)."""
     warm = fleet_model.can_warm_start(model, result.plan)
     if warm:
         fleet_model.warm_start(model, result.plan)
@@ -214,10 +214,12 @@ def _bound_by_relaxation(problem: FleetProblem, result: MilpResult, model: pyo.C
                                          f"the relaxation's plan ({label}), which passes the evaluator"), relaxed.objective
     gap = relative_gap(objective, relaxed.bound)
     tolerance = max(mip_gap or 0.0, 1e-9) + 1e-9
-    if not relaxed.proven_optimal or not result.report.proven_optimal:
+    if gap is not None and gap <= tolerance:
+        status = OPTIMAL  # a plan that passes the evaluator at a proven bound, however either was found
+    elif not relaxed.proven_optimal or not result.report.proven_optimal:
         status = relaxed.status if not relaxed.proven_optimal else result.report.status
     else:
-        status = OPTIMAL if gap is not None and gap <= tolerance else UNPROVEN
+        status = UNPROVEN
     report = SolveReport(
         status, objective, relaxed.bound, gap, result.report.seconds + relaxed.seconds, relaxed.solver,
         log=f"{result.report.log}\n-- the relaxation ({label}) --\n{relaxed.log}",
