@@ -31,6 +31,12 @@ def brute_force(scores, tokens, keep, budget, similarity, objective) -> float:
     return best
 
 
+def _prompt_and_budget(text: str, slack: float):
+    """The prepared prompt and a budget ``slack`` of the way from its kept sentences' tokens to all of its tokens."""
+    prompt = prepare(text)
+    return prompt, int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
+
+
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(6, 13), seed=st.integers(0, 10_000), contiguity=st.sampled_from([0.0, 0.3]),
        redundancy=st.sampled_from([0.0, 0.8]), dynamic_program=st.booleans())
@@ -58,8 +64,7 @@ def test_exact_equals_brute_force(n, seed, contiguity, redundancy, dynamic_progr
 @settings(max_examples=25, deadline=None)
 @given(text=random_texts, slack=st.floats(0.0, 1.0))
 def test_greedy_never_beats_the_exact_selection(text, slack):
-    prompt = prepare(text)
-    budget = int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
+    prompt, budget = _prompt_and_budget(text, slack)
     scores = prompt.scores.composite
     greedy = greedy_selection(scores, prompt.tokens, prompt.keep, budget)
     chosen, report = exact_selection(scores, prompt.tokens, prompt.keep, budget, prompt.scores.similarity, Objective(), start=None)
@@ -94,8 +99,7 @@ def test_reduced_cost_fixing_on_a_hand_worked_knapsack():
 @settings(max_examples=25, deadline=None)
 @given(text=random_texts, slack=st.floats(0.0, 1.0))
 def test_fixing_from_a_start_keeps_the_optimum_and_the_bound(text, slack):
-    prompt = prepare(text)
-    budget = int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
+    prompt, budget = _prompt_and_budget(text, slack)
     scores, similarity = prompt.scores.composite, prompt.scores.similarity
     start = greedy_selection(scores, prompt.tokens, prompt.keep, budget, per_token=True)
     fixed, fixed_report = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), start=start,
@@ -111,8 +115,7 @@ def test_fixing_from_a_start_keeps_the_optimum_and_the_bound(text, slack):
 @given(text=random_texts, slack=st.floats(0.0, 1.0))
 def test_the_dynamic_program_reaches_highs_own_optimum(text, slack):
     """The dynamic program's optimum (HiGHS then only checks it) equals the optimum HiGHS proves by branching."""
-    prompt = prepare(text)
-    budget = int(prompt.kept_tokens + slack * (prompt.tokens.sum() - prompt.kept_tokens))
+    prompt, budget = _prompt_and_budget(text, slack)
     scores, similarity = prompt.scores.composite, prompt.scores.similarity
     chosen, by_dp = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective())
     _, by_highs = exact_selection(scores, prompt.tokens, prompt.keep, budget, similarity, Objective(), dynamic_program=False)
