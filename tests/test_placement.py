@@ -248,37 +248,6 @@ def test_the_model_ttft_is_below_the_simulated_ttft_request_by_request(seed, n, 
     assert np.all(model <= simulated + 1e-6)
 
 
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 14), kv=st.integers(10, 30))
-def test_the_cache_keeps_its_room_and_every_cached_prefix_whole(seed, n, kv):
-    """After every arrival and at the end: held + cached blocks <= C, reference counts match the running requests,
-    and each origin's cached blocks are exactly [start, end) (what the O(1) reuse lookup relies on)."""
-    from optfleet.problems.placement.policies import Cluster
-
-    problem = _tiny(seed, n, servers=1)
-    kv = max(kv, int(problem.total_blocks.max()))
-    problem = replace(problem, engines=tuple(replace(e, kv_capacity_blocks=kv) for e in problem.engines))
-    cluster = Cluster(problem)
-
-    def check(server) -> None:
-        cache = server.cache
-        assert cache.held_blocks + cache.cached_blocks <= kv
-        assert cache.held_blocks == len(cache._ref) + sum(r.total_blocks - r.shared_upto for r in server.running)
-        present: dict[tuple, set[int]] = {}
-        for origin, k in [*cache._ref, *cache._lru]:
-            present.setdefault(origin, set()).add(k)
-        for origin, blocks in present.items():
-            assert blocks == set(range(min(blocks), cache._end[origin])), origin
-
-    for i in range(n):
-        t = float(problem.requests.arrival_ms[i])
-        cluster.dispatch(i, 0, t)
-        check(cluster.servers[0])
-    cluster.servers[0].drain()
-    check(cluster.servers[0])
-    assert len(cluster.servers[0].finished) == n
-
-
 def test_srpt_relaxation_on_a_hand_worked_case():
     """Jobs (release, work) = (0, 4), (1, 1) at rate 1: SRPT runs job 1 at 1..2, job 0 ends at 5: flows 5 + 1 = 6."""
     assert srpt_total_flow_ms(np.array([0.0, 1.0]), np.array([4.0, 1.0]), 1.0) == pytest.approx(6.0)

@@ -17,102 +17,171 @@ which is what the chained block hashes of vLLM's automatic prefix caching identi
   counters, not by scanning blocks.
 * **Hit.** A request reuses the longest run of cached blocks from block 0, at most ``floor((prompt - 1) / B)``
   blocks (one prompt token is always computed, as in vLLM).
+* **Ranges.**  A running request holds a prefix of each origin's blocks (the group's ``[0, u)``, its session's
+  ``[n_shared, u)``), so an origin's held blocks are ``[start, top)`` (``top`` the deepest holder's end) and its
+  cached ones ``[top, end)``.  Those enter the LRU a release at a time, deepest first, so the cached range is a
+  stack of segments, older ones deeper: eviction trims the oldest segment from its deep end, a new holder takes
+  blocks from the newest one's shallow end.  Every operation is a few integer updates per origin, not one per
+  block (tests/placement_block_cache.py keeps the block-by-block reference it is checked against).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from optfleet.problems.placement.server import Live
 
 
-class BlockCache:
-    """One server's KV blocks (module docstring)."""
+class _Origin:
+    """One origin's blocks on a server: present ``[start, end)``, held ``[start, top)``, cached ``[top, end)`` as
+    segments (newest first in ``segments``), and its holders' ends (end -> running requests holding up to it)."""
 
-    __slots__ = ("capacity_blocks", "block_tokens", "held_blocks", "_ref", "_lru", "_end")
+    __slots__ = ("start", "end", "top", "holders", "segments")
+
+    def __init__(self, start: int) -> None:
+        self.start = self.end = self.top = start
+        self.holders: dict[int, int] = {}
+        self.segments: list[list] = []  # [lo, hi, origin] cached ranges, oldest (deepest) first
+
+
+class BlockCache:
+    """One server's KV blocks (module docstring): per origin the ranges of :class:`_Origin`, and one LRU of cached
+    segments ``[lo, hi, origin]`` over the origins, least recently used first (emptied ones are skipped)."""
+
+    __slots__ = ("capacity_blocks", "block_tokens", "held_blocks", "cached_blocks", "_origins", "_lru", "_empty")
 
     def __init__(self, capacity_blocks: int, block_tokens: int) -> None:
         self.capacity_blocks = capacity_blocks
         self.block_tokens = block_tokens
         self.held_blocks = 0  # blocks some running request holds (shared ones once, plus private ones)
-        self._ref: dict[tuple, int] = {}  # shared block -> running requests holding it
-        self._lru: OrderedDict[tuple, None] = OrderedDict()  # cached blocks nobody holds, least recently used first
-        self._end: dict[tuple, int] = {}  # origin -> one past its last published block
+        self.cached_blocks = 0  # blocks nobody holds, kept for reuse
+        self._origins: dict[tuple, _Origin] = {}
+        self._lru: deque[list] = deque()
+        self._empty = 0  # emptied segments still in the LRU
 
-    @property
-    def cached_blocks(self) -> int:
-        return len(self._lru)
-
-    def _origins(self, r: "Live") -> tuple[tuple, tuple, int]:
+    def _parts(self, r: "Live") -> tuple[tuple, tuple, int]:
+        """The group's and the session's origin names and the blocks of the shared system prompt."""
         return ("g", r.group), ("s", r.session), (r.shared_tokens // self.block_tokens if r.group >= 0 else 0)
+
+    def _origin(self, name: tuple, start: int) -> _Origin:
+        o = self._origins.get(name)
+        if o is None:
+            o = self._origins[name] = _Origin(start)
+        return o
+
+    def end_of(self, name: tuple, default: int) -> int:
+        """One past the last cached block of origin ``name`` (``default`` when it has none)."""
+        o = self._origins.get(name)
+        return default if o is None or o.end == o.start else o.end
 
     def hit_blocks(self, r: "Live") -> int:
         """Blocks of the longest cached prefix request ``r`` reuses (module docstring)."""
-        g, s, n_shared = self._origins(r)
-        g_end = self._end.get(g, 0) if n_shared else 0
-        hit = g_end if g_end < n_shared else self._end.get(s, n_shared)
+        g, s, n_shared = self._parts(r)
+        g_end = self.end_of(g, 0) if n_shared else 0
+        hit = g_end if g_end < n_shared else self.end_of(s, n_shared)
         return min(hit, (r.prompt - 1) // self.block_tokens)
 
-    @staticmethod
-    def _key(k: int, g: tuple, s: tuple, n_shared: int) -> tuple:
-        return (g, k) if k < n_shared else (s, k)
+    def _spans(self, r: "Live", lo: int, hi: int):
+        """Blocks ``[lo, hi)`` of ``r`` cut by origin: (origin name, its start, lo, hi) for each non-empty part, the
+        group's first."""
+        g, s, n_shared = self._parts(r)
+        if lo < min(hi, n_shared):
+            yield g, 0, lo, min(hi, n_shared)
+        if hi > max(lo, n_shared):
+            yield s, n_shared, max(lo, n_shared), hi
 
     def admission_blocks(self, r: "Live", hit: int) -> int:
         """Blocks admitting ``r`` adds to the held ones: its new ``total - hit`` and the reused blocks nobody holds."""
-        g, s, n_shared = self._origins(r)
-        idle = sum(1 for k in range(hit) if self._key(k, g, s, n_shared) in self._lru)
+        idle = 0
+        for name, start, lo, hi in self._spans(r, 0, hit):
+            o = self._origins.get(name)
+            idle += max(0, hi - max(lo, o.top if o is not None else start))
         return r.total_blocks - hit + idle
 
     def admit(self, r: "Live", hit: int) -> None:
         """Hold the ``hit`` reused blocks and ``total - hit`` private ones; evict LRU blocks to keep
         ``held + cached <= C``.  The caller checked the room (:meth:`admission_blocks`)."""
-        g, s, n_shared = self._origins(r)
-        for k in range(hit):
-            self._hold(self._key(k, g, s, n_shared))
+        for name, start, lo, hi in self._spans(r, 0, hit):
+            self._hold(self._origin(name, start), lo, hi)
         self.held_blocks += r.total_blocks - hit
         self._evict()
 
     def publish(self, r: "Live", first: int, last: int) -> None:
         """Share blocks ``[first, last)`` of running request ``r`` (it holds ``[0, first)``), which were private: a
         block already published is reused and the private copy freed, else the private block becomes shared."""
-        g, s, n_shared = self._origins(r)
-        for k in range(first, last):
-            key = self._key(k, g, s, n_shared)
-            if key in self._ref or key in self._lru:
-                self._hold(key)
-                self.held_blocks -= 1  # the private copy
-            else:
-                self._ref[key] = 1
-                self._end[key[0]] = k + 1
+        for name, start, lo, hi in self._spans(r, first, last):
+            o = self._origin(name, start)
+            reused = min(hi, o.end) - lo
+            self._hold(o, lo, hi)
+            self.held_blocks -= max(0, reused)  # the private copies
+            o.end = max(o.end, hi)
+
+    def _hold(self, o: _Origin, lo: int, hi: int) -> None:
+        """A running request that held ``[start, lo)`` of origin ``o`` now holds ``[start, hi)``: the cached blocks
+        among them, the newest segments' shallow ends, become held."""
+        if lo > o.start:
+            self._drop_holder(o, lo)
+        o.holders[hi] = o.holders.get(hi, 0) + 1
+        take = max(0, min(hi, o.end) - o.top)
+        o.top = max(o.top, hi)
+        self.held_blocks += take
+        self.cached_blocks -= take
+        while take:
+            seg = o.segments[-1]
+            step = min(take, seg[1] - seg[0])
+            seg[0] += step
+            take -= step
+            if seg[0] == seg[1]:
+                o.segments.pop()
+                self._empty += 1
+
+    @staticmethod
+    def _drop_holder(o: _Origin, upto: int) -> None:
+        count = o.holders[upto] - 1
+        if count:
+            o.holders[upto] = count
+        else:
+            del o.holders[upto]
 
     def release(self, r: "Live") -> None:
-        """Completing request ``r`` lets go of its shared blocks ``[0, r.shared_upto)``, deepest first, and frees its
-        private ones."""
-        g, s, n_shared = self._origins(r)
-        for k in range(r.shared_upto - 1, -1, -1):
-            key = self._key(k, g, s, n_shared)
-            count = self._ref[key] - 1
-            if count:
-                self._ref[key] = count
-            else:
-                del self._ref[key]
-                self._lru[key] = None
-                self.held_blocks -= 1
+        """Completing request ``r`` lets go of its shared blocks ``[0, r.shared_upto)``, deepest first (its session's,
+        then its group's), and frees its private ones."""
+        for name, start, lo, hi in reversed(list(self._spans(r, 0, r.shared_upto))):
+            o = self._origins[name]
+            self._drop_holder(o, hi)
+            top = max(o.holders) if o.holders else o.start
+            if top < o.top:
+                seg = [top, o.top, o]
+                o.segments.append(seg)
+                self._lru.append(seg)
+                freed = o.top - top
+                self.held_blocks -= freed
+                self.cached_blocks += freed
+                o.top = top
         self.held_blocks -= r.total_blocks - r.shared_upto
 
-    def _hold(self, key: tuple) -> None:
-        count = self._ref.get(key, 0)
-        if count == 0:
-            self._lru.pop(key)
-            self.held_blocks += 1
-        self._ref[key] = count + 1
-
     def _evict(self) -> None:
-        while self.held_blocks + len(self._lru) > self.capacity_blocks:
-            origin, k = self._lru.popitem(last=False)[0]
-            self._end[origin] = k  # deepest first: the origin's cached prefix now ends before k
+        """Evict the least recently used blocks, deepest first, while ``held + cached > C``."""
+        excess = self.held_blocks + self.cached_blocks - self.capacity_blocks
+        while excess > 0:
+            seg = self._lru[0]
+            lo, hi, o = seg
+            step = min(excess, hi - lo)
+            if step:
+                seg[1] = o.end = hi - step
+                self.cached_blocks -= step
+                excess -= step
+            if seg[0] == seg[1]:
+                self._lru.popleft()
+                if step:
+                    o.segments.pop(0)
+                else:
+                    self._empty -= 1
+        if self._empty > 64 and 2 * self._empty > len(self._lru):
+            self._lru = deque(seg for seg in self._lru if seg[0] < seg[1])
+            self._empty = 0
 
 
 class FrozenCache:
