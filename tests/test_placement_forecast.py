@@ -37,7 +37,7 @@ def agree_at_every_arrival(problem, placement) -> tuple[int, int]:
         servers = [cluster.at(k, t) for k in range(len(cluster.servers))]
         hits = np.array([s.cache.hit_blocks(r) for s in servers])
         assert np.array_equal(cluster.hits(r), hits)  # asked only where the session or group was placed
-        ttft, tpot = board.predict(t, r.prompt, r.output, r.total_blocks, hits)
+        ttft, tpot = board.predict(t, r.prompt, r.output, r.total_blocks, hits, cluster.versions)
         for k, server in enumerate(servers):
             reference = oracle_latency(server, r, t)
             assert fast_latency(server, r, t) == reference, (i, k)
@@ -74,6 +74,25 @@ def test_a_decode_stretch_in_flight_is_cut_at_the_arrival():
     join = prefill0 + np.ceil((30.0 - prefill0) / step) * step
     assert ttft == pytest.approx(join + 4 + 1 + 0.25 * 7 + 0.5 * 16 - 30.0)
     assert tpot == pytest.approx(4 + 2 + 0.25 * 7)
+
+
+@pytest.mark.parametrize("reused", [False, True])
+def test_an_arrival_in_a_stretchs_last_iteration_sees_the_state_after_it(reused):
+    """Request 1 (P = 40, O = 5) prefills, then decodes 4 tokens in one stretch; request 2 arrives in its last
+    iteration (not a cut): the board forecasts it from the state at the stretch's end, where request 1 is done and
+    nothing is held, as the reference does.  With ``reused``, request 1 reuses the 2 blocks of its group's system
+    prompt that request 0 left cached, so the blocks it holds are more than those its admission added."""
+    group, t = (0, 1030.0) if reused else (-1, 1045.0)  # its first token at 1008.75 (8 tokens to prefill) or 1024.75
+    rows = [(0.0, 40, 2, 32, group, 0), (1000.0, 40, 5, 32, group, 1), (t, 40, 3, 32, group, 2)]
+    problem = with_requests(instance(), rows)
+    cluster = Cluster(problem)
+    cluster.dispatch(0, 0, 0.0)
+    cluster.dispatch(1, 0, 1000.0)
+    server = cluster.at(0, t)
+    assert server.running[0].hit == (2 if reused else 0)
+    assert server._repeats == 4 and server.iteration_end_ms - server._step_ms < t < server.iteration_end_ms
+    compared, common = agree_at_every_arrival(problem, np.zeros(3, dtype=int))
+    assert (compared, common) == (3, 3)  # all in the board's numpy case
 
 
 @pytest.mark.parametrize(("seqs", "kv", "budget"), [(2, 64, 1000), (8, 12, 1000), (8, 64, 24)])

@@ -223,9 +223,12 @@ class OracleBoard:
     """The forecast for one request on every server at once: numpy over the servers in the common case, the
     snapshot's forward run (:func:`forecast`) elsewhere; the same numbers as :func:`forecast`, bit for bit.
 
-    Per server, kept until its state changes (``Server.version``): its snapshot, and the state at the end of the
-    iteration in flight (completions released) and, for a decode-only stretch, the state now: the decoding rows'
-    remaining tokens sorted ascending and the blocks each frees, padded to ``W`` slots.  The request (``u`` uncached
+    Per server, kept until its state changes (``Server.version``, as the cluster tracks it): its snapshot, and the
+    decoding rows' remaining tokens sorted ascending with the blocks each frees, padded to ``W`` slots (:class:`_Rows`):
+    for a decode-only stretch in flight the state now (an arrival in the stretch's last iteration takes the state at
+    its end from them, :meth:`_Rows.after_stretch`), else the state at the end of the iteration in flight
+    (completions released).  The parts of each slot's iteration time that do not depend on the request are
+    integer or per-(server, n) tables, so the request's own terms are added in the same order as the forward run.  The request (``u`` uncached
     prompt tokens, ``a = total - hit`` added blocks, ``o`` output tokens) arriving at ``t`` is admitted at the first
     planning point ``T``: ``t`` when idle, ``start + c * step`` when it cuts a stretch (``c = max(1, ceil((t -
     start) / step)) < repeats``, every remaining count less ``c``), else the end of the iteration in flight.  The
@@ -258,9 +261,12 @@ class OracleBoard:
         self.simple_after = np.zeros(k, dtype=bool)  # nothing waits and everyone decodes after the iteration in flight
         self.end, self.start, self.step = np.zeros(k), np.zeros(k), np.ones(k)
         self.repeats = np.ones(k, dtype=np.int64)
-        self.n_now, self.held_now, self.n_after, self.held_after = (np.zeros(k, dtype=np.int64) for _ in range(4))
-        self.rem_now, self.rem_after = np.full((k, self.width), _PAD, dtype=np.int64), np.full((k, self.width), _PAD, dtype=np.int64)
-        self.blocks_now, self.blocks_after = np.zeros((k, self.width), dtype=np.int64), np.zeros((k, self.width), dtype=np.int64)
+        self.rows = _Rows(k, self.width)  # the decoders now (stretch) or after the iteration in flight (simple_after)
+        seats = np.arange(self.width)
+        # per server and decoder count n, per slot j: step_base_ms + step_ms_per_seq (1 + (n - j)^+)
+        self.base_seq = np.array([[e.step_base_ms + e.step_ms_per_seq * (1 + np.maximum(0, n - seats)) for n in range(self.width)]
+                                  for e in engines])
+        self.every = np.arange(k)
         self.common_last = 0  # servers forecast in the common case at the last call (a measure for tests and benchmarks)
 
     def _refresh(self, k: int) -> None:
@@ -271,63 +277,52 @@ class OracleBoard:
         self.start[k], self.step[k], self.repeats[k] = s.start_ms, (s.step_ms if s.repeats > 1 else 1.0), s.repeats
         quiet = not s.waiting
         self.stretch[k] = quiet and s.iteration_end_ms is not None and s.repeats > 1 and len(s.decoding) == len(s.running)
+        self.simple_after[k] = False
         if self.stretch[k]:
-            self.n_now[k], self.held_now[k] = self._rows(k, self.rem_now, self.blocks_now, s.running), s.held_blocks
+            self.rows.fill(k, s.running, s.held_blocks)
+            return
         run, held = [list(r) for r in s.running], s.held_blocks
         if s.iteration_end_ms is not None and _finish([run[j] for j in s.decoding], [run[j] for j in s.prefilling], s.repeats):
             run, held = _release(run, held)
         self.simple_after[k] = quiet and all(r[COMPUTED] == r[PROMPT] for r in run)
         if self.simple_after[k]:
-            self.n_after[k], self.held_after[k] = self._rows(k, self.rem_after, self.blocks_after, run), held
+            self.rows.fill(k, run, held)
 
-    @staticmethod
-    def _rows(k: int, remaining: np.ndarray, blocks: np.ndarray, run) -> int:
-        """Row ``k`` of ``remaining`` and ``blocks``: the running rows' remaining tokens, ascending, and the blocks
-        each frees; the rest padded.  Returns how many run."""
-        pairs = sorted((r[OUTPUT] - r[DECODED], r[ADDED]) for r in run)
-        remaining[k] = _PAD
-        blocks[k] = 0
-        if pairs:
-            remaining[k, : len(pairs)], blocks[k, : len(pairs)] = zip(*pairs, strict=True)
-        return len(pairs)
-
-    def predict(self, t_ms: float, prompt: int, output: int, total_blocks: int, hit_blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(TTFT, TPOT) arrays (ms) of a request enqueued at ``t_ms`` on each server (advanced to ``t_ms``), which
-        reuses ``hit_blocks[k]`` blocks on server ``k``: :func:`forecast` on every server (class docstring)."""
-        versions = np.fromiter((s.version for s in self.servers), dtype=np.int64, count=len(self.servers))
+    def predict(self, t_ms: float, prompt: int, output: int, total_blocks: int, hit_blocks: np.ndarray,
+                versions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(TTFT, TPOT) arrays (ms) of a request enqueued at ``t_ms`` on each server (advanced to ``t_ms``; their
+        ``versions`` now), which reuses ``hit_blocks[k]`` blocks on server ``k``: :func:`forecast` on every server
+        (class docstring)."""
         for k in np.flatnonzero(versions != self.versions).tolist():
             self._refresh(k)
-        self.versions = versions
+        self.versions = versions.copy()
         uncached = prompt - hit_blocks * self.block_tokens
         added = total_blocks - hit_blocks
         cut = np.maximum(1.0, np.ceil((t_ms - self.start) / self.step))
         is_cut = self.stretch & (cut < self.repeats)
-        n = np.where(is_cut, self.n_now, self.n_after)
-        held = np.where(is_cut, self.held_now, self.held_after) + added
-        common = (is_cut | self.simple_after) & (self.budget - n > 0) & (n < self.seats) & (held <= self.capacity)
+        last = self.stretch & ~is_cut
+        rows = self.rows.after_stretch(last, self.repeats) if last.any() else self.rows
+        n, held = rows.n, rows.held + added
+        common = (self.stretch | self.simple_after) & (self.budget - n > 0) & (n < self.seats) & (held <= self.capacity)
         end = np.where(self.idle, t_ms, np.where(is_cut, self.start + cut * self.step, self.end))
         width = int(n.max()) + 1  # the slots in use, and one padded (the request's own last stretch)
-        remaining = np.where(is_cut[:, None], self.rem_now[:, :width] - cut.astype(np.int64)[:, None], self.rem_after[:, :width])
-        blocks = np.where(is_cut[:, None], self.blocks_now[:, :width], self.blocks_after[:, :width])
-        slots = np.arange(width)
-        valid = slots < n[:, None]
-        left, passes, active = uncached.copy(), np.zeros_like(n), common.copy()
-        while active.any():  # the request's prefill iterations (a chunk of the budget left each)
-            gone = valid & (remaining <= passes[:, None])  # decoders done in the earlier passes
-            n_now = n - gone.sum(axis=1)
-            chunk = np.minimum(left, self.budget - n_now)
-            step = self.base + self.per_seq * n_now + self.per_block * (held - (blocks * gone).sum(axis=1)) + self.per_token * chunk
-            end = np.where(active, end + step, end)
-            left = np.where(active, left - chunk, left)
-            passes += active
-            active &= left > 0
-        first = end
-        capped = np.clip(remaining - passes[:, None], 0, output - 1)
-        stretches = np.diff(capped, axis=1, prepend=0)
-        decoding = 1 + np.maximum(0, n[:, None] - slots)
-        held_j = held[:, None] - (np.cumsum(blocks, axis=1) - blocks)
-        step_j = self.base[:, None] + self.per_seq[:, None] * decoding + self.per_block[:, None] * held_j + self.per_token[:, None] * 0
-        done = np.cumsum(np.column_stack([first, stretches * step_j]), axis=1)[:, -1]
+        remaining = rows.remaining[:, :width] - np.where(is_cut, cut, 0).astype(np.int64)[:, None]
+        # the first prefill pass: no decoder is done yet (every remaining count is >= 1)
+        chunk = np.minimum(uncached, self.budget - n)
+        first = end + (self.base + self.per_seq * n + self.per_block * held + self.per_token * chunk)
+        left = uncached - chunk
+        passes = np.ones_like(n)
+        more = np.flatnonzero(common & (left > 0))
+        if more.size:
+            first[more], passes[more] = self._later_passes(more, first[more], left[more], n[more], held[more], remaining[more],
+                                                           rows.blocks[more, :width])
+        capped = np.minimum(np.maximum(remaining - passes[:, None], 0), output - 1)
+        sums = np.empty((len(n), width + 1))
+        sums[:, 0] = first
+        np.subtract(capped, np.concatenate((np.zeros((len(n), 1), dtype=np.int64), capped[:, :-1]), axis=1), out=capped)
+        step_j = self.base_seq[self.every, n, :width] + self.per_block[:, None] * (rows.held_less[:, :width] + added[:, None])
+        np.multiply(capped, step_j, out=sums[:, 1:])
+        done = np.add.accumulate(sums, axis=1)[:, -1]
         ttft = first - t_ms
         tpot = (done - first) / (output - 1) if output > 1 else np.zeros_like(first)
         self.common_last = int(common.sum())
@@ -335,3 +330,70 @@ class OracleBoard:
             hit = int(hit_blocks[k])
             ttft[k], tpot[k] = forecast(self.snapshots[k], prompt, output, total_blocks - hit, hit * self.block_tokens, t_ms)
         return ttft, tpot
+
+    def _later_passes(self, rows: np.ndarray, end: np.ndarray, left: np.ndarray, n: np.ndarray, held: np.ndarray,
+                      remaining: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The prefill passes after the first on the servers ``rows`` whose prompt needs more than one (class
+        docstring): each pass's decoders are those not done in the earlier passes.  Returns the first token's time
+        and the passes."""
+        budget, base, per_seq, per_block, per_token = (a[rows] for a in (self.budget, self.base, self.per_seq, self.per_block, self.per_token))
+        valid = np.arange(remaining.shape[1]) < n[:, None]
+        passes, active = np.ones_like(n), np.ones(len(rows), dtype=bool)
+        while active.any():
+            gone = valid & (remaining <= passes[:, None])  # decoders done in the earlier passes
+            n_now = n - gone.sum(axis=1)
+            chunk = np.minimum(left, budget - n_now)
+            step = base + per_seq * n_now + per_block * (held - (blocks * gone).sum(axis=1)) + per_token * chunk
+            end = np.where(active, end + step, end)
+            left = np.where(active, left - chunk, left)
+            passes += active
+            active &= left > 0
+        return end, passes
+
+
+class _Rows:
+    """Per server, the requests decoding in one state (now, in a decode-only stretch; or after the iteration in
+    flight): ``n`` of them, ``held`` blocks, their remaining tokens ascending and the blocks each frees (padded to
+    the width), and per slot ``j`` the held blocks less those the earlier slots free, ``held_less = held -
+    sum_{i<j} b_i`` (the request adds its ``a`` blocks)."""
+
+    def __init__(self, k: int, width: int) -> None:
+        self.n, self.held = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
+        self.remaining, self.blocks = np.full((k, width), _PAD, dtype=np.int64), np.zeros((k, width), dtype=np.int64)
+        self.held_less = np.zeros((k, width), dtype=np.int64)
+        self.width = width
+
+    def fill(self, k: int, run, held: int) -> None:
+        """Row ``k`` from the running rows ``run`` (all decoding) and ``held`` blocks."""
+        pairs = sorted((r[OUTPUT] - r[DECODED], r[ADDED]) for r in run)
+        n = len(pairs)
+        self.n[k], self.held[k] = n, held
+        pad = self.width - n
+        remaining, blocks = (list(x) for x in zip(*pairs, strict=True)) if pairs else ([], [])
+        self.remaining[k] = remaining + [_PAD] * pad
+        self.blocks[k] = blocks + [0] * pad
+        less = [held]
+        for b in blocks:
+            less.append(less[-1] - b)
+        self.held_less[k] = less + [less[-1]] * (pad - 1)
+
+    def after_stretch(self, last: np.ndarray, repeats: np.ndarray) -> "_Rows":
+        """These rows where a request arrives in a decode-only stretch's last iteration (``last``) replaced by the
+        state at its end: every decoder has decoded ``repeats`` more tokens, those with ``repeats`` left (a prefix of
+        the ascending rows) are done and release their blocks (nothing stays held once none runs, FrozenCache)."""
+        out = _Rows.__new__(_Rows)
+        out.width = self.width
+        out.n, out.held = self.n.copy(), self.held.copy()
+        out.remaining, out.blocks, out.held_less = self.remaining.copy(), self.blocks.copy(), self.held_less.copy()
+        for k in np.flatnonzero(last).tolist():
+            done = int(np.count_nonzero(self.remaining[k] == repeats[k]))
+            keep = self.width - done  # the last slot is always padding, so the shifted rows end padded
+            out.n[k] -= done
+            out.remaining[k, :keep] = self.remaining[k, done:] - repeats[k]
+            out.blocks[k, :keep], out.held_less[k, :keep] = self.blocks[k, done:], self.held_less[k, done:]
+            out.remaining[k, keep:], out.blocks[k, keep:], out.held_less[k, keep:] = _PAD, 0, self.held_less[k, -1]
+            out.held[k] = out.held_less[k, 0]
+            if out.n[k] == 0:
+                out.held[k] = 0
+                out.held_less[k] = 0
+        return out

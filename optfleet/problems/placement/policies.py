@@ -40,7 +40,7 @@ class Cluster:
     and each server's signals as of its ``version``, so :meth:`state` reads only the servers that changed.  It also
     keeps the servers each conversation and each group was placed on: a server's cache holds a block of origin
     ``(session, k)`` or ``(group, k)`` (cache.py) only if a request of that session or group ran there, so elsewhere
-    a request reuses nothing and only those servers are asked."""
+    a request reuses nothing and only those servers are asked (its group's only when its system prompt fills a block)."""
 
     def __init__(self, problem: "PlacementProblem") -> None:
         self.problem = problem
@@ -48,6 +48,7 @@ class Cluster:
         self.placement = np.full(len(problem.requests), -1, dtype=np.int64)
         k = len(self.servers)
         self._next_end = np.full(k, np.inf)  # each server's iteration end (inf: idle)
+        self.versions = np.zeros(k, dtype=np.int64)  # each server's Server.version (servers change only through here)
         self._versions = np.full(k, -1, dtype=np.int64)
         self._signals = np.zeros((4, k))  # queue, running, KV usage, input tokens in flight, as of _versions
         self._placed: dict[tuple[str, int], set[int]] = {}  # ("s", session) or ("g", group) -> servers it was placed on
@@ -56,6 +57,7 @@ class Cluster:
         server = self.servers[k]
         server.advance(t_ms)
         self._next_end[k] = np.inf if server.iteration_end_ms is None else server.iteration_end_ms
+        self.versions[k] = server.version
         return server
 
     def advance_all(self, t_ms: float) -> list[Server]:
@@ -69,6 +71,7 @@ class Cluster:
         r = live_request(self.problem, i)
         server.enqueue(r, t_ms)
         self._next_end[k] = server.iteration_end_ms
+        self.versions[k] = server.version
         self.placement[i] = k
         self._placed.setdefault(("s", r.session), set()).add(k)
         if r.group >= 0:
@@ -79,7 +82,7 @@ class Cluster:
         was placed on, 0 elsewhere (class docstring)."""
         hit = np.zeros(len(self.servers), dtype=np.int64)
         where = self._placed.get(("s", r.session), set())
-        if r.group >= 0:
+        if r.group >= 0 and r.shared_tokens >= self.problem.block_tokens:  # a whole block of the system prompt
             where = where | self._placed.get(("g", r.group), set())
         for k in where:
             hit[k] = self.servers[k].cache.hit_blocks(r)
@@ -90,11 +93,10 @@ class Cluster:
         prompt blocks ``hit``, prefix score (reused prompt tokens / prompt tokens) and input tokens in flight."""
         r = live_request(self.problem, i)
         servers = self.advance_all(t_ms)
-        versions = np.fromiter((s.version for s in servers), dtype=np.int64, count=len(servers))
-        for k in np.flatnonzero(versions != self._versions).tolist():
+        for k in np.flatnonzero(self.versions != self._versions).tolist():
             s = servers[k]
             self._signals[:, k] = (s.queue_depth, len(s.running), s.kv_usage, s.input_tokens_in_flight)
-        self._versions = versions
+        self._versions = self.versions.copy()
         hit = self.hits(r)
         queue, running, kv, in_flight = self._signals.copy()
         return {"queue": queue, "running": running, "kv": kv, "hit": hit, "prefix": hit * self.problem.block_tokens / r.prompt,
@@ -246,7 +248,7 @@ class OraclePredictor:
             return np.array(ttft), np.array(tpot)
         if self.board is None:
             self.board = OracleBoard(cluster.servers)
-        return self.board.predict(t_ms, r.prompt, r.output, r.total_blocks, state["hit"])
+        return self.board.predict(t_ms, r.prompt, r.output, r.total_blocks, state["hit"], cluster.versions)
 
     def chosen(self, cluster: Cluster, i: int, t_ms: float, k: int, state: dict[str, np.ndarray], ttft_ms: float, tpot_ms: float) -> None:
         self.accuracy.record(i, ttft_ms, tpot_ms)  # the oracle learns nothing; its error is not knowing later arrivals
