@@ -6,7 +6,8 @@
   (forecast.OracleBoard; after), on the ShareGPT-like workload over ``--servers`` servers, then the fast one at
   ``--large`` requests; ratios are against online round-robin routing at the same size in the same run, and the
   run checks that the two oracles place every request alike.  The time for 1e6 requests is extrapolated linearly
-  from the rate measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s).  "µs
+  from the rate measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s); with
+  ``--large 1000000`` the larger run is that size itself.  "µs
   per decision" for the oracle rows is (its time - round robin's) / requests: the signals, the forecast on every
   server and the choice, per request.
 * Scorer decision: microseconds per request of the predicted-latency choice (affinity gate + headroom scoring)
@@ -54,7 +55,7 @@ def _timed(call) -> tuple[float, object]:
 def simulator(servers: int, requests: int, large: int) -> list[dict]:
     """Round robin (the baseline), the evaluator and online predicted latency with the oracle, exact (the reference
     forward run on a copy of every server, as before) and fast (forecast.OracleBoard), at ``requests`` x
-    ``servers``; then round robin and the fast oracle again at ``large`` x ``servers`` (0: skipped)."""
+    ``servers``; then round robin, the evaluator and the fast oracle again at ``large`` x ``servers`` (0: skipped)."""
     from optfleet.problems.placement.evaluate import evaluate
     from optfleet.problems.placement.policies import OraclePredictor, PredictedLatency, make_policy, route
 
@@ -74,9 +75,11 @@ def simulator(servers: int, requests: int, large: int) -> list[dict]:
     rows[-1]["same_placement_as_exact"] = same
     if large:
         problem = sharegpt(servers, large)
-        big_baseline, _ = _timed(lambda: route(problem, make_policy(problem, "round_robin", {}, "bench")))
+        big_baseline, big_placement = _timed(lambda: route(problem, make_policy(problem, "round_robin", {}, "bench")))
         rows.append({"what": "online round robin (baseline)", "requests": large, "servers": servers, "seconds": big_baseline,
                      "baseline": big_baseline})
+        seconds, _ = _timed(lambda: evaluate(problem, big_placement))
+        rows.append({"what": "evaluator (fixed placement)", "requests": large, "servers": servers, "seconds": seconds, "baseline": big_baseline})
         seconds, _ = _timed(lambda: route(problem, make_policy(problem, "predicted_latency", {}, "bench")))
         rows.append({"what": "online predicted latency, oracle fast, OracleBoard (after)", "requests": large, "servers": servers,
                      "seconds": seconds, "baseline": big_baseline})

@@ -36,11 +36,12 @@ if TYPE_CHECKING:
 
 class _Origin:
     """One origin's blocks on a server: present ``[start, end)``, held ``[start, top)``, cached ``[top, end)`` as
-    segments (newest first in ``segments``), and its holders' ends (end -> running requests holding up to it)."""
+    segments (oldest first in ``segments``), and its holders' ends (end -> running requests holding up to it)."""
 
-    __slots__ = ("start", "end", "top", "holders", "segments")
+    __slots__ = ("name", "start", "end", "top", "holders", "segments")
 
-    def __init__(self, start: int) -> None:
+    def __init__(self, name: tuple, start: int) -> None:
+        self.name = name
         self.start = self.end = self.top = start
         self.holders: dict[int, int] = {}
         self.segments: list[list] = []  # [lo, hi, origin] cached ranges, oldest (deepest) first
@@ -68,7 +69,7 @@ class BlockCache:
     def _origin(self, name: tuple, start: int) -> _Origin:
         o = self._origins.get(name)
         if o is None:
-            o = self._origins[name] = _Origin(start)
+            o = self._origins[name] = _Origin(name, start)
         return o
 
     def end_of(self, name: tuple, default: int) -> int:
@@ -177,6 +178,8 @@ class BlockCache:
                 self._lru.popleft()
                 if step:
                     o.segments.pop(0)
+                    if o.end == o.start:  # nothing left of it (so nothing held): forget it
+                        del self._origins[o.name]
                 else:
                     self._empty -= 1
         if self._empty > 64 and 2 * self._empty > len(self._lru):
