@@ -153,6 +153,7 @@ def result_json(problem: PlacementProblem, result: MethodResult) -> dict[str, An
     if e is not None:
         body["per_step"] = [{"rate_rps": rate, **step_json(m)} for rate, m in e.per_step]
         body["placement_counts"] = [int((result.plan == k).sum()) for k in range(len(problem.engines))]
+        body["placement"] = result.plan.tolist()  # request i -> server; what simulate --plan reads back
     return body
 
 
@@ -194,4 +195,5 @@ KIND = ProblemKind(
     overrides=SOLVE_BLOCK_OVERRIDES,
     gap_summary=gap_summary,
     simulate=lazy("optfleet.problems.placement.simulate", "simulate_instance"),
+    solve_files=lazy(REPORT, "solve_files"),
 )

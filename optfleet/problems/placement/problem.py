@@ -15,7 +15,7 @@ import numpy as np
 
 from optfleet.errors import InputError
 from optfleet.instance.loader import LoadedInstance
-from optfleet.problems.placement.schema import PlacementInstanceSpec, PolicySpec, SloSpec, SolveSpec
+from optfleet.problems.placement.schema import METHOD_NAMES, PlacementInstanceSpec, PolicySpec, SloSpec, SolveSpec
 from optfleet.problems.placement.server import Engine
 from optfleet.problems.placement.workload import Requests, build_requests
 
@@ -68,6 +68,12 @@ def _policies(spec: PlacementInstanceSpec) -> tuple[PolicyEntry, ...]:
             assert isinstance(p, PolicySpec)
             params = p.model_dump(exclude_none=True, exclude={"name", "label"})
             entries.append(PolicyEntry(p.label or p.name, p.name, params))
+    from optfleet.problems.placement.policies import POLICIES
+
+    for i, e in enumerate(entries):
+        if e.label in METHOD_NAMES or (e.label in POLICIES and e.label != e.name):
+            what = "an exact method" if e.label in METHOD_NAMES else "another registered policy"
+            raise InputError(f"policies[{i}].label", e.label, f"is the name of {what}; a label must name only this row (e.g. {e.name}_2)")
     labels = [e.label for e in entries]
     duplicate = next((label for label in labels if labels.count(label) > 1), None)
     if duplicate is not None:

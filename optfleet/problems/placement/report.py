@@ -84,7 +84,8 @@ def _steps(outcome) -> list[str]:
         for rate, m in r.evaluation.per_step:
             p = m.percentiles_ms
             lines.append(f"  {rate:>6g} rps: {m.requests:>5} requests, TTFT p50/p90/p99 {p['ttft'][50]:,.0f}/{p['ttft'][90]:,.0f}/{p['ttft'][99]:,.0f} ms, "
-                         f"NTPOT p50/p90 {p['ntpot'][50]:.1f}/{p['ntpot'][90]:.1f} ms, {m.throughput_tokens_per_s:,.0f} tok/s, hit {100 * m.prefix_hit_rate:.1f} %")
+                         f"NTPOT p50/p90 {p['ntpot'][50]:.1f}/{p['ntpot'][90]:.1f} ms, {m.throughput_tokens_per_s:,.0f} tok/s, hit {100 * m.prefix_hit_rate:.1f} %"
+                         + ("" if m.slo_attainment is None else f", SLO met {100 * m.slo_attainment:.1f} %"))
     return lines
 
 
@@ -94,3 +95,13 @@ def render_gap(outcome: "GapOutcome") -> str:
 
 def render_solve(outcome: "SolveOutcome") -> str:
     return render_problem(outcome.loaded.problem) + "\n\n" + _table(outcome)
+
+
+def solve_files(outcome: "SolveOutcome") -> dict[str, str]:
+    """``plan.json``: the chosen method's placement (request ``i`` -> server index), read back by ``simulate --plan``."""
+    import json
+
+    main = outcome.main[0]
+    if main.plan is None:
+        return {}
+    return {"plan.json": json.dumps({"method": main.method, "placement": main.plan.tolist()})}
