@@ -20,9 +20,9 @@ The model, exactly:
 * Windows, one per target: buckets of queue depth (0, 1, 2-3, 4-7, 8+) x KV usage (tenths) x prefix score
   (quarters), the newest ``per_bucket`` (64) samples in each, so regimes the latest traffic does not visit are not
   forgotten.
-* Retraining: both models every ``retrain_every`` (10) new TTFT samples once there are 30, one thread each (the
-  fits are a few hundred samples; on a shared 2-core machine OpenMP threads made one fit take 3-17 s against 0.7 s
-  on one).  Until the first fit the predictor ranks servers by load (TTFT: waiting + running requests; TPOT:
+* Retraining: both models every ``retrain_every`` (10) new TTFT samples once there are 30.  Fits and predictions
+  run scikit-learn on one thread (:func:`one_thread`: the models are small, and OpenMP threads cost more than they
+  save).  Until the first fit the predictor ranks servers by load (TTFT: waiting + running requests; TPOT:
   running).
 
 Why (the shipped scenarios; mean TTFT ms of the routing, the oracle-driven scorer 1,054 / 5,536 / 4,587 on B / C / D):
@@ -59,6 +59,7 @@ hardly depends on the tokens in flight (a target per queued request, equal to th
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,20 @@ def work_scale(x: np.ndarray) -> np.ndarray:
     """``log(1 + in_flight + input)`` of feature rows: the log of the prompt tokens ahead of and including the request
     (the TTFT model predicts ``log(1 + TTFT)`` minus this, i.e. TTFT per token of work)."""
     return np.log1p(x[..., 5] + x[..., 1])
+
+
+@functools.cache
+def _threadpools() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()  # scanning the loaded libraries takes milliseconds: once
+
+
+def one_thread() -> Any:
+    """A context in which scikit-learn's OpenMP runs on one thread.  The models are small (a few hundred samples, 100
+    candidate rows a call), where threads cost more than they save: on the shared 2-core machine a 300-sample fit
+    took 3-17 s with the default threads against 0.7 s, and one prediction over 100 rows 58.6 ms against 4.1 ms."""
+    return _threadpools().limit(limits=1, user_api="openmp")
 
 
 def bucket(queue: float, kv: float, prefix: float) -> tuple[int, int, int]:
@@ -177,7 +192,8 @@ class QuantilePredictor:
     def latency(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fitted models' p90 TTFT and TPOT (ms) for feature rows ``x`` (:data:`FEATURES`)."""
         ttft_model, tpot_model = self.models
-        return np.expm1(ttft_model.predict(x) + work_scale(x)), np.expm1(tpot_model.predict(x))
+        with one_thread():
+            return np.expm1(ttft_model.predict(x) + work_scale(x)), np.expm1(tpot_model.predict(x))
 
     def predict(self, cluster: "Cluster", i: int, t_ms: float, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         self._collect(cluster)
@@ -224,12 +240,10 @@ class QuantilePredictor:
             self._fit()
 
     def _fit(self) -> None:
-        from threadpoolctl import threadpool_limits  # a scikit-learn dependency
-
         settings = {"loss": "quantile", "quantile": QUANTILE, "max_iter": 100, "min_samples_leaf": 5, "random_state": 0}
         x, ttft = self.ttft_window.arrays()
         xt, tpot = self.tpot_window.arrays()
-        with threadpool_limits(1):  # a few hundred samples: threads cost more than they save (module docstring)
+        with one_thread():
             ttft_model = self.model_class(**settings, monotonic_cst=list(TTFT_PER_TOKEN_MONOTONE)).fit(x, np.log1p(ttft) - work_scale(x))
             tpot_model = self.model_class(**settings, monotonic_cst=list(TPOT_MONOTONE)).fit(xt, np.log1p(tpot))
         self.models = (ttft_model, tpot_model)
