@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 TokenCounter = Callable[[str], int]
 
@@ -38,16 +38,22 @@ _NON_CJK = re.compile(f"[^{_CJK}\\s]")
 _TERM_RUN = re.compile(r"[^\W_]+")
 _CJK_RUN = re.compile(f"([{_CJK}]+)")
 _CLOSERS = "\"'”’)\\]»」』"
+_MARKS = ".!?…؟।॥።։"
+_CJK_STOPS = "。！？"
+# One pass over the text.  Every boundary starts with one of the characters of the leading class, so the regex engine
+# scans for that class (fast) instead of trying each alternative at every position; the lookbehinds then tell
+# which alternative that first character began.  The empty named groups label the alternative (``lastgroup``).
 _BOUNDARY = re.compile(
-    f"(?P<mark>[.!?…؟।॥።։]+[{_CLOSERS}]*)(?=\\s|$)"  # Latin and other spaced scripts
-    f"|(?P<cjk>[。！？]+[{_CLOSERS}]*)"  # CJK full stops
-    r"|(?P<blank>\n[ \t]*\n\s*)"  # a blank line
+    f"[{_MARKS}{_CJK_STOPS}\n]"
+    f"(?:(?<=[{_MARKS}])[{_MARKS}]*[{_CLOSERS}]*(?=\\s+(?P<next>\\S)|\\s*$)(?P<mark>)"  # Latin and other spaced scripts
+    f"|(?<=[{_CJK_STOPS}])[{_CJK_STOPS}]*[{_CLOSERS}]*(?P<cjk>)"  # CJK full stops
+    r"|(?<=\n)[ \t]*\n\s*(?P<blank>))"  # a blank line
 )
-_NEXT_WORD = re.compile(r"\s*(\S)")
+# Terms of an ASCII text in one C pass: letters and digits lower-cased, everything else a space.
+_ASCII_TERMS = str.maketrans({chr(c): (chr(c).lower() if chr(c).isalnum() else " ") for c in range(128)})
 
 
-@dataclass(frozen=True)
-class Sentence:
+class Sentence(NamedTuple):
     """One sentence: its text (stripped) and where it starts and ends in the original text."""
 
     text: str
@@ -60,10 +66,11 @@ def split_sentences(text: str) -> list[Sentence]:
     sentences: list[Sentence] = []
     start = 0
     for match in _BOUNDARY.finditer(text):
-        if match.group("mark") is not None and not _ends_sentence(text, match):
+        kind = match.lastgroup
+        if kind == "mark" and not _ends_sentence(text, match):
             continue
-        end = match.end("blank") if match.group("blank") is not None else match.end()
-        _append(sentences, text, start, match.start("blank") if match.group("blank") is not None else end)
+        stop, end = match.span() if kind == "blank" else (match.end(), match.end())
+        _append(sentences, text, start, stop)
         start = end
     _append(sentences, text, start, len(text))
     return sentences
@@ -71,11 +78,11 @@ def split_sentences(text: str) -> list[Sentence]:
 
 def _ends_sentence(text: str, match: re.Match[str]) -> bool:
     """Whether a spaced-script mark ends its sentence: not before a lower-case word, not after an initial."""
-    following = _NEXT_WORD.match(text, match.end())
-    if following is not None and following.group(1).islower():
+    following = match["next"]
+    if following is not None and following.islower():
         return False
     dot = match.start()
-    initial = match.group("mark") == "." and text[dot - 1].isupper() and (dot < 2 or not text[dot - 2].isalnum())
+    initial = match.end() == dot + 1 and text[dot] == "." and text[dot - 1].isupper() and (dot < 2 or not text[dot - 2].isalnum())
     return not initial
 
 
@@ -83,8 +90,8 @@ def _append(sentences: list[Sentence], text: str, start: int, end: int) -> None:
     piece = text[start:end]
     stripped = piece.strip()
     if stripped:
-        lead = len(piece) - len(piece.lstrip())
-        sentences.append(Sentence(stripped, start + lead, start + lead + len(stripped)))
+        lead = start + len(piece) - len(piece.lstrip())
+        sentences.append(Sentence(stripped, lead, lead + len(stripped)))
 
 
 def approx_tokens(text: str) -> int:
@@ -99,6 +106,8 @@ def approx_tokens(text: str) -> int:
 
 def terms(text: str) -> list[str]:
     """The scored terms of ``text``: lower-cased letter/digit runs; CJK characters and their adjacent bigrams."""
+    if text.isascii():
+        return text.translate(_ASCII_TERMS).split()
     runs = _TERM_RUN.findall(text.lower())
     if _CJK_CHARACTER.search(text) is None:
         return runs
