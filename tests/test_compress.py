@@ -54,6 +54,23 @@ def test_default_count_is_subadditive_over_joined_pieces(pieces):
     assert approx_tokens(" ".join(pieces)) <= sum(approx_tokens(p) for p in pieces)
 
 
+RANGE_EDGES = [chr(c) for c in (0x10FF, 0x1100, 0x11FF, 0x1200, 0x303F, 0x3040, 0x30FF, 0x3100, 0x3130, 0x318F, 0x3190, 0x33FF,
+                                0x3400, 0x4DBF, 0x4DC0, 0x4E00, 0x9FFF, 0xA000, 0xABFF, 0xAC00, 0xD7AF, 0xD7B0, 0xF8FF, 0xF900,
+                                0xFAFF, 0xFB00, 0x1FFFF, 0x20000, 0x2FFFF, 0x30000, 0x2019)]
+
+
+@given(st.lists(st.sampled_from(RANGE_EDGES), max_size=4), st.integers(0, 3000))
+def test_cjk_test_of_a_long_text_agrees_with_the_character_class_of_short_ones(inserted, at):
+    """Long texts are tested by their code points against the range edges, short ones by the regex class."""
+    from optfleet.compress import text as text_module
+
+    filler = "It’s a word. " * 300  # above the long-text length, not ASCII
+    long_text = filler[:at] + "".join(inserted) + filler[at:]
+    assert len(long_text) >= text_module._LONG_TEXT
+    assert text_module.has_cjk(long_text) == (text_module._CJK_CHARACTER.search(long_text) is not None)
+    assert text_module.has_cjk(long_text) == any(text_module.has_cjk(c) for c in inserted)
+
+
 def test_composite_score_on_a_hand_worked_text():
     """Three sentences {cat, dog}, {cat, bird}, {fish}; n = 3, df(cat) = 2, every other term df = 1.
 

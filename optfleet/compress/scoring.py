@@ -64,32 +64,38 @@ class SentenceScores:
 def score_sentences(sentences: list[str]) -> SentenceScores:
     """The module docstring's scores of ``sentences`` (at least one)."""
     counts = term_counts(sentences)
-    frequencies = _row_scaled(counts, _row_sums(counts))
-    similarity = _cosines(counts)
+    lengths = _row_sums(counts)
+    norms = np.sqrt(_row_sums(counts.multiply(counts)))
+    frequencies = _row_scaled(counts, lengths)
+    similarity = _cosines(_row_scaled(counts, norms))
     return SentenceScores(
         textrank=_scaled(textrank(similarity)),
         position=position_scores(len(sentences)),
         tfidf=_scaled(frequencies @ smoothed_idf(counts)),
-        novelty=_scaled(_novelty(frequencies)),
+        novelty=_scaled(_novelty(frequencies, np.divide(norms, lengths, out=np.zeros_like(norms), where=lengths > 0))),
         similarity=similarity,
     )
 
 
 def term_counts(sentences: list[str]) -> csr_matrix:
-    """The sparse ``n x terms`` count matrix ``c_it`` of the sentences' :func:`~optfleet.compress.text.terms`,
-    columns in order of first appearance; a single all-zero column when no sentence has a term.
+    """The sparse count matrix ``c_it`` of the sentences' :func:`~optfleet.compress.text.terms`, one row a sentence
+    and the columns numbered by where a term first occurs in the list of all the terms in order (so columns
+    between two terms' numbers are empty; at least one column).
 
-    Built in one go: every term is looked up once in one vocabulary (a dict) and the ``(sentence, term)``
-    pairs go into scipy's CSR constructor, which sums the repeats.  (scikit-learn's ``CountVectorizer``
-    counts the same, but its per-term Python loop took 12 of the compressor's 48 ms.)"""
+    Built in one go: one vocabulary (a dict) numbers every term in one pass, and the rows of term numbers
+    go into scipy's CSR matrix, whose ``sum_duplicates`` counts the repeats.  (scikit-learn's
+    ``CountVectorizer`` counts the same, but its per-term Python loop took 12 of the compressor's 48 ms.)"""
     from optfleet.compress.text import terms
 
     found = list(map(terms, sentences))
     flat = list(chain.from_iterable(found))
-    vocabulary = {term: column for column, term in enumerate(dict.fromkeys(flat))}
-    rows = np.repeat(np.arange(len(sentences)), np.fromiter(map(len, found), dtype=np.int64, count=len(found)))
-    columns = np.fromiter(map(vocabulary.__getitem__, flat), dtype=np.int64, count=len(flat))
-    return csr_matrix((np.ones(len(flat)), (rows, columns)), shape=(len(sentences), max(len(vocabulary), 1)))
+    vocabulary: dict[str, int] = {}
+    columns = np.fromiter(map(vocabulary.setdefault, flat, range(len(flat))), dtype=np.int64, count=len(flat))
+    starts = np.zeros(len(found) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, found), dtype=np.int64, count=len(found)), out=starts[1:])
+    counts = csr_matrix((np.ones(len(flat)), columns, starts), shape=(len(found), max(len(flat), 1)))
+    counts.sum_duplicates()
+    return counts
 
 
 def smoothed_idf(counts: csr_matrix) -> NDArray[np.float64]:
@@ -134,18 +140,20 @@ def position_scores(n: int) -> NDArray[np.float64]:
     return 1.0 - POSITION_DEPTH * np.sin(np.pi * t)
 
 
-def _novelty(frequencies: csr_matrix) -> NDArray[np.float64]:
-    """``1 - cos(f_i, centroid)``; cosine 0 for a sentence (or centroid) without terms."""
-    centroid = np.asarray(frequencies.mean(axis=0), dtype=np.float64).ravel()
+def _novelty(frequencies: csr_matrix, norms: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``1 - cos(f_i, centroid)`` given the rows' norms ``|f_i|``; cosine 0 for a sentence (or centroid) without terms."""
+    centroid = (frequencies.T @ np.ones(frequencies.shape[0])) / frequencies.shape[0]
     dots = frequencies @ centroid
-    norms = np.sqrt(_row_sums(frequencies.multiply(frequencies))) * np.linalg.norm(centroid)
+    norms = norms * np.linalg.norm(centroid)
     return 1.0 - np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
 
 
-def _cosines(counts: csr_matrix) -> NDArray[np.float64]:
-    """The dense ``n x n`` cosine similarity of the count vectors, zero on the diagonal (no self-loops)."""
-    unit = _row_scaled(counts, np.sqrt(_row_sums(counts.multiply(counts))))
-    similarity = (unit @ unit.T).toarray()
+def _cosines(unit: csr_matrix) -> NDArray[np.float64]:
+    """The dense ``n x n`` matrix of the dot products of the unit-length count vectors ``unit`` (their cosines), zero
+    on the diagonal (no self-loops)."""
+    from sklearn.utils.extmath import safe_sparse_dot
+
+    similarity = safe_sparse_dot(unit, unit.T, dense_output=True)  # scikit-learn >= 1.8 writes the product straight into a dense matrix
     np.fill_diagonal(similarity, 0.0)
     return similarity
 
