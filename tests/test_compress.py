@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from optfleet.compress import Objective, approx_tokens, compress, prepare, split_sentences
 from optfleet.compress import scoring
-from optfleet.compress.scoring import score_sentences, textrank
+from optfleet.compress.scoring import score_sentences, smoothed_idf, term_counts, textrank
 from optfleet.compress.selection import candidate_indices, greedy_selection, keep_mask, selection_value
-from optfleet.compress.text import terms
+from optfleet.compress.text import terms, terms_of
 from optfleet.errors import InputError
 
 pytest.importorskip("sklearn")
@@ -69,6 +69,38 @@ def test_cjk_test_of_a_long_text_agrees_with_the_character_class_of_short_ones(i
     assert len(long_text) >= text_module._LONG_TEXT
     assert text_module.has_cjk(long_text) == (text_module._CJK_CHARACTER.search(long_text) is not None)
     assert text_module.has_cjk(long_text) == any(text_module.has_cjk(c) for c in inserted)
+
+
+sentence_texts = st.lists(st.text(alphabet="Ab_1 .,’é中文ß\n", max_size=25), min_size=1, max_size=12)
+
+
+@given(sentence_texts)
+def test_terms_of_many_sentences_are_each_sentences_terms(sentences):
+    """The ASCII sentences are translated together; every sentence still gets its own terms."""
+    assert terms_of(sentences) == [terms(sentence) for sentence in sentences]
+
+
+@settings(max_examples=40, deadline=None)
+@given(sentence_texts)
+def test_term_counts_are_scikit_learns_count_vectorizer_counts(sentences):
+    """Column ``k`` of the count matrix is the term first met at position ``k`` of all the terms in order; its
+    counts are scikit-learn's ``CountVectorizer`` counts of that term."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+    matrix = term_counts(sentences)
+    counts = matrix.toarray()
+    everything = [term for sentence in sentences for term in terms(sentence)]
+    if not everything:
+        assert counts.shape == (len(sentences), 1) and not counts.any()
+        return
+    vectorizer = CountVectorizer(analyzer=terms)
+    reference = vectorizer.fit_transform(sentences).toarray()
+    columns = {term: everything.index(term) for term in vectorizer.vocabulary_}
+    idf, reference_idf = smoothed_idf(matrix), TfidfTransformer().fit(reference).idf_ - 1.0
+    for term, column in vectorizer.vocabulary_.items():
+        np.testing.assert_array_equal(counts[:, columns[term]], reference[:, column])
+        assert idf[columns[term]] == pytest.approx(reference_idf[column], rel=1e-15)  # document frequencies: repeats summed
+    assert counts.sum() == reference.sum()  # no other counts: the remaining columns are empty
 
 
 def test_composite_score_on_a_hand_worked_text():

@@ -163,8 +163,8 @@ def prepare(text: str, counter: TokenCounter = approx_tokens) -> Prompt:
     if len(sentences) < 2:
         raise InputError("text", text, "has no sentence boundary (. ! ? 。 or a blank line): there is nothing to select from")
     candidates = candidate_indices(len(sentences))
-    chosen_text = [sentences[i].text for i in candidates]
-    tokens = np.array([counter(s) for s in chosen_text], dtype=np.int64)
+    chosen_text = [sentences[i].text for i in candidates.tolist()]
+    tokens = np.array(list(map(counter, chosen_text)), dtype=np.int64)
     return Prompt(text, sentences, candidates, tokens, keep_mask(len(candidates)), score_sentences(chosen_text))
 
 

@@ -123,6 +123,22 @@ def has_cjk(text: str) -> bool:
     return bool((np.searchsorted(_CJK_EDGES, high, side="right") % 2).any())
 
 
+def terms_of(sentences: list[str]) -> list[list[str]]:
+    """:func:`terms` of each sentence.  The ASCII sentences are translated together, in one call: a translation
+    builds its table anew each call, which costs more than translating one sentence (translation keeps the
+    length, so each sentence's part of the result is found by its length)."""
+    translated = "".join([sentence for sentence in sentences if sentence.isascii()]).translate(_ASCII_TERMS)
+    found: list[list[str]] = []
+    at = 0
+    for sentence in sentences:
+        if sentence.isascii():
+            found.append(translated[at:at + len(sentence)].split())
+            at += len(sentence)
+        else:
+            found.append(terms(sentence))
+    return found
+
+
 def terms(text: str) -> list[str]:
     """The scored terms of ``text``: lower-cased letter/digit runs; CJK characters and their adjacent bigrams."""
     if text.isascii():
