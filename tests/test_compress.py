@@ -4,6 +4,7 @@ text, PageRank's parameters, the keep rules, the cap, the greedy fill and the gu
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -69,6 +70,24 @@ def test_cjk_test_of_a_long_text_agrees_with_the_character_class_of_short_ones(i
     assert len(long_text) >= text_module._LONG_TEXT
     assert text_module.has_cjk(long_text) == (text_module._CJK_CHARACTER.search(long_text) is not None)
     assert text_module.has_cjk(long_text) == any(text_module.has_cjk(c) for c in inserted)
+
+
+def test_the_whitespace_table_is_what_str_split_splits_at():
+    from optfleet.compress import text as text_module
+
+    assert [ord(c) for c in text_module._WHITESPACE] == [code for code in range(sys.maxunicode + 1) if chr(code).isspace()]
+
+
+@given(st.text(alphabet="ab’中 \t\n\x85\xa0\u2009\u3000", max_size=40), st.integers(0, 5))
+def test_a_long_texts_token_count_is_the_split_words_count(tail, lead):
+    """Long texts have their words counted on their code points; the count is still ``len(text.split())``'s."""
+    from optfleet.compress import text as text_module
+
+    long_text = " " * lead + "It’s a word.\u3000" * 200 + tail
+    assert len(long_text) >= text_module._LONG_TEXT
+    assert text_module._word_count(long_text) == len(long_text.split())
+    if not text_module.has_cjk(long_text):
+        assert approx_tokens(long_text) == -(-13 * len(long_text.split()) // 10)  # ceil(1.3 w)
 
 
 sentence_texts = st.lists(st.text(alphabet="Ab_1 .,’é中文ß\n", max_size=25), min_size=1, max_size=12)
