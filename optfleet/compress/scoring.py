@@ -32,7 +32,7 @@ tops at 1, as ``P`` does), so the weights compare like with like (the public sem
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, count
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,12 +88,12 @@ def term_counts(sentences: list[str]) -> csr_matrix:
     from optfleet.compress.text import terms_of
 
     found = terms_of(sentences)
-    flat = list(chain.from_iterable(found))
-    vocabulary: dict[str, int] = {}
-    columns = np.fromiter(map(vocabulary.setdefault, flat, range(len(flat))), dtype=np.int64, count=len(flat))
     starts = np.zeros(len(found) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, found), dtype=np.int64, count=len(found)), out=starts[1:])
-    counts = csr_matrix((np.ones(len(flat)), columns, starts), shape=(len(found), max(len(flat), 1)))
+    total = int(starts[-1])
+    vocabulary: dict[str, int] = {}
+    columns = np.fromiter(map(vocabulary.setdefault, chain.from_iterable(found), count()), dtype=np.int64, count=total)
+    counts = csr_matrix((np.ones(total), columns, starts), shape=(len(found), max(total, 1)))
     counts.sum_duplicates()
     return counts
 
