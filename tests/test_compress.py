@@ -90,12 +90,13 @@ def test_a_long_texts_token_count_is_the_split_words_count(tail, lead):
         assert approx_tokens(long_text) == -(-13 * len(long_text.split()) // 10)  # ceil(1.3 w)
 
 
-sentence_texts = st.lists(st.text(alphabet="Ab_1 .,’é中文ß\n", max_size=25), min_size=1, max_size=12)
+sentence_texts = st.lists(st.text(alphabet="Ab_1 .,’é中文ß\n\t-'(Z9!", max_size=25), min_size=1, max_size=12)
 
 
 @given(sentence_texts)
 def test_terms_of_many_sentences_are_each_sentences_terms(sentences):
-    """The ASCII sentences are translated together; every sentence still gets its own terms."""
+    """The ASCII sentences are translated together (a translation table, not the regex of :func:`terms`); every
+    sentence still gets its own terms, the regex's."""
     assert terms_of(sentences) == [terms(sentence) for sentence in sentences]
 
 

@@ -60,7 +60,7 @@ _BOUNDARY = re.compile(
     f"|(?<=[{_CJK_STOPS}])[{_CJK_STOPS}]*[{_CLOSERS}]*(?P<cjk>)"  # CJK full stops
     r"|(?<=\n)[ \t]*\n\s*(?P<blank>))"  # a blank line
 )
-# Terms of an ASCII text in one C pass: letters and digits lower-cased, everything else a space.
+# Terms of an ASCII text in one C pass (then split at spaces): letters and digits lower-cased, everything else a space.
 _ASCII_TERMS = str.maketrans({chr(c): (chr(c).lower() if chr(c).isalnum() else " ") for c in range(128)})
 
 
@@ -125,6 +125,7 @@ def _word_count(text: str) -> int:
 
 
 def _code_points(text: str) -> NDArray[np.uint32]:
+    """The code points of ``text``, one ``uint32`` a character (its UTF-32 encoding)."""
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
 
 
@@ -159,8 +160,6 @@ def terms_of(sentences: list[str]) -> list[list[str]]:
 
 def terms(text: str) -> list[str]:
     """The scored terms of ``text``: lower-cased letter/digit runs; CJK characters and their adjacent bigrams."""
-    if text.isascii():
-        return text.translate(_ASCII_TERMS).split()
     runs = _TERM_RUN.findall(text.lower())
     if not has_cjk(text):
         return runs
