@@ -4,6 +4,7 @@ text, PageRank's parameters, the keep rules, the cap, the greedy fill and the gu
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optfleet.compress import Objective, approx_tokens, compress, prepare, split_sentences
-from optfleet.compress.scoring import score_sentences, textrank
+from optfleet.compress import scoring
+from optfleet.compress.scoring import score_sentences, smoothed_idf, term_counts, textrank
 from optfleet.compress.selection import candidate_indices, greedy_selection, keep_mask, selection_value
-from optfleet.compress.text import terms
+from optfleet.compress.text import terms, terms_of
 from optfleet.errors import InputError
 
 pytest.importorskip("sklearn")
@@ -53,6 +55,74 @@ def test_default_count_is_subadditive_over_joined_pieces(pieces):
     assert approx_tokens(" ".join(pieces)) <= sum(approx_tokens(p) for p in pieces)
 
 
+RANGE_EDGES = [chr(c) for c in (0x10FF, 0x1100, 0x11FF, 0x1200, 0x303F, 0x3040, 0x30FF, 0x3100, 0x3130, 0x318F, 0x3190, 0x33FF,
+                                0x3400, 0x4DBF, 0x4DC0, 0x4E00, 0x9FFF, 0xA000, 0xABFF, 0xAC00, 0xD7AF, 0xD7B0, 0xF8FF, 0xF900,
+                                0xFAFF, 0xFB00, 0x1FFFF, 0x20000, 0x2FFFF, 0x30000, 0x2019)]
+
+
+@given(st.lists(st.sampled_from(RANGE_EDGES), max_size=4), st.integers(0, 3000))
+def test_cjk_test_of_a_long_text_agrees_with_the_character_class_of_short_ones(inserted, at):
+    """Long texts are tested by their code points against the range edges, short ones by the regex class."""
+    from optfleet.compress import text as text_module
+
+    filler = "It’s a word. " * 300  # above the long-text length, not ASCII
+    long_text = filler[:at] + "".join(inserted) + filler[at:]
+    assert len(long_text) >= text_module._LONG_TEXT
+    assert text_module.has_cjk(long_text) == (text_module._CJK_CHARACTER.search(long_text) is not None)
+    assert text_module.has_cjk(long_text) == any(text_module.has_cjk(c) for c in inserted)
+
+
+def test_the_whitespace_table_is_what_str_split_splits_at():
+    from optfleet.compress import text as text_module
+
+    assert [ord(c) for c in text_module._WHITESPACE] == [code for code in range(sys.maxunicode + 1) if chr(code).isspace()]
+
+
+@given(st.text(alphabet="ab’中 \t\n\x85\xa0\u2009\u3000", max_size=40), st.integers(0, 5))
+def test_a_long_texts_token_count_is_the_split_words_count(tail, lead):
+    """Long texts have their words counted on their code points; the count is still ``len(text.split())``'s."""
+    from optfleet.compress import text as text_module
+
+    long_text = " " * lead + "It’s a word.\u3000" * 200 + tail
+    assert len(long_text) >= text_module._LONG_TEXT
+    assert text_module._word_count(long_text) == len(long_text.split())
+    if not text_module.has_cjk(long_text):
+        assert approx_tokens(long_text) == -(-13 * len(long_text.split()) // 10)  # ceil(1.3 w)
+
+
+sentence_texts = st.lists(st.text(alphabet="Ab_1 .,’é中文ß\n\t-'(Z9!", max_size=25), min_size=1, max_size=12)
+
+
+@given(sentence_texts)
+def test_terms_of_many_sentences_are_each_sentences_terms(sentences):
+    """The ASCII sentences are translated together (a translation table, not the regex of :func:`terms`); every
+    sentence still gets its own terms, the regex's."""
+    assert terms_of(sentences) == [terms(sentence) for sentence in sentences]
+
+
+@settings(max_examples=40, deadline=None)
+@given(sentence_texts)
+def test_term_counts_are_scikit_learns_count_vectorizer_counts(sentences):
+    """Column ``k`` of the count matrix is the term first met at position ``k`` of all the terms in order; its
+    counts are scikit-learn's ``CountVectorizer`` counts of that term."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+    matrix = term_counts(sentences)
+    counts = matrix.toarray()
+    everything = [term for sentence in sentences for term in terms(sentence)]
+    if not everything:
+        assert counts.shape == (len(sentences), 1) and not counts.any()
+        return
+    vectorizer = CountVectorizer(analyzer=terms)
+    reference = vectorizer.fit_transform(sentences).toarray()
+    columns = {term: everything.index(term) for term in vectorizer.vocabulary_}
+    idf, reference_idf = smoothed_idf(matrix), TfidfTransformer().fit(reference).idf_ - 1.0
+    for term, column in vectorizer.vocabulary_.items():
+        np.testing.assert_array_equal(counts[:, columns[term]], reference[:, column])
+        assert idf[columns[term]] == pytest.approx(reference_idf[column], rel=1e-15)  # document frequencies: repeats summed
+    assert counts.sum() == reference.sum()  # no other counts: the remaining columns are empty
+
+
 def test_composite_score_on_a_hand_worked_text():
     """Three sentences {cat, dog}, {cat, bird}, {fish}; n = 3, df(cat) = 2, every other term df = 1.
 
@@ -75,20 +145,10 @@ def test_composite_score_on_a_hand_worked_text():
                                                   expected_fish], atol=1e-4)
 
 
-def test_pagerank_runs_with_the_papers_parameters_and_reaches_its_fixed_point(monkeypatch):
-    import sknetwork.ranking
-
-    calls = []
-    original = sknetwork.ranking.PageRank
-
-    def recording(**options):
-        calls.append(options)
-        return original(**options)
-
-    monkeypatch.setattr(sknetwork.ranking, "PageRank", recording)
+def test_pagerank_runs_with_the_papers_parameters_and_reaches_its_fixed_point():
+    assert (scoring.DAMPING, scoring.MAX_ITERATIONS, scoring.TOLERANCE) == (0.85, 100, 1e-5)
     similarity = score_sentences([f"{a} {b}." for a, b in zip(WORDS, WORDS[3:] + WORDS[:3], strict=True)]).similarity
     rank = textrank(similarity)
-    assert calls[-1] == {"damping_factor": 0.85, "solver": "piteration", "n_iter": 100, "tol": 1e-5}
     n = len(rank)
     out = similarity.sum(axis=1)
     dangling = out == 0
@@ -98,20 +158,43 @@ def test_pagerank_runs_with_the_papers_parameters_and_reaches_its_fixed_point(mo
     assert rank.sum() == pytest.approx(1.0)
 
 
+random_graphs = st.tuples(st.integers(2, 40), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+
+
+def similarity_graph(n: int, density: float, seed: int) -> np.ndarray:
+    """A random symmetric similarity matrix with zero diagonal; at low density some sentences are dangling."""
+    rng = np.random.default_rng(seed)
+    weights = np.triu(rng.random((n, n)) * (rng.random((n, n)) < density), 1)
+    return weights + weights.T
+
+
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(2, 40), density=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1))
-def test_textrank_is_networkx_pagerank_with_dangling_sentences_sent_uniformly(n, density, seed):
+@given(graph=random_graphs)
+def test_textrank_is_networkx_pagerank_with_dangling_sentences_sent_uniformly(graph):
     """The same fixed point as networkx's PageRank (its default dangling rule) on random symmetric similarity
     graphs, dangling sentences included.  The power iteration stops at an L1 step below ``tol`` and returns the
     iterate before that step; a damped step contracts by ``d``, so that iterate is within ``tol / (1 - d)`` of the
     fixed point in L1 (networkx's reference is run to 1e-12)."""
     import networkx as nx
 
-    rng = np.random.default_rng(seed)
-    weights = np.triu(rng.random((n, n)) * (rng.random((n, n)) < density), 1)
-    similarity = weights + weights.T
+    similarity = similarity_graph(*graph)
     reference = nx.pagerank(nx.from_numpy_array(similarity), alpha=0.85, max_iter=1000, tol=1e-12)
-    assert np.abs(textrank(similarity) - [reference[i] for i in range(n)]).sum() <= 1e-5 / (1 - 0.85) + 1e-9
+    assert np.abs(textrank(similarity) - [reference[i] for i in range(len(similarity))]).sum() <= 1e-5 / (1 - 0.85) + 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(graph=random_graphs)
+def test_textrank_is_scikit_network_pagerank_step_for_step(graph):
+    """The same iterates as scikit-network's ``PageRank(solver="piteration")`` with the paper's parameters on the
+    graph whose dangling rows link to every sentence (what the compressor ran before it iterated on the dense
+    matrix itself): equal to rounding, not just to the tolerance."""
+    from sknetwork.ranking import PageRank
+
+    similarity = similarity_graph(*graph)
+    adjacency = similarity.copy()
+    adjacency[~adjacency.any(axis=1)] = 1.0
+    reference = PageRank(damping_factor=0.85, solver="piteration", n_iter=100, tol=1e-5).fit_predict(adjacency)
+    np.testing.assert_allclose(textrank(similarity), reference, rtol=1e-10, atol=1e-14)
 
 
 def test_keep_rules_and_cap_keep_the_first_three_and_last_two():

@@ -57,7 +57,7 @@ class Prompt:
     def join(self, chosen: NDArray[np.bool_]) -> str:
         """The chosen candidates' sentences in order: a line break where the original had one before them, else a space."""
         parts: list[str] = []
-        for index in self.candidates[chosen]:
+        for index in self.candidates[chosen].tolist():
             sentence = self.sentences[index]
             if parts:
                 gap = self.text[self.sentences[index - 1].end:sentence.start]
@@ -145,11 +145,10 @@ def compress(text: str, budget_tokens: int, output_tokens: int = 0, *, category:
                          f"the first {KEEP_FIRST} and last {KEEP_LAST} sentences are always kept and the selection counts them "
                          f"sentence by sentence: {prompt.kept_tokens} tokens ({joined} joined); with output_tokens {output_tokens} "
                          f"the budget must be at least {prompt.kept_tokens + output_tokens}")
-    chosen, report, greedy = _select(prompt, budget_tokens, prompt_budget, counter, method, objective, time_limit_s)
-    sent = prompt.join(chosen)
+    chosen, report, greedy, sent, sent_tokens = _select(prompt, budget_tokens, prompt_budget, counter, method, objective, time_limit_s)
     composite = prompt.scores.composite
     return Compression(sent, compressed=True, fits=True, reason=f"compressed to T_c = B - L_out = {prompt_budget} tokens",
-                       compressed_tokens=counter(sent), method=method, sentences=len(prompt.sentences),
+                       compressed_tokens=sent_tokens, method=method, sentences=len(prompt.sentences),
                        candidates=len(prompt.candidates), kept_sentences=prompt.candidates[chosen].tolist(),
                        value=selection_value(chosen, composite, prompt.scores.similarity, objective),
                        greedy_value=selection_value(greedy, composite, prompt.scores.similarity, objective),
@@ -164,8 +163,8 @@ def prepare(text: str, counter: TokenCounter = approx_tokens) -> Prompt:
     if len(sentences) < 2:
         raise InputError("text", text, "has no sentence boundary (. ! ? 。 or a blank line): there is nothing to select from")
     candidates = candidate_indices(len(sentences))
-    chosen_text = [sentences[i].text for i in candidates]
-    tokens = np.array([counter(s) for s in chosen_text], dtype=np.int64)
+    chosen_text = [sentences[i].text for i in candidates.tolist()]
+    tokens = np.array(list(map(counter, chosen_text)), dtype=np.int64)
     return Prompt(text, sentences, candidates, tokens, keep_mask(len(candidates)), score_sentences(chosen_text))
 
 
@@ -186,13 +185,16 @@ def select(prompt: Prompt, budget_tokens: int, method: str, objective: Objective
 
 
 def _select(prompt: Prompt, budget_tokens: int, prompt_budget: int, counter: TokenCounter, method: str, objective: Objective, time_limit_s: float | None):
-    """:func:`select`, redone at a lower budget while the joined text counts above ``T_c`` (module docstring)."""
+    """:func:`select`, redone at a lower budget while the joined text counts above ``T_c`` (module docstring); with
+    the joined text and its count."""
     budget = prompt_budget
     while True:
         chosen, report, greedy = select(prompt, budget, method, objective, time_limit_s)
-        overshoot = counter(prompt.join(chosen)) - prompt_budget
+        sent = prompt.join(chosen)
+        sent_tokens = counter(sent)
+        overshoot = sent_tokens - prompt_budget
         if overshoot <= 0:
-            return chosen, report, greedy
+            return chosen, report, greedy, sent, sent_tokens
         budget -= overshoot
         if budget < prompt.kept_tokens:
             raise InputError("budget_tokens", budget_tokens,

@@ -80,11 +80,12 @@ def greedy_selection(scores: NDArray[np.float64], tokens: NDArray[np.int64], kee
     that still fits ``budget_tokens`` (a sentence too long for what is left is passed over, not the end).
     ``per_token`` orders by score per token ``s_i / t_i`` instead: Dantzig's greedy for the knapsack (1957),
     not the paper's, measured beside it."""
-    chosen = keep.copy()
-    used = int(tokens[keep].sum())
+    chosen = keep.tolist()
+    room = budget_tokens - int(tokens[keep].sum())
     priority = scores / np.maximum(tokens, 1) if per_token else scores
-    for i in np.lexsort((np.arange(len(scores)), -priority)):
-        if not chosen[i] and used + tokens[i] <= budget_tokens:
+    order = np.lexsort((np.arange(len(scores)), -priority))
+    for i, size in zip(order.tolist(), tokens[order].tolist()):
+        if size <= room and not chosen[i]:
             chosen[i] = True
-            used += int(tokens[i])
-    return chosen
+            room -= size
+    return np.array(chosen, dtype=bool)

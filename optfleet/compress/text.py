@@ -27,27 +27,44 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
 
 TokenCounter = Callable[[str], int]
 
 
-_CJK = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff"
+_CJK_RANGES = ((0x1100, 0x11FF), (0x3040, 0x30FF), (0x3130, 0x318F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF),
+               (0xF900, 0xFAFF), (0x20000, 0x2FFFF))  # Hangul Jamo, kana, Hangul compatibility, Han, Hangul, Han compatibility
+_CJK = "".join(f"{chr(first)}-{chr(last)}" for first, last in _CJK_RANGES)
+_CJK_EDGES = np.array([edge for first, last in _CJK_RANGES for edge in (first, last + 1)], dtype=np.uint32)
+# What str.split() splits at (Unicode White_Space; tested against str.isspace), as a table over the code points up to the last.
+_WHITESPACE = "\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_SPACE_TABLE = np.zeros(ord(_WHITESPACE[-1]) + 2, dtype=bool)
+_SPACE_TABLE[[ord(character) for character in _WHITESPACE]] = True
+_LONG_TEXT = 2000  # characters: from about here numpy's test of the code points beats the regex scan (9 ns a character)
 _CJK_CHARACTER = re.compile(f"[{_CJK}]")
 _NON_CJK = re.compile(f"[^{_CJK}\\s]")
 _TERM_RUN = re.compile(r"[^\W_]+")
 _CJK_RUN = re.compile(f"([{_CJK}]+)")
 _CLOSERS = "\"'”’)\\]»」』"
+_MARKS = ".!?…؟।॥።։"
+_CJK_STOPS = "。！？"
+# One pass over the text.  Every boundary starts with one of the characters of the leading class, so the regex engine
+# scans for that class (fast) instead of trying each alternative at every position; the lookbehinds then tell
+# which alternative that first character began.  The empty named groups label the alternative (``lastgroup``).
 _BOUNDARY = re.compile(
-    f"(?P<mark>[.!?…؟।॥።։]+[{_CLOSERS}]*)(?=\\s|$)"  # Latin and other spaced scripts
-    f"|(?P<cjk>[。！？]+[{_CLOSERS}]*)"  # CJK full stops
-    r"|(?P<blank>\n[ \t]*\n\s*)"  # a blank line
+    f"[{_MARKS}{_CJK_STOPS}\n]"
+    f"(?:(?<=[{_MARKS}])[{_MARKS}]*[{_CLOSERS}]*(?=\\s+(?P<next>\\S)|\\s*$)(?P<mark>)"  # Latin and other spaced scripts
+    f"|(?<=[{_CJK_STOPS}])[{_CJK_STOPS}]*[{_CLOSERS}]*(?P<cjk>)"  # CJK full stops
+    r"|(?<=\n)[ \t]*\n\s*(?P<blank>))"  # a blank line
 )
-_NEXT_WORD = re.compile(r"\s*(\S)")
+# Terms of an ASCII text in one C pass (then split at spaces): letters and digits lower-cased, everything else a space.
+_ASCII_TERMS = str.maketrans({chr(c): (chr(c).lower() if chr(c).isalnum() else " ") for c in range(128)})
 
 
-@dataclass(frozen=True)
-class Sentence:
+class Sentence(NamedTuple):
     """One sentence: its text (stripped) and where it starts and ends in the original text."""
 
     text: str
@@ -60,10 +77,11 @@ def split_sentences(text: str) -> list[Sentence]:
     sentences: list[Sentence] = []
     start = 0
     for match in _BOUNDARY.finditer(text):
-        if match.group("mark") is not None and not _ends_sentence(text, match):
+        kind = match.lastgroup
+        if kind == "mark" and not _ends_sentence(text, match):
             continue
-        end = match.end("blank") if match.group("blank") is not None else match.end()
-        _append(sentences, text, start, match.start("blank") if match.group("blank") is not None else end)
+        stop, end = match.span() if kind == "blank" else (match.end(), match.end())
+        _append(sentences, text, start, stop)
         start = end
     _append(sentences, text, start, len(text))
     return sentences
@@ -71,11 +89,11 @@ def split_sentences(text: str) -> list[Sentence]:
 
 def _ends_sentence(text: str, match: re.Match[str]) -> bool:
     """Whether a spaced-script mark ends its sentence: not before a lower-case word, not after an initial."""
-    following = _NEXT_WORD.match(text, match.end())
-    if following is not None and following.group(1).islower():
+    following = match["next"]
+    if following is not None and following.islower():
         return False
     dot = match.start()
-    initial = match.group("mark") == "." and text[dot - 1].isupper() and (dot < 2 or not text[dot - 2].isalnum())
+    initial = match.end() == dot + 1 and text[dot] == "." and text[dot - 1].isupper() and (dot < 2 or not text[dot - 2].isalnum())
     return not initial
 
 
@@ -83,24 +101,67 @@ def _append(sentences: list[Sentence], text: str, start: int, end: int) -> None:
     piece = text[start:end]
     stripped = piece.strip()
     if stripped:
-        lead = len(piece) - len(piece.lstrip())
-        sentences.append(Sentence(stripped, start + lead, start + lead + len(stripped)))
+        lead = start + len(piece) - len(piece.lstrip())
+        sentences.append(Sentence(stripped, lead, lead + len(stripped)))
 
 
 def approx_tokens(text: str) -> int:
     """``ceil(1.3 w + 1.5 h)``: ``w`` words holding a non-CJK character, ``h`` CJK characters (module docstring)."""
-    if _CJK_CHARACTER.search(text) is None:  # every word holds a non-CJK character
-        words, cjk = len(text.split()), 0
+    if not has_cjk(text):  # every word holds a non-CJK character
+        words, cjk = _word_count(text), 0
     else:
         words = sum(1 for word in text.split() if _NON_CJK.search(word))
         cjk = len(_CJK_CHARACTER.findall(text))
     return -(-(13 * words + 15 * cjk) // 10)  # ceil(1.3 w + 1.5 h) in integers: no float round-off
 
 
+def _word_count(text: str) -> int:
+    """``len(text.split())``.  A long text's from its code points: a word begins at each non-space character that
+    follows a space, or starts the text (no word strings are made)."""
+    if len(text) < _LONG_TEXT:
+        return len(text.split())
+    space = _SPACE_TABLE[np.minimum(_code_points(text), len(_SPACE_TABLE) - 1)]
+    return int(np.count_nonzero(space[:-1] & ~space[1:])) + int(not space[0])
+
+
+def _code_points(text: str) -> NDArray[np.uint32]:
+    """The code points of ``text``, one ``uint32`` a character (its UTF-32 encoding)."""
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a CJK character.  Never an ASCII text (that test is free); a long text by its code
+    points: a code point lies in one of the ranges when an odd number of range edges ``first, last + 1`` are at
+    or below it."""
+    if text.isascii():
+        return False
+    if len(text) < _LONG_TEXT:
+        return _CJK_CHARACTER.search(text) is not None
+    codes = _code_points(text)
+    high = codes[codes >= _CJK_EDGES[0]]
+    return bool((np.searchsorted(_CJK_EDGES, high, side="right") % 2).any())
+
+
+def terms_of(sentences: list[str]) -> list[list[str]]:
+    """:func:`terms` of each sentence.  The ASCII sentences are translated together, in one call: a translation
+    builds its table anew each call, which costs more than translating one sentence (translation keeps the
+    length, so each sentence's part of the result is found by its length)."""
+    translated = "".join([sentence for sentence in sentences if sentence.isascii()]).translate(_ASCII_TERMS)
+    found: list[list[str]] = []
+    at = 0
+    for sentence in sentences:
+        if sentence.isascii():
+            found.append(translated[at:at + len(sentence)].split())
+            at += len(sentence)
+        else:
+            found.append(terms(sentence))
+    return found
+
+
 def terms(text: str) -> list[str]:
     """The scored terms of ``text``: lower-cased letter/digit runs; CJK characters and their adjacent bigrams."""
     runs = _TERM_RUN.findall(text.lower())
-    if _CJK_CHARACTER.search(text) is None:
+    if not has_cjk(text):
         return runs
     found: list[str] = []
     for run in runs:
