@@ -137,8 +137,8 @@ def test_a_missing_compress_extra_is_named_with_its_install_command(tmp_path, mo
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sknetwork" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rouge_score" else real(name, *a))
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("One sentence here. Another one there.")
     assert main(["compress", str(prompt), "--budget-tokens", "100"]) == 2
-    assert "scikit-network: pip install 'optfleet[compress]'" in capsys.readouterr().err
+    assert "rouge-score: pip install 'optfleet[compress]'" in capsys.readouterr().err

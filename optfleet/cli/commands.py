@@ -221,7 +221,7 @@ def compress_command(args: argparse.Namespace) -> int:
     from optfleet.compress import compress
     from optfleet.compress.fidelity import fidelity
 
-    packages = {"sklearn": "scikit-learn", "sknetwork": "scikit-network", "rouge_score": "rouge-score"}
+    packages = {"sklearn": "scikit-learn", "rouge_score": "rouge-score"}
     missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise InputError("extra", "compress", f"the compressor needs {', '.join(missing)}: pip install 'optfleet[compress]'")
