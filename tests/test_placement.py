@@ -279,7 +279,7 @@ def test_validate_prints_the_capacity_check():
      "servers[0].kv_capacity_blocks"),
     (lambda d: d["workload"]["shared_prefix"].update(output_len=-3), "workload.shared_prefix.output_len"),
     (lambda d: d.update(slo={"ttft_ms": -5}), "slo.ttft_ms"),
-    (lambda d: d.update(policies=[{"name": "load_prefix", "weights": {"prefix": 0, "queue": 0, "kv": 0}}]), "policies[0].weights"),
+    (lambda d: d.update(policies=[{"name": "load_prefix", "weights": {"prefix": 0, "queue": 0, "kv": 0}}]), "policies.0.weights"),
     (lambda d: d.update(policies=["nearest"]), "policies[0]"),
     (lambda d: d.update(solve={"objective": "ttft_excess"}), "solve.objective"),
 ])

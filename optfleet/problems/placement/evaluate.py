@@ -76,12 +76,41 @@ def new_servers(problem: "PlacementProblem") -> list[Server]:
     return [make_server(engine, problem.block_tokens) for engine in problem.engines]
 
 
+def checked_placement(placement: Any, n: int, k: int, field: str = "placement") -> np.ndarray:
+    """``placement`` as an int64 array after checking it holds one server index in ``[0, k)`` for each of the ``n``
+    requests: an InputError naming ``field`` otherwise (the entry at fault, or the length against ``n``).  An entry
+    must be an integer itself: a boolean, a fraction, NaN, a string or a list is refused, never rounded."""
+    what = f"a placement lists one server index in [0, {k}) per request"
+    if isinstance(placement, np.ndarray) and placement.dtype.kind in "iu" and placement.ndim == 1:
+        values, entries = placement, None  # an integer array (a method's plan): checked at numpy speed
+    elif isinstance(placement, (list, tuple, np.ndarray)):
+        entries = placement.tolist() if isinstance(placement, np.ndarray) else list(placement)
+        values = None
+    else:
+        raise InputError(field, type(placement).__name__, what)
+    length = len(entries) if entries is not None else int(values.shape[0])
+    if length != n:
+        raise InputError(field, _head(placement), f"has {length:,} entries; the instance has {n:,} requests ({what})")
+    if entries is not None:
+        for i, v in enumerate(entries):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < k:
+                raise InputError(field, v, f"entry {i} is not a server index ({what})")
+        return np.asarray(entries, dtype=np.int64)
+    bad = np.flatnonzero((values < 0) | (values >= k))
+    if bad.size:
+        raise InputError(field, values[bad[0]].item(), f"entry {int(bad[0])} is not a server index ({what})")
+    return values.astype(np.int64, copy=False)
+
+
+def _head(placement: Any) -> Any:
+    """The first entries of a placement, for a message."""
+    return list(placement[:8]) if not isinstance(placement, np.ndarray) else placement[:8].tolist()
+
+
 def replay(problem: "PlacementProblem", placement: np.ndarray) -> Timeline:
     """Every server replays the requests placed on it (module docstring)."""
-    placement = np.asarray(placement, dtype=np.int64)
     n, k = len(problem.requests), len(problem.engines)
-    if placement.shape != (n,) or (n and (placement.min() < 0 or placement.max() >= k)):
-        raise InputError("placement", placement.tolist()[:8], f"needs one server index in [0, {k}) per request ({n})")
+    placement = checked_placement(placement, n, k)
     servers = new_servers(problem)
     for i in range(n):
         server = servers[placement[i]]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, at_most
 
@@ -32,9 +32,28 @@ MAX_SERVERS = 10_000
 REQUESTS_LIMIT = at_most(MAX_REQUESTS, "requests", "every policy replays every request through the simulator")
 SERVERS_LIMIT = at_most(MAX_SERVERS, "servers", "every routing decision scores every server")
 
+MAX_LENGTH_TOKENS = 100_000_000
+"""Generated lengths (system prompt, question, answer) and their standard deviations: ten times the longest
+context window offered (10M tokens).  A user's prompt grows by a question and an answer per turn for up to
+``max_turns`` (1000) turns, so even draws many deviations out stay far inside int64."""
+LENGTH_LIMIT = at_most(MAX_LENGTH_TOKENS, "tokens", "ten times the longest context window; a history of max_turns turns must fit int64")
+MAX_PREFILL_MS_PER_TOKEN = 100
+"""Prefill time per uncached token: 100 ms is 10 tokens/s, slower than a CPU prefilling a 70B model (a GPU takes
+0.005-1 ms).  The MILP's big-M constants are this times the prompt tokens of every request up to a pair
+(models/placement.py): far above it they reach 1e12 and HiGHS reports a feasible placement infeasible or fails."""
+MAX_STEP_MS = 100_000
+"""An iteration's base time and its per-sequence and per-KV-block terms: 100 s, beyond any real iteration (real
+ones take 1-100 ms); ``step_base_ms`` is the MILP's per-first-token time, kept in the same numeric range."""
+STEP_LIMIT = at_most(MAX_STEP_MS, "ms", "100 s, beyond any real continuous-batching iteration")
+MAX_POLICY_WEIGHT = 1_000_000
+"""A load_prefix scorer weight: only the ratios matter, and a million to one already makes a scorer decide alone;
+far larger weights overflow the weighted sum (1e308 turned every score into inf and the choice into a tie)."""
+
 PositiveReal = Annotated[Real, Field(gt=0.0)]
 NonNegativeReal = Annotated[Real, Field(ge=0.0)]
-Length = Annotated[Integer, TOKEN_LIMIT, Field(ge=0)]
+Length = Annotated[Integer, LENGTH_LIMIT, Field(ge=0)]
+StepMs = Annotated[Real, STEP_LIMIT, Field(ge=0.0)]
+Weight = Annotated[Real, Field(ge=0.0), at_most(MAX_POLICY_WEIGHT, "per weight", "only the ratios count; far larger weights overflow the score")]
 
 METHOD_NAMES = ("hindsight_milp", "lookahead_milp", "relaxation_bound")
 OBJECTIVES = ("total_ttft", "ttft_excess")
@@ -44,12 +63,17 @@ class TimingSpec(Strict):
     """A server's iteration-time profile: one continuous-batching iteration that decodes ``n`` sequences, holds ``b``
     KV blocks in use and prefills ``p`` uncached tokens takes
 
-        t_iter = step_base_ms + step_ms_per_seq * n + step_ms_per_kv_block * b + prefill_ms_per_token * p   (ms)."""
+        t_iter = step_base_ms + step_ms_per_seq * n + step_ms_per_kv_block * b + prefill_ms_per_token * p   (ms).
 
-    prefill_ms_per_token: PositiveReal
-    step_base_ms: NonNegativeReal = 0.0
-    step_ms_per_seq: NonNegativeReal = 0.0
-    step_ms_per_kv_block: NonNegativeReal = 0.0
+    ``step_base_ms`` is required and > 0: no iteration takes 0 ms (a decode step of 0 ms would make TPOT 0).
+    Limits: ``prefill_ms_per_token`` <= 100 (MAX_PREFILL_MS_PER_TOKEN: 10 tokens/s, slower than any real server, and
+    the MILP's big-M stays numerically sound below it); the step terms <= 1e5 ms (MAX_STEP_MS: a 100 s iteration)."""
+
+    prefill_ms_per_token: Annotated[Real, at_most(MAX_PREFILL_MS_PER_TOKEN, "ms per token",
+                                                  "10 tokens/s, slower than any real server; the MILP's big-M constants stay sound")] = Field(gt=0.0)
+    step_base_ms: Annotated[Real, STEP_LIMIT] = Field(gt=0.0)
+    step_ms_per_seq: StepMs = 0.0
+    step_ms_per_kv_block: StepMs = 0.0
 
 
 class ServerSpec(Strict):
@@ -68,18 +92,37 @@ class SharedPrefixSpec(Strict):
     ``num_groups`` system prompts of ``system_prompt_len`` tokens, each shared by ``num_prompts_per_group`` users;
     a user's question has ``question_len +- question_len_sd`` tokens and the answer ``output_len +- output_len_sd``
     (normal, rounded, at least 1).  With ``multi_turn`` a user's next prompt is the previous prompt, the previous
-    answer and a new question; after ``max_turns`` turns the user starts a new conversation."""
+    answer and a new question; after ``max_turns`` turns the user starts a new conversation.  Lengths and their
+    deviations are at most 1e8 tokens (MAX_LENGTH_TOKENS); the users (``num_groups * num_prompts_per_group``) at
+    most MAX_REQUESTS; ``max_prompt_tokens`` at least the system prompt and one question token."""
 
     num_groups: Annotated[Integer, REQUESTS_LIMIT] = Field(ge=1)
     num_prompts_per_group: Annotated[Integer, REQUESTS_LIMIT] = Field(ge=1)
     system_prompt_len: Length
-    question_len: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
-    question_len_sd: NonNegativeReal = 0.0
-    output_len: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
-    output_len_sd: NonNegativeReal = 0.0
+    question_len: Annotated[Integer, LENGTH_LIMIT] = Field(ge=1)
+    question_len_sd: Annotated[Real, LENGTH_LIMIT] = Field(0.0, ge=0.0)
+    output_len: Annotated[Integer, LENGTH_LIMIT] = Field(ge=1)
+    output_len_sd: Annotated[Real, LENGTH_LIMIT] = Field(0.0, ge=0.0)
     multi_turn: bool = True
     max_turns: Annotated[Integer, at_most(1000, "turns", "a history grows by one question and answer per turn")] = Field(5, ge=1)
     max_prompt_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
+
+    @field_validator("num_prompts_per_group")
+    @classmethod
+    def _users(cls, value: int, info: ValidationInfo) -> int:
+        users = value * info.data.get("num_groups", 1)
+        if users > MAX_REQUESTS:
+            raise ValueError(f"num_groups x num_prompts_per_group = {users:,} users: above the limit of {MAX_REQUESTS:,} "
+                             "(the requests an instance may generate; the generator keeps every user's history)")
+        return value
+
+    @field_validator("max_prompt_tokens")
+    @classmethod
+    def _above_system_prompt(cls, value: int | None, info: ValidationInfo) -> int | None:
+        system = info.data.get("system_prompt_len")
+        if value is not None and system is not None and value <= system:
+            raise ValueError(f"must exceed system_prompt_len ({system:,}): a prompt is the system prompt and at least one question token")
+        return value
 
 
 class TraceSpec(Strict):
@@ -97,7 +140,9 @@ class StepSpec(Strict):
 
 class ArrivalSpec(Strict):
     """Poisson arrivals at ``rate_rps`` for ``requests`` requests, or a stepped QPS ladder (Poisson within each
-    step of ``duration_s``).  Ignored for a trace (its arrival times are used)."""
+    step of ``duration_s``).  Ignored for a trace (its arrival times are used).  A process's fields only: ``steps``
+    with ``poisson``, or ``rate_rps``/``requests`` with ``stepped``, are errors (they would be ignored); a ladder's
+    expected requests (sum of rate x duration) obey the request limit of Poisson arrivals (MAX_REQUESTS)."""
 
     process: Literal["poisson", "stepped"] = "poisson"
     rate_rps: PositiveReal | None = None
@@ -111,6 +156,26 @@ class ArrivalSpec(Strict):
         if self.process == "stepped" and not self.steps:
             raise ValueError("stepped arrivals need steps: [{rate_rps, duration_s}, ...]")
         return self
+
+    @field_validator("rate_rps", "requests")
+    @classmethod
+    def _poisson_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("process") == "stepped":
+            raise ValueError("stepped arrivals take their rates and durations from steps (leave it out)")
+        return value
+
+    @field_validator("steps")
+    @classmethod
+    def _ladder(cls, value: list[StepSpec] | None, info: ValidationInfo) -> list[StepSpec] | None:
+        if value is None:
+            return value
+        if info.data.get("process") == "poisson":
+            raise ValueError("poisson arrivals have no steps (write process: stepped for a ladder)")
+        expected = sum(s.rate_rps * s.duration_s for s in value)
+        if expected > MAX_REQUESTS:
+            raise ValueError(f"the ladder expects {expected:,.4g} requests (sum of rate_rps x duration_s): above the limit of "
+                             f"{MAX_REQUESTS:,} requests (every policy replays every request)")
+        return value
 
 
 class WorkloadSpec(Strict):
@@ -137,7 +202,7 @@ class PolicySpec(Strict):
 
     name: str
     label: str | None = None
-    weights: dict[str, NonNegativeReal] | None = None
+    weights: dict[str, Weight] | None = None
     predictor: Literal["oracle", "quantile"] | None = None
     ttft_weight: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
     affinity_tau: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
@@ -146,6 +211,24 @@ class PolicySpec(Strict):
     buffer: PositiveReal | None = None
     retrain_every: Annotated[Integer, at_most(1_000_000, "requests", "a retrain fits the window")] | None = Field(None, ge=1)
     per_bucket: Annotated[Integer, at_most(100_000, "samples", "the window is refitted")] | None = Field(None, ge=1)
+
+    @field_validator("weights")
+    @classmethod
+    def _some_weight(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and not any(w > 0 for w in value.values()):
+            raise ValueError("the weights need at least one positive entry (prefix, queue, kv); leave weights out for 1:1:1")
+        return value
+
+
+def _policy_form(value: Any) -> str | None:
+    """Which form a policy entry has: a name or a mapping (None: neither).  The tags are pydantic's type names,
+    which the loader leaves out of a field path, so a mapping's error names its own field (``policies.0.weights.prefix``)."""
+    return "str" if isinstance(value, str) else "dict" if isinstance(value, dict) else None
+
+
+PolicyEntrySpec = Annotated[Annotated[str, Tag("str")] | Annotated[PolicySpec, Tag("dict")],
+                            Discriminator(_policy_form, custom_error_type="policy_entry",
+                                          custom_error_message="a policy is a registered name or a mapping {name: ..., ...}")]
 
 
 class SloSpec(Strict):
@@ -175,8 +258,17 @@ class SolveSpec(Strict):
     solver: str = "highs"
     max_milp_requests: Annotated[Integer, at_most(5000, "requests", "the MILP has a row per pair of requests and server")] = Field(120, ge=1)
     lookahead_requests: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(24, ge=1)
-    lookahead_commit: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(8, ge=1)
+    lookahead_commit: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(8, ge=1, validate_default=True)
     lookahead_balance: Annotated[Real, Field(ge=1.0)] = 1.5
+
+    @field_validator("lookahead_commit")
+    @classmethod
+    def _commit_within_window(cls, value: int, info: ValidationInfo) -> int:
+        window = info.data.get("lookahead_requests")
+        if window is not None and value > window:
+            raise ValueError(f"exceeds lookahead_requests = {window}: a window commits at most the requests it sees "
+                             f"(give lookahead_commit <= {window}; its default is 8)")
+        return value
 
     @field_validator("method")
     @classmethod
@@ -193,7 +285,7 @@ class PlacementInstanceSpec(Strict):
     block_tokens: Annotated[Integer, at_most(4096, "tokens", "a block is a page of the KV cache")] = Field(16, ge=1)
     servers: list[ServerSpec]
     workload: WorkloadSpec
-    policies: list[str | PolicySpec] = Field(default_factory=lambda: ["round_robin", "least_requests", "load_prefix_111",
+    policies: list[PolicyEntrySpec] = Field(default_factory=lambda: ["round_robin", "least_requests", "load_prefix_111",
                                                                       "load_prefix_322", "predicted_latency"])
     slo: SloSpec = SloSpec()
     solve: SolveSpec = SolveSpec()

@@ -71,17 +71,24 @@ def _row(seed: int | None, evaluation) -> dict[str, Any]:
             "throughput_tokens_per_s": m.throughput_tokens_per_s, "prefix_hit_rate": m.prefix_hit_rate, "slo_attainment": m.slo_attainment}
 
 
-def _placement(plan: Any) -> np.ndarray:
+def _placement(plan: Any, problem) -> np.ndarray:
+    """The ``--plan`` placement (a JSON file's path, a list or ``{"placement": [...]}``), checked against ``problem``:
+    every InputError names ``--plan``."""
+    from optfleet.problems.placement.evaluate import checked_placement
+
+    shape = "a placement is a JSON list of server indices (or {\"placement\": [...]})"
     if isinstance(plan, (str, Path)):
         try:
             plan = json.loads(Path(plan).read_text())
         except (OSError, ValueError) as exc:
             raise InputError("--plan", str(plan), f"cannot read the placement ({exc})") from exc
     if isinstance(plan, dict):
-        plan = plan.get("placement")
+        if "placement" not in plan:
+            raise InputError("--plan", sorted(plan)[:8], f"a mapping needs the key placement ({shape})")
+        plan = plan["placement"]
     if not isinstance(plan, (list, tuple, np.ndarray)):
-        raise InputError("--plan", type(plan).__name__, "a placement is a JSON list of server indices (or {\"placement\": [...]})")
-    return np.asarray(plan, dtype=np.int64)
+        raise InputError("--plan", type(plan).__name__, shape)
+    return checked_placement(plan, len(problem.requests), len(problem.engines), "--plan")
 
 
 def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progress, requests: int | None = None, reps: int = 3,
@@ -93,17 +100,31 @@ def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progre
     problem = loaded.problem
     notes = ["--requests and --mode do not apply to placement (the instance's workload, the continuous-batching simulator)"]
     if plan is not None:
-        return PlacementSimulation(problem.name, "--plan", (_row(None, evaluate(problem, _placement(plan))),), tuple(notes))
+        return PlacementSimulation(problem.name, "--plan", (_row(None, evaluate(problem, _placement(plan, problem))),), tuple(notes))
     if reps < 1:
         raise InputError("--reps", reps, "must be >= 1")
+    if seed < 0:
+        raise InputError("--seed", seed, "must be >= 0 (replication i draws the workload with seed --seed + i)")
     if problem.spec.workload.trace is not None:
         reps = 1
         notes.append("a trace is replayed once (no draws)")
+
+    def drawn(i: int):
+        """Replication ``i``'s instance; an InputError of its draw says which replication and seed it is."""
+        if problem.spec.workload.trace is not None:
+            return loaded
+        try:
+            return load(loaded.instance, workload__seed=seed + i)
+        except InputError as exc:
+            raise InputError(exc.field, exc.value, f"{exc.problem} (replication {i + 1}, seed {seed + i})") from None
+
+    for i in range(reps):  # every draw is checked before any run: a draw is cheap beside a run (kept, they would hold every workload at once)
+        drawn(i)
     rows = []
     for i in range(reps):
         progress(f"{method} seed {seed + i}", i, reps)
-        drawn = load(loaded.instance, workload__seed=seed + i) if problem.spec.workload.trace is None else loaded
-        (result,) = drawn.kind.run(drawn.problem, method, progress)
+        instance = drawn(i)
+        (result,) = instance.kind.run(instance.problem, method, progress)
         if result.evaluation is None:
             raise InputError("--method", method, f"has no placement to simulate ({result.note})")
         rows.append(_row(seed + i if problem.spec.workload.trace is None else None, result.evaluation))

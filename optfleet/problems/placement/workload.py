@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from optfleet.errors import InputError
-from optfleet.problems.placement.schema import ArrivalSpec, SharedPrefixSpec, WorkloadSpec
+from optfleet.instance.shared_schema import MAX_TOKENS
+from optfleet.problems.placement.schema import MAX_REQUESTS, ArrivalSpec, SharedPrefixSpec, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -94,36 +95,76 @@ def shared_prefix(spec: SharedPrefixSpec, arrival_s: np.ndarray, steps: np.ndarr
                     steps.astype(np.int64), rates)
 
 
+TRACE_COLUMNS = {  # column: (required, a whole number, the value of an empty cell, the least value)
+    "arrival_s": (True, False, None, 0),
+    "prompt_tokens": (True, True, None, 1),
+    "output_tokens": (True, True, None, 1),
+    "shared_prefix_tokens": (False, True, 0, 0),
+    "group": (False, True, -1, None),  # a negative id, like an empty cell, means none
+    "session": (False, True, -1, None),
+}
+
+
+def _trace_column(frame, name: str, field: str, path) -> np.ndarray:
+    """Column ``name`` of the trace (read as text) as float64 after its checks (``TRACE_COLUMNS``): every cell a
+    finite number, whole where the column counts tokens or names an id, at least its least value and at most
+    2**53 in size; an empty cell is an error in a required column, else its default.  An InputError names the
+    column, the first bad cell and its row (rows counted from 1 after the header)."""
+    import pandas as pd
+
+    required, whole, default, least = TRACE_COLUMNS[name]
+    if name not in frame.columns:
+        return np.full(len(frame), float(default))
+    text = frame[name].str.strip()
+    empty = (text == "").to_numpy()
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float, copy=True)
+
+    def refuse(mask: np.ndarray, problem: str) -> None:
+        if mask.any():
+            row = int(np.argmax(mask))
+            raise InputError(f"{field}:{name}", frame[name].iloc[row], f"{problem} (row {row + 1} of {path})")
+
+    if required:
+        refuse(empty, "an empty cell; every request needs arrival_s, prompt_tokens and output_tokens")
+    values[empty] = default if default is not None else 0.0
+    refuse(np.isnan(values) & (text.str.lower() != "nan").to_numpy(), "not a number")
+    refuse(~np.isfinite(values), "must be a finite number")
+    if whole:
+        refuse(values != np.floor(values), "must be a whole number (tokens and ids are counted, not measured)")
+        refuse(np.abs(values) > MAX_TOKENS, f"above the limit of {MAX_TOKENS:,} (the largest count float64 holds exactly)")
+    if least is not None:
+        refuse(values < least, f"must be >= {least}" + ("; every request needs at least one prompt and one output token" if least == 1 else ""))
+    return values
+
+
 def load_trace(path, field: str) -> Requests:
-    """A CSV trace (schema ``TraceSpec``), sorted by arrival; ``field`` names the file in errors.  An empty
-    ``group`` or ``session`` cell means none (a request without a session is a conversation of its own)."""
+    """A CSV trace (schema ``TraceSpec``), sorted by arrival; ``field`` names the file in errors, a bad cell's column and row.
+    An empty ``group`` or ``session`` cell means none (a request without a session is a conversation of its own)."""
     import pandas as pd
 
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, ValueError) as exc:
         raise InputError(field, str(path), f"cannot read the trace ({exc})") from exc
     missing = [c for c in ("arrival_s", "prompt_tokens", "output_tokens") if c not in frame.columns]
     if missing or frame.empty:
         raise InputError(field, str(path), f"the trace needs rows and the columns arrival_s, prompt_tokens, output_tokens (missing: {missing})")
-    frame = frame.sort_values("arrival_s", kind="stable").reset_index(drop=True)
+    if len(frame) > MAX_REQUESTS:
+        raise InputError(field, str(path), f"{len(frame):,} rows: above the limit of {MAX_REQUESTS:,} requests (every policy replays every request)")
+    arrays = {name: _trace_column(frame, name, field, path) for name in TRACE_COLUMNS}
+    too_long = arrays["shared_prefix_tokens"] > arrays["prompt_tokens"]
+    if too_long.any():
+        row = int(np.argmax(too_long))
+        raise InputError(f"{field}:shared_prefix_tokens", frame["shared_prefix_tokens"].iloc[row],
+                         f"exceeds its prompt's {int(arrays['prompt_tokens'][row]):,} tokens (row {row + 1} of {path}): a shared prefix is part of the prompt")
+    order = np.argsort(arrays["arrival_s"], kind="stable")
+    arrays = {name: values[order] for name, values in arrays.items()}
     n = len(frame)
-    column = (lambda name, default: frame[name].fillna(default).to_numpy() if name in frame.columns else np.full(n, default))
-    arrays = {"arrival_s": frame["arrival_s"].to_numpy(dtype=float), "prompt_tokens": column("prompt_tokens", 0),
-              "output_tokens": column("output_tokens", 0), "shared_tokens": column("shared_prefix_tokens", 0),
-              "group": column("group", -1), "session": column("session", -1)}
-    for name, values in arrays.items():
-        if not np.all(np.isfinite(values.astype(float))) or (name != "group" and name != "session" and np.any(values < 0)):
-            raise InputError(f"{field}:{name}", str(path), "needs finite values >= 0")
-    if np.any(arrays["prompt_tokens"] < 1) or np.any(arrays["output_tokens"] < 1):
-        raise InputError(f"{field}:prompt_tokens", str(path), "every request needs at least one prompt and one output token")
-    if np.any(arrays["shared_tokens"] > arrays["prompt_tokens"]):
-        raise InputError(f"{field}:shared_prefix_tokens", str(path), "a shared prefix cannot exceed its prompt")
     session = arrays["session"].astype(np.int64)
     unnamed = session < 0
     session[unnamed] = session.max(initial=-1) + 1 + np.arange(int(unnamed.sum()))  # a request without a session has its own
-    group = arrays["group"].astype(np.int64)
-    shared = np.where(group >= 0, arrays["shared_tokens"], 0).astype(np.int64)
+    group = np.maximum(arrays["group"].astype(np.int64), -1)
+    shared = np.where(group >= 0, arrays["shared_prefix_tokens"], 0).astype(np.int64)
     return Requests(arrays["arrival_s"] * 1000.0, arrays["prompt_tokens"].astype(np.int64), arrays["output_tokens"].astype(np.int64),
                     shared, group, session, np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64), ())
 
