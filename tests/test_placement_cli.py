@@ -41,3 +41,12 @@ def test_the_per_step_lines_give_the_slo_attainment(capsys):
     assert main(["solve", str(TINY), "--method", "round_robin", "--set", "slo.ttft_ms=60", "--set", ladder, "--quiet"]) == 0
     steps = [line for line in capsys.readouterr().out.splitlines() if " rps: " in line]
     assert steps and all("SLO met" in line for line in steps)
+
+
+def test_simulate_reads_the_placement_of_solve_json_output(tmp_path, capsys):
+    assert main(["solve", str(TINY), "--method", "round_robin", "--json", "--quiet"]) == 0
+    solved = tmp_path / "solved.json"
+    solved.write_text(capsys.readouterr().out)
+    objective = json.loads(solved.read_text())["results"][0]["objective"]
+    assert main(["simulate", str(TINY), "--plan", str(solved), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["replications"][0]["objective_ms"] == pytest.approx(objective)

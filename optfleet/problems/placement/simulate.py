@@ -72,16 +72,23 @@ def _row(seed: int | None, evaluation) -> dict[str, Any]:
 
 
 def _placement(plan: Any, problem) -> np.ndarray:
-    """The ``--plan`` placement (a JSON file's path, a list or ``{"placement": [...]}``), checked against ``problem``:
-    every InputError names ``--plan``."""
+    """The ``--plan`` placement (a JSON file's path, a list, ``{"placement": [...]}`` as ``solve --out`` writes it in
+    plan.json, or the JSON of ``optfleet solve``, whose first result's placement is taken), checked against
+    ``problem``: every InputError names ``--plan``."""
     from optfleet.problems.placement.evaluate import checked_placement
 
-    shape = "a placement is a JSON list of server indices (or {\"placement\": [...]})"
+    shape = "a placement is a JSON list of server indices (or {\"placement\": [...]}: plan.json of solve --out, or solve --json output)"
     if isinstance(plan, (str, Path)):
         try:
             plan = json.loads(Path(plan).read_text())
         except (OSError, ValueError) as exc:
             raise InputError("--plan", str(plan), f"cannot read the placement ({exc})") from exc
+    results = plan.get("results") if isinstance(plan, dict) else None
+    if isinstance(results, list) and results and isinstance(results[0], dict):
+        if "placement" not in results[0]:
+            raise InputError("--plan", results[0].get("method"), "the solve output's first result has no placement (a bound or a method "
+                             "without a plan)")
+        plan = results[0]
     if isinstance(plan, dict):
         if "placement" not in plan:
             raise InputError("--plan", sorted(plan)[:8], f"a mapping needs the key placement ({shape})")
