@@ -228,11 +228,11 @@ class OracleBoard:
     for a decode-only stretch in flight the state now (an arrival in the stretch's last iteration takes the state at
     its end from them, :meth:`_Rows.after_stretch`), else the state at the end of the iteration in flight
     (completions released).  The parts of each slot's iteration time that do not depend on the request are
-    integer or per-(server, n) tables, so the request's own terms are added in the same order as the forward run.  The request (``u`` uncached
-    prompt tokens, ``a = total - hit`` added blocks, ``o`` output tokens) arriving at ``t`` is admitted at the first
-    planning point ``T``: ``t`` when idle, ``start + c * step`` when it cuts a stretch (``c = max(1, ceil((t -
-    start) / step)) < repeats``, every remaining count less ``c``), else the end of the iteration in flight.  The
-    common case: there nothing waits and every running request decodes (``n`` of them, ``H`` held blocks), and the
+    integer or per-(server, n) tables, so the request's own terms are added in the same order as the forward run.
+    The request (``u`` uncached prompt tokens, ``a = total - hit`` added blocks, ``o`` output tokens) arriving at
+    ``t`` is admitted at the first planning point ``T``: ``t`` when idle, ``start + c * step`` when it cuts a
+    stretch (``c = max(1, ceil((t - start) / step)) < repeats``, every remaining count less ``c``), else the end of
+    the iteration in flight.  The common case: there nothing waits and every running request decodes (``n`` of them, ``H`` held blocks), and the
     request fits (``n < max_running_seqs``, ``budget > n``, ``H + a <= C``).  Then ``p`` prefill iterations compute
     its prompt, pass ``i`` a chunk ``min(u left, budget - n_i)`` in ``iteration_ms(n_i, H + a - (blocks of the
     decoders done), chunk)``, ``n_i`` the decoders not done after ``i - 1`` passes (each decodes one token a pass);
@@ -240,7 +240,7 @@ class OracleBoard:
     the sorted remaining counts less ``p``, clipped to ``[0, o - 1]`` (the goal): with those ``c_j``, slot ``j``
     adds ``(c_j - c_{j-1}) * iteration_ms(1 + (n - j)^+, H + a - sum_{i<j} b_i, 0)``, a tie, a request done during
     the prefill or a slot past the goal adding exactly 0, summed left to right
-    (``np.cumsum``, sequential) from the first token.  Anything else (a queue, a request still prefilling, no
+    (``np.add.accumulate``, sequential) from the first token.  Anything else (a queue, a request still prefilling, no
     room) takes the forward run."""
 
     def __init__(self, servers: list[Server]) -> None:
