@@ -123,6 +123,14 @@ def _without_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return strip(rows)
 
 
+def _comparable(rows: list[dict[str, Any]], others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` without times; a row stopped by its time limit in either run (here or in ``others``) keeps only its
+    method: where a time limit cuts a solve depends on the machine's load, so two runs may return different
+    incumbents (heterogeneous_slo's hindsight MILP does under load)."""
+    stopped = {r["method"] for r in [*rows, *others] if r.get("status") == "time_limit"}
+    return [{"method": r["method"]} if r["method"] in stopped else r for r in _without_times(rows)]
+
+
 def _check_rows(rows: list[dict[str, Any]], references: list[dict[str, Any]]) -> None:
     for row in rows:
         assert list(row)[: len(CORE_COLUMNS)] == list(CORE_COLUMNS), list(row)
@@ -139,7 +147,7 @@ def _same_answer(name: str, path: Path, capsys: pytest.CaptureFixture[str], tmp_
     code = main(["solve", str(path), "--json", "--quiet", "--out", str(tmp_path / "solve"), *_cli_overrides(path)])
     cli = json.loads(capsys.readouterr().out)
     assert code == (0 if any(r["status"] != "no_plan" for r in solved["results"]) else 1)
-    assert _without_times(cli["results"]) == _without_times(solved["results"])
+    assert _comparable(cli["results"], solved["results"]) == _comparable(solved["results"], cli["results"])
     assert _without_times(cli["baselines"]) == _without_times(solved["baselines"])
     assert json.loads((tmp_path / "solve" / "result.json").read_text())["method"] == solved["method"]
     _check_rows([*solved["results"], *solved["baselines"]], solved["references"])
