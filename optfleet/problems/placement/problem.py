@@ -2,8 +2,9 @@
 
 Cross-field checks (each an InputError naming the field): at least one server; every server's KV blocks hold the
 largest request whole (``ceil((prompt + output) / B)`` blocks: admission reserves them, server.py), else that
-request could never run there; policy labels unique; exact method names known; the ``ttft_excess`` objective
-needs ``slo.ttft_ms``.
+request could never run there; policy labels unique and none the name of an exact method or of another registered
+policy (it would replace that method's row); exact method names known; the ``ttft_excess`` objective needs
+``slo.ttft_ms``.
 """
 
 from __future__ import annotations
