@@ -25,9 +25,7 @@ always feasible (every request long, overflow as needed); every router's placeme
 of least overflow, a second solve takes the one of least busy instances (``overflow_cap``: the overflow columns
 at no cost, their sum at most the first solve's optimum).
 
-**Threshold design** (:func:`design_arrays`): one binary ``z_c`` per candidate ``c`` (window, threshold, band) with
-fleet cost ``f_c`` and mis-route probability ``p_c``: ``min sum f_c z_c`` s.t. ``sum z_c = 1``,
-``sum p_c z_c <= epsilon``.  Exact over the candidate grid (the same answer as enumerating it).
+The threshold design is models/routing_design.py.
 """
 
 from __future__ import annotations
@@ -128,11 +126,3 @@ def hindsight_placement(values: NDArray[np.float64], columns: HindsightColumns, 
     short[columns.x_requests[chosen[: len(columns.x_requests)]]] = True
     compressed[columns.y_requests[chosen[len(columns.x_requests):]]] = True
     return short, compressed
-
-
-def design_arrays(cost: NDArray[np.float64], misroute: NDArray[np.float64], epsilon: float) -> tuple:
-    """``passModel`` arguments of the threshold design's one-hot selection (module docstring)."""
-    count = len(cost)
-    col = np.arange(count)
-    return pass_model_args(cost, np.zeros(count), np.ones(count), np.ones(count, dtype=np.int32), np.concatenate([np.zeros(count), np.ones(count)]),
-                      np.concatenate([col, col]), np.concatenate([np.ones(count), misroute]), np.array([1.0, -np.inf]), np.array([1.0, epsilon]))

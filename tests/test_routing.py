@@ -13,7 +13,8 @@ import optfleet
 from optfleet.cli import main
 from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError
 from optfleet.instance import load_instance
-from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, plan_design, solve_design
+from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, plan_design
+from optfleet.problems.routing.design_milp import solve_design
 from optfleet.problems.routing.dispatcher import LONG, SHORT
 from optfleet.problems.routing.evaluator import evaluate
 from optfleet.problems.routing.exact import hindsight
@@ -255,3 +256,67 @@ def test_a_design_no_pool_size_can_serve_is_left_out_and_explained(tiny):
     assert not own.feasible and own.objective is None and "cannot meet the P99 TTFT SLO of 0.001 ms at any size" in own.note
     with pytest.raises(InfeasibleError, match="in none of the .* candidates can both pools meet the P99 TTFT SLO"):
         solve_design(floorless)
+
+
+def _hetero(tmp_path, constraints=()) -> "RoutingProblem":  # noqa: F821 - the routing problem on the two-GPU toy fleet
+    fleet = yaml.safe_load((REPO / "instances" / "fleet" / "toy_hetero.yaml").read_text())
+    fleet["constraints"] = list(constraints)
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    doc = _tiny()
+    doc["fleet"]["instance"] = str(tmp_path / "fleet.yaml")
+    doc["design"]["short_windows_tokens"] = [1000, 2000]
+    path = tmp_path / "routing.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return prepare(load_instance(path))
+
+
+def test_joint_design_is_the_cheapest_rule_and_gpu_pair_of_the_catalog(tmp_path):
+    """Without constraints the MILP's optimum is the enumeration's: every rule of the grid with every (short, long)
+    pair of the catalog's GPU configurations, each pool at its fewest instances."""
+    problem = _hetero(tmp_path)
+    chosen, report = solve_design(problem)
+    ratios = design_ratios(problem)
+    scored = [evaluate_design(problem, c, ratios) for c in candidates(problem)]
+    assert {c.short_gpu for c in candidates(problem)} == {"A100-80GB", "H100-SXM"}
+    best = min(e.cost_per_hour for e in scored if e.feasible)
+    assert report.status == "optimal" and report.objective == pytest.approx(best)
+    e = evaluate_design(problem, chosen)
+    assert e.feasible and e.cost_per_hour == pytest.approx(best) and e.plan.pools[0].gpu == chosen.short_gpu
+    # the plan's own GPUs (A100 only) cost more: H100 is cheaper per unit of work on this fleet
+    assert evaluate_design(problem, plan_design(problem)).cost_per_hour > best
+
+
+@pytest.mark.parametrize("constraint", [
+    {"kind": "availability", "gpu": "H100-SXM", "max_gpus": 3},
+    {"kind": "gpu_mix", "gpu": "A100-80GB", "min_share": 0.5},
+    {"kind": "max_types", "count": 1},
+])
+def test_joint_design_under_a_fleet_constraint_is_no_cheaper_than_without_and_meets_it(tmp_path, constraint):
+    free, _ = solve_design(_hetero(tmp_path))
+    problem = _hetero(tmp_path, [constraint])
+    chosen, report = solve_design(problem)
+    e = evaluate_design(problem, chosen)
+    assert report.status == "optimal" and e.feasible and not e.violations
+    assert e.cost_per_hour == pytest.approx(report.objective)
+    assert e.cost_per_hour >= evaluate_design(_hetero(tmp_path), free).cost_per_hour - 1e-9
+    # brute force over the candidates at their fewest instances and up to 6 more per pool
+    best = np.inf
+    for c in candidates(problem):
+        base = evaluate_design(problem, c)
+        if min(base.fewest) < 0 or base.misroute_probability > problem.spec.design.epsilon:
+            continue
+        for extra_s in range(7):
+            for extra_l in range(7):
+                scored = evaluate_design(problem, dataclasses.replace(c, gpus=(base.fewest[0] + extra_s, base.fewest[1] + extra_l)))
+                if scored.feasible:
+                    best = min(best, scored.cost_per_hour)
+    assert report.objective == pytest.approx(best)
+
+
+def test_joint_design_names_the_constraint_that_leaves_no_design(tmp_path, capsys):
+    problem = _hetero(tmp_path, [{"kind": "availability", "gpu": "H100-SXM", "max_gpus": 0},
+                                 {"kind": "availability", "gpu": "A100-80GB", "max_gpus": 1}])
+    with pytest.raises(InfeasibleError, match=r"without constraints\[0\] \(availability\) or constraints\[1\] \(availability\) a design exists"):
+        solve_design(problem)
+    assert main(["solve", str(tmp_path / "routing.yaml"), "--method", "design"]) != 0
+    assert "constraints[1] (availability)" in capsys.readouterr().out

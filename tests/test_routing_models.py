@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optfleet.models.routing import HindsightData, design_arrays, hindsight_arrays, hindsight_placement
+from optfleet.models.routing import HindsightData, hindsight_arrays, hindsight_placement
 from optfleet.solvers.highs import solve_arrays
 
 
@@ -93,12 +94,100 @@ def test_hindsight_overflow_model_matches_brute_force(case):
     assert not (short & compressed).any()
 
 
-def test_design_model_is_the_cheapest_candidate_within_epsilon():
-    cost = np.array([5.0, 3.0, 4.0, 2.0])
-    misroute = np.array([0.0, 0.02, 0.005, 0.5])
-    report, values = solve_arrays(design_arrays(cost, misroute, 0.01), what="design test")
-    assert report.status == "optimal" and report.objective == pytest.approx(4.0) and int(np.argmax(values)) == 2
-    report, values = solve_arrays(design_arrays(cost, misroute, 0.001), what="design test")
-    assert report.objective == pytest.approx(5.0)
-    report, values = solve_arrays(design_arrays(cost, misroute + 0.1, 0.01), what="design test")
-    assert values is None
+A, H = "A100-80GB", "H100-SXM"
+# (candidate, pool, GPU type, window, fewest instances, $/instance-hour): candidate 0 is accurate but costly,
+# candidate 1 cheap but mis-routes 2 %, candidate 2 in between; H100 is dearer per instance but needs fewer
+OPTIONS = [(0, 0, A, 2000, 6, 1.0), (0, 0, H, 2000, 3, 1.6), (0, 1, A, 4000, 8, 1.0), (0, 1, H, 4000, 5, 1.6),
+           (1, 0, A, 1000, 2, 1.0), (1, 0, H, 1000, 1, 1.6), (1, 1, A, 4000, 3, 1.0), (1, 1, H, 4000, 2, 1.6),
+           (2, 0, A, 1500, 4, 1.0), (2, 0, H, 1500, 2, 1.6), (2, 1, A, 4000, 6, 1.0), (2, 1, H, 4000, 4, 1.6)]
+MISROUTE = [0.0, 0.02, 0.005]
+
+
+def _design(misroute, constraints=(), epsilon=0.01, extra=0):
+    from types import SimpleNamespace
+
+    from optfleet.models.routing_design import DesignData, DesignOption
+
+    pools = tuple(DesignOption(c, p, gpu, gpu, 1, w, n, price) for c, p, gpu, w, n, price in OPTIONS)
+    problem = SimpleNamespace(catalog_types=(A, H), configuration_label=lambda gpu, tp, field: gpu)
+    return DesignData(np.array(misroute), pools, np.array([o.fewest + extra for o in pools], dtype=np.int64), problem, epsilon, tuple(constraints))
+
+
+def _solve_design(data):
+    from optfleet.models.routing_design import build_design, chosen
+    from optfleet.problems.routing.design_milp import DESIGN_CONSTRAINTS
+    from optfleet.solvers.highs import solve
+
+    model = build_design(data, DESIGN_CONSTRAINTS)
+    report = solve(model)
+    return report, (chosen(model) if report.objective is not None else None)
+
+
+def _brute_force_design(data, extra: int) -> float:
+    """Every candidate, GPU pair and count up to ``extra`` above the fewest, checked by the constraints' own rules."""
+    best = np.inf
+    for c in range(len(data.misroute)):
+        if data.misroute[c] > data.epsilon:
+            continue
+        short = [o for o in data.pools if (o.candidate, o.pool) == (c, 0)]
+        long = [o for o in data.pools if (o.candidate, o.pool) == (c, 1)]
+        for s, l in itertools.product(short, long):
+            for ns, nl in itertools.product(range(s.fewest, s.fewest + extra + 1), range(l.fewest, l.fewest + extra + 1)):
+                gpus = {A: 0, H: 0}
+                gpus[s.gpu] += ns
+                gpus[l.gpu] += nl
+                cost = ns * s.cost_per_gpu_hour + nl * l.cost_per_gpu_hour
+                ok = True
+                for spec in data.constraints:
+                    if spec.kind == "availability":
+                        ok &= gpus[spec.gpu] <= spec.max_gpus
+                    elif spec.kind == "gpu_mix":
+                        share = gpus[spec.gpu] / (ns + nl) if ns + nl else 0.0
+                        ok &= spec.min_share - 1e-9 <= share <= spec.max_share + 1e-9
+                    elif spec.kind == "max_types":
+                        ok &= sum(v > 0 for v in gpus.values()) <= spec.count
+                    elif spec.kind == "node_multiple":
+                        ok &= all(v % spec.gpus_per_node == 0 for v in gpus.values())
+                    elif spec.kind == "budget":
+                        ok &= cost <= spec.max_cost_per_hour + 1e-9
+                if ok:
+                    best = min(best, cost)
+    return best
+
+
+def test_design_model_picks_the_cheapest_rule_within_epsilon_and_each_pools_cheapest_gpu():
+    # candidate 2: short H100 x2 ($3.2) + long A100 x6 ($6) = $9.2 (candidate 0: $4.8 + $8 = $12.8; candidate 1 is out at 2 % > 1 %)
+    report, (c, pools) = _solve_design(_design(MISROUTE))
+    assert report.status == "optimal" and report.objective == pytest.approx(9.2) and c == 2
+    assert (pools[0][0].gpu, pools[0][1], pools[1][0].gpu, pools[1][1]) == (H, 2, A, 6)
+    report, (c, _) = _solve_design(_design(MISROUTE, epsilon=0.001))
+    assert c == 0 and report.objective == pytest.approx(12.8)
+    report, chosen = _solve_design(_design([0.1, 0.1, 0.1]))
+    assert report.status == "infeasible" and chosen is None
+
+
+@pytest.mark.parametrize("constraints", [
+    [SimpleNamespace(kind="availability", gpu=A, max_gpus=3)],
+    [SimpleNamespace(kind="max_types", count=1)],
+    [SimpleNamespace(kind="gpu_mix", gpu=H, min_share=0.45, max_share=1.0), SimpleNamespace(kind="availability", gpu=H, max_gpus=5)],
+    [SimpleNamespace(kind="gpu_mix", gpu=A, min_share=0.0, max_share=0.3), SimpleNamespace(kind="node_multiple", gpu=None, gpus_per_node=4)],
+    [SimpleNamespace(kind="budget", max_cost_per_hour=9.5), SimpleNamespace(kind="availability", gpu=H, max_gpus=1)],
+], ids=["availability", "max_types", "mix_min", "mix_max_nodes", "budget_infeasible"])
+def test_design_model_under_fleet_constraints_matches_brute_force_design(constraints):
+    extra = 8
+    report, _ = _solve_design(_design(MISROUTE, constraints, extra=extra))
+    best = _brute_force_design(_design(MISROUTE, constraints, extra=extra), extra)
+    if np.isinf(best):
+        assert report.status == "infeasible"
+    else:
+        assert report.status == "optimal" and report.objective == pytest.approx(best)
+
+
+def test_design_model_buys_instances_above_the_fewest_for_whole_nodes():
+    # only H100 (no A100 available), whole nodes of 7 GPUs: candidate 2's 2 + 4 H100 round up to 7 ($11.2);
+    # candidate 0's 3 + 5 would need 14 ($22.4)
+    constraints = [SimpleNamespace(kind="availability", gpu=A, max_gpus=0), SimpleNamespace(kind="node_multiple", gpu=H, gpus_per_node=7)]
+    report, (c, pools) = _solve_design(_design(MISROUTE, constraints, extra=8))
+    assert report.status == "optimal" and report.objective == pytest.approx(11.2) and c == 2
+    assert sum(n for _, n in pools.values()) == 7 and any(n > o.fewest for o, n in pools.values())
+    assert report.objective == pytest.approx(_brute_force_design(_design(MISROUTE, constraints, extra=8), 8))

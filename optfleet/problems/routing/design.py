@@ -1,110 +1,201 @@
-"""Threshold design: the short window ``C``, the routing threshold ``B <= C`` and the C&R multiplier ``gamma`` with
-the least fleet cost whose mis-route probability stays within ``epsilon``.
+"""Threshold design: the short window ``C``, the routing threshold ``B <= C``, the C&R multiplier ``gamma`` and
+each pool's GPU configuration and instance count, with the least fleet cost whose mis-route probability stays
+within ``epsilon`` and which meets the fleet instance's constraints.
 
-Every candidate of the grid (``design.short_windows_tokens`` x ``threshold_fractions`` x ``gammas``, and the plan's
-own dispatcher, so the design is never worse than the plan's whatever the grid) is scored by
-:func:`evaluate_design` on the stream, routed by the chosen calibrator's ratios (no spillover):
+Every routing rule of the grid (``design.short_windows_tokens`` x ``threshold_fractions`` x ``gammas``, and the
+plan's own dispatcher, so the design is never worse than the plan's whatever the grid) routes the stream by the
+chosen calibrator's ratios (no spillover) and is scored:
 
 * mis-route probability = the share of requests placed short, uncompressed, whose true budget exceeds ``C`` (the
   calibrator's error distribution is the stream's own: no parametric model);
-* fleet cost = ``sum_p n_p x $/h``, ``n_p`` the fleet evaluator's least GPU count for the requests the pool
-  receives (``optfleet.problems.fleet.evaluator``'s sizing: P99 TTFT within the fleet instance's SLO under its
-  TTFT rule and service model, the M/G/c slot model's Erlang-C wait or the batching model, and utilisation
-  within ``rho_max``), at the stream's rate ``requests / span``: the fleet ``optfleet solve`` would buy for that
-  traffic, pool by pool.  A candidate whose pool cannot meet the SLO at any size (its TTFT floor alone breaks
-  it) is left out.
+* for each pool and each GPU configuration of the fleet instance (its ``gpu_catalog``'s, and the plan's own): the
+  fleet evaluator's fewest instances for the requests the pool receives (``optfleet.problems.fleet.evaluator``'s
+  sizing: P99 TTFT within the fleet instance's SLO under its TTFT rule and service model, the M/G/c slot model's
+  Erlang-C wait or the batching model, and utilisation within ``rho_max``), at the stream's rate
+  ``requests / span``.  A configuration whose pool cannot meet the SLO at any size (its TTFT floor alone breaks
+  it), or holds no KV slot at the window, is left out.
 
-The MILP (models/routing.py, one-hot over the grid) is exact over the grid: its optimum is the grid's cheapest
-candidate meeting epsilon.  It is not joint with the fleet MILP's choice of windows and GPU types: the short
-window is the grid's, both pools keep the plan's GPU types, and each pool is sized alone.  The spill limit is not
-designed: its effect depends on the queue dynamics, which this static score does not model, so designs are
-scored without spillover.
+The MILP (models/routing_design.py) then picks one rule, one configuration per pool and the instance counts, at
+least cost, under ``sum p_c z_c <= epsilon`` and the fleet instance's ``constraints:`` (availability, GPU mix,
+whole nodes, type count, budget as a cost cap, pinned pools).  It is exact over the grid and the configurations:
+this is the fleet MILP's choice of GPU configurations and counts for two pools, made jointly with the router's
+threshold under its own errors.  What it does not do: choose windows off the grid (the long pool keeps the plan's
+window), share traffic between pools other than by the rule (the fleet MILP's split routing), or design the spill
+limit, whose effect depends on the queue dynamics (``spill_design.py`` chooses it for the design's fleet by replay).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching
+from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import pool_stats, size_pools
+from optfleet.problems.fleet.problem import PoolFactory
 from optfleet.problems.routing.calibrator import calibrate, observed_ratios
 from optfleet.problems.routing.dispatcher import SHORT, DispatchRule, estimated_total, route
 from optfleet.problems.routing.problem import RoutingProblem
 from optfleet.solvers.report import SolveReport
 
+POOL_NAMES = ("short", "long")
+
 
 @dataclass(frozen=True)
 class DesignCandidate:
-    """A short window, a routing threshold and a C&R multiplier."""
+    """A short window, a routing threshold, a C&R multiplier, each pool's GPU configuration (a label) and, when a
+    model chose them, the pools' instances (None: each pool's fewest)."""
 
     short_window_tokens: int
     b_short_tokens: int
     gamma: float
+    short_gpu: str
+    long_gpu: str
+    gpus: tuple[int, int] | None = None
+
+    @property
+    def rule(self) -> tuple[int, int, float]:
+        return self.short_window_tokens, self.b_short_tokens, self.gamma
 
     def to_dict(self) -> dict[str, Any]:
-        return {"short_window_tokens": self.short_window_tokens, "b_short_tokens": self.b_short_tokens, "gamma": self.gamma}
+        data: dict[str, Any] = {"short_window_tokens": self.short_window_tokens, "b_short_tokens": self.b_short_tokens, "gamma": self.gamma,
+                                "short_gpu": self.short_gpu, "long_gpu": self.long_gpu}
+        if self.gpus is not None:
+            data["gpus"] = list(self.gpus)
+        return data
 
 
 @dataclass(frozen=True)
 class DesignEvaluation:
-    """A candidate scored (module docstring)."""
+    """A candidate scored (module docstring): ``fewest`` are the pools' fewest instances (-1: none meets the SLO),
+    ``plan`` the two pools bought (``gpus`` or the fewest), ``violations`` the fleet constraints it breaks."""
 
     candidate: DesignCandidate
     misroute_probability: float
     short_share: float
-    short_gpus: int
-    long_gpus: int
+    fewest: tuple[int, int]
+    plan: Plan
     cost_per_hour: float
-    feasible: bool
+    violations: tuple[str, ...] = field(default=())
+    epsilon: float = 0.0
+
+    @property
+    def sized(self) -> bool:
+        """Both pools can meet the SLO at some size, and the plan buys at least that."""
+        return min(self.fewest) >= 0 and all(p.gpus >= f for p, f in zip(self.plan.pools, self.fewest, strict=True))
+
+    @property
+    def feasible(self) -> bool:
+        return self.sized and self.misroute_probability <= self.epsilon + 1e-12 and not self.violations
+
+    @property
+    def short_gpus(self) -> int:
+        return self.plan.pools[0].gpus
+
+    @property
+    def long_gpus(self) -> int:
+        return self.plan.pools[1].gpus
+
+
+@dataclass(frozen=True)
+class RuleTraffic:
+    """What one routing rule sends each pool (prompt and output tokens), and its mis-route probability."""
+
+    misroute_probability: float
+    short_share: float
+    traffic: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def configurations(problem: RoutingProblem) -> tuple[PoolFactory, ...]:
+    """The GPU configurations a design pool may use: the fleet instance's catalog and the plan's own."""
+    fleet = problem.fleet
+    own = [fleet.configuration(p.gpu) for p in problem.plan.pools]
+    return tuple({c.label: c for c in (*fleet.options, *own)}.values())
 
 
 def plan_design(problem: RoutingProblem) -> DesignCandidate:
-    """The instance's own dispatcher: the plan's short window, its threshold and band."""
-    r = problem.rule
-    return DesignCandidate(r.short_window_tokens, r.b_short_tokens, r.compress_gamma)
+    """The instance's own dispatcher and the plan's GPU configurations, each pool at its fewest instances."""
+    r, fleet = problem.rule, problem.fleet
+    short, long = (fleet.configuration(p.gpu).label for p in problem.plan.pools)
+    return DesignCandidate(r.short_window_tokens, r.b_short_tokens, r.compress_gamma, short, long)
+
+
+def rules(problem: RoutingProblem) -> list[tuple[int, int, float]]:
+    """The design grid's routing rules ``(C, B, gamma)`` and the plan's own (module docstring); thresholds are whole
+    tokens, at least 1, duplicates dropped.  A window must lie below the long pool's and hold a KV slot on some
+    configuration."""
+    d = problem.spec.design
+    windows = d.short_windows_tokens or [problem.rule.short_window_tokens]
+    long_window = problem.plan.pools[1].window_tokens
+    for c in windows:
+        if c >= long_window or max(config.slots_per_gpu(c) for config in configurations(problem)) < 1:
+            raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens "
+                             "and hold a KV slot on one of the fleet's GPU configurations")
+    grid = {(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
+    grid.add(plan_design(problem).rule)
+    return sorted(grid)
 
 
 def candidates(problem: RoutingProblem) -> list[DesignCandidate]:
-    """The design grid and the plan's own dispatcher (module docstring); thresholds are whole tokens, at least 1,
-    duplicates dropped."""
-    d = problem.spec.design
-    windows = d.short_windows_tokens or [problem.rule.short_window_tokens]
-    long_window, gpu = problem.plan.pools[1].window_tokens, problem.plan.pools[0].gpu
-    for c in windows:
-        if c >= long_window or problem.fleet.configuration(gpu).slots_per_gpu(c) < 1:
-            raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens "
-                             "and hold a KV slot on the short pool's GPU")
-    grid = {DesignCandidate(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
-    grid.add(plan_design(problem))
-    return sorted(grid, key=lambda c: (c.short_window_tokens, c.b_short_tokens, c.gamma))
+    """Every rule with every pair of configurations, each pool at its fewest instances: the set the MILP
+    chooses from when the fleet instance has no constraints."""
+    labels = [c.label for c in configurations(problem)]
+    return [DesignCandidate(*rule, short, long) for rule in rules(problem) for short in labels for long in labels]
+
+
+def rule_traffic(problem: RoutingProblem, rule: tuple[int, int, float], ratios: np.ndarray) -> RuleTraffic:
+    """Route the stream by ``rule`` on the calibrator's ``ratios`` (no spillover): the mis-route probability and
+    each pool's requests (a mis-routed request is served long; a compressed one short at ``T_c``)."""
+    s = problem.stream
+    window, b, gamma = rule
+    dispatch = route(DispatchRule(b, window, gamma, problem.compressible), estimated_total(s.bytes, ratios, s.output_tokens),
+                     s.output_tokens, s.category)
+    on_short = dispatch.pool == SHORT
+    misrouted = on_short & ~dispatch.compressed & (s.total_tokens > window)
+    served_short = on_short & ~misrouted
+    l_in = np.where(dispatch.compressed, dispatch.compressed_input_tokens, s.input_tokens)
+    traffic = ((l_in[served_short], s.output_tokens[served_short]), (s.input_tokens[~served_short], s.output_tokens[~served_short]))
+    return RuleTraffic(float(misrouted.mean()), float(served_short.mean()), traffic)
+
+
+def fewest_instances(problem: RoutingProblem, traffic: RuleTraffic, pool: int, config: PoolFactory, window_tokens: int) -> int:
+    """The fleet evaluator's fewest instances of ``config`` at ``window_tokens`` for the pool's traffic; -1 when
+    none meets the SLO or the configuration holds no KV slot there."""
+    if config.slots_per_gpu(window_tokens) < 1:
+        return -1
+    l_in, l_out = traffic.traffic[pool]
+    return sized_gpus(problem, config.pool(window_tokens), l_in, l_out, max(problem.stream.span_s, 1e-9))
+
+
+def pool_windows(problem: RoutingProblem, candidate: DesignCandidate) -> tuple[int, int]:
+    return candidate.short_window_tokens, problem.plan.pools[1].window_tokens
 
 
 def evaluate_design(problem: RoutingProblem, candidate: DesignCandidate, ratios: np.ndarray | None = None) -> DesignEvaluation:
     """Score one candidate; ``ratios`` are the calibrator's routing ratios (computed when not given)."""
-    s = problem.stream
+    from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
+
     if ratios is None:
         ratios = design_ratios(problem)
-    short_plan, long_plan = problem.plan.pools
-    short, long = problem.fleet.pool(candidate.short_window_tokens, short_plan.gpu), problem.pools[1]
-    rule = DispatchRule(candidate.b_short_tokens, candidate.short_window_tokens, candidate.gamma, problem.compressible)
-    dispatch = route(rule, estimated_total(s.bytes, ratios, s.output_tokens), s.output_tokens, s.category)
-    on_short = dispatch.pool == SHORT
-    misrouted = on_short & ~dispatch.compressed & (s.total_tokens > candidate.short_window_tokens)
-    served_short = on_short & ~misrouted
-    l_in = np.where(dispatch.compressed, dispatch.compressed_input_tokens, s.input_tokens)
-    span = max(s.span_s, 1e-9)
-    gpus = [sized_gpus(problem, short, l_in[served_short], s.output_tokens[served_short], span),
-            sized_gpus(problem, long, s.input_tokens[~served_short], s.output_tokens[~served_short], span)]
-    sized = min(gpus) >= 0
-    cost = gpus[0] * short.cost_per_gpu_hour + gpus[1] * long.cost_per_gpu_hour if sized else float("inf")
-    p = float(misrouted.mean())
-    return DesignEvaluation(candidate, p, float(served_short.mean()), gpus[0], gpus[1], cost, sized and p <= problem.spec.design.epsilon + 1e-12)
+    traffic = rule_traffic(problem, candidate.rule, ratios)
+    configs = [problem.fleet.configuration(label, "design") for label in (candidate.short_gpu, candidate.long_gpu)]
+    windows = pool_windows(problem, candidate)
+    fewest = tuple(fewest_instances(problem, traffic, p, configs[p], windows[p]) for p in range(2))
+    bought = candidate.gpus if candidate.gpus is not None else tuple(max(f, 0) for f in fewest)
+    plan = Plan(pools=tuple(PoolPlan(name, w, n, c.label) for name, w, n, c in zip(POOL_NAMES, windows, bought, configs, strict=True)),
+                gamma=candidate.gamma, method="design")
+    cost = float(sum(n * c.cost_per_gpu_hour for n, c in zip(bought, configs, strict=True))) if min(fewest) >= 0 else float("inf")
+    scored = SimpleNamespace(plan=plan, cost_per_hour=cost)  # what the fleet's constraint checks read
+    violations = tuple(f"constraints[{i}] {spec.kind}: {verdict.detail}"
+                       for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
+    return DesignEvaluation(candidate, traffic.misroute_probability, traffic.short_share, fewest, plan, cost,  # type: ignore[arg-type]
+                            violations, problem.spec.design.epsilon)
 
 
 def sized_gpus(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarray, l_out: np.ndarray, span_s: float) -> int:
@@ -125,33 +216,3 @@ def design_ratios(problem: RoutingProblem) -> np.ndarray:
     s = problem.stream
     calibrator = problem.calibrators[problem.spec.design.calibrator]
     return calibrate(calibrator, s.category, observed_ratios(s.bytes, s.input_tokens)).route_ratio
-
-
-def solve_design(problem: RoutingProblem) -> tuple[DesignCandidate, SolveReport]:
-    """The one-hot MILP over the grid (models/routing.py); InfeasibleError when no candidate meets epsilon."""
-    from optfleet.models.routing import design_arrays
-    from optfleet.problems.routing.exact import check_solver
-    from optfleet.solvers import highs
-
-    check_solver(problem)
-    ratios = design_ratios(problem)
-    grid = candidates(problem)
-    scored = [evaluate_design(problem, c, ratios) for c in grid]
-    sized = [e for e in scored if np.isfinite(e.cost_per_hour)]
-    if not sized:
-        raise InfeasibleError(f"threshold design: in none of the {len(grid)} candidates can both pools meet the P99 TTFT SLO of "
-                              f"{problem.fleet.ttft_p99_ms:g} ms at any size (a TTFT floor alone breaks it)")
-    cost = np.array([e.cost_per_hour for e in sized])
-    misroute = np.array([e.misroute_probability for e in sized])
-    eps = problem.spec.design.epsilon
-    report, values = highs.solve_arrays(design_arrays(cost, misroute, eps), what="the threshold design model",
-                                        time_limit=problem.spec.solve.time_limit_s)
-    if values is None:
-        raise InfeasibleError(f"threshold design: no candidate of the {len(sized)} whose pools can meet the SLO keeps the mis-route "
-                              f"probability within {100 * eps:.3g} % (the least is {100 * misroute.min():.3g} %); try lower threshold fractions")
-    return sized[int(np.argmax(values))].candidate, report
-
-
-def design_columns(e: DesignEvaluation) -> dict[str, Any]:
-    return {**e.candidate.to_dict(), "misroute_pct": 100.0 * e.misroute_probability, "short_share_pct": 100.0 * e.short_share,
-            "short_gpus": e.short_gpus, "long_gpus": e.long_gpus}

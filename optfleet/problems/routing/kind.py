@@ -11,9 +11,10 @@ Two questions, each a group of rows:
   Under ``exact.objective: overflow`` the objective is the work above the capacity windows (slot-seconds) and
   every placement is feasible; the hindsight model then bounds every router's overflow.
 * **design**: the routing threshold, window and C&R band (design.py).  Rows: ``design_plan`` (the plan's own
-  window, ``B = C_s``, the plan's gamma) and ``design`` (the one-hot MILP over the grid); both scored by the
-  design evaluator; objective = fleet $/h, each pool at the fleet evaluator's least GPU count; feasible = both pools can meet
-  the SLO and the mis-route probability <= epsilon.
+  window, ``B = C_s``, the plan's gamma and GPU configurations) and ``design`` (the MILP over the grid and the fleet's
+  GPU configurations, under its constraints: design_milp.py); both scored by the design evaluator; objective = fleet
+  $/h, each pool at the fleet evaluator's least GPU count (or the MILP's count); feasible = both pools can meet
+  the SLO, the mis-route probability <= epsilon and the fleet instance's constraints hold.
 """
 
 from __future__ import annotations
@@ -101,12 +102,14 @@ def routing_columns(e: Any) -> dict[str, Any]:
 
 
 def _run_design(problem: RoutingProblem, method: str) -> MethodResult:
-    from optfleet.problems.routing.design import design_columns, evaluate_design, plan_design, solve_design
+    from optfleet.problems.routing.design import evaluate_design, plan_design
 
     group = (("question", "design"),)
     start = time.perf_counter()
     report = None
     if method == "design":
+        from optfleet.problems.routing.design_milp import solve_design
+
         try:
             candidate, report = solve_design(problem)
         except InfeasibleError as exc:
@@ -116,12 +119,23 @@ def _run_design(problem: RoutingProblem, method: str) -> MethodResult:
     seconds = time.perf_counter() - start
     e = evaluate_design(problem, candidate)
     eps = problem.spec.design.epsilon
-    reasons = [] if np.isfinite(e.cost_per_hour) else [f"a pool cannot meet the P99 TTFT SLO of {problem.fleet.ttft_p99_ms:g} ms at any size"]
+    reasons = [] if min(e.fewest) >= 0 else [f"a pool cannot meet the P99 TTFT SLO of {problem.fleet.ttft_p99_ms:g} ms at any size"]
     if e.misroute_probability > eps + 1e-12:
         reasons.append(f"mis-route probability {100 * e.misroute_probability:.3g} % > epsilon {100 * eps:.3g} %")
+    reasons.extend(e.violations)
+    if method == "design" and any(spec.kind == "gpu_mix" for spec in problem.fleet.constraints):
+        reasons.append("bound not proven: the GPU-mix widening of the instance bounds is a heuristic")
     return MethodResult(method, candidate, e, seconds, objective=e.cost_per_hour if np.isfinite(e.cost_per_hour) else None, objective_unit="$/h",
                         sense=MINIMISE, feasible=e.feasible,
                         report=report, note="; ".join(reasons), group=group, columns=design_columns(e))
+
+
+def design_columns(e: Any) -> dict[str, Any]:
+    """The design question's own columns (design.DesignEvaluation)."""
+    c = e.candidate
+    return {"short_window_tokens": c.short_window_tokens, "b_short_tokens": c.b_short_tokens, "gamma": c.gamma,
+            "misroute_pct": 100.0 * e.misroute_probability, "short_share_pct": 100.0 * e.short_share, "short_gpu": c.short_gpu,
+            "short_gpus": e.short_gpus, "long_gpu": c.long_gpu, "long_gpus": e.long_gpus}
 
 
 def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Reference:
@@ -135,7 +149,7 @@ def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Refer
     overflow = problem.spec.exact.objective == "overflow"
     what = ("the hindsight placement's least work above the pools' capacity" if exact.method == "hindsight" and overflow
             else "the hindsight placement's least work within the pools' capacity" if exact.method == "hindsight"
-            else "the least-cost design over the grid meeting epsilon")
+            else "the least-cost design over the grid and the GPU configurations meeting epsilon and the constraints")
     return Reference(exact.report.bound, f"{exact.method}: {what}" + ("" if proven else " (not proven optimal: its lower bound)"))
 
 

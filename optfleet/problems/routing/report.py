@@ -15,7 +15,8 @@ QUESTIONS = {
                "objective = busy GPU instances, feasible = offered load within rho_max x slots in every capacity window",
     "overflow": "routing: where each request is served (calibrator variants replayed; hindsight = true lengths known); "
                 "objective = slot-seconds of offered load above rho_max x slots, summed over the capacity windows and pools",
-    "design": "design: short window, threshold and C&R band of least fleet $/h (each pool sized by the fleet evaluator: TTFT SLO and utilisation cap) with mis-route probability <= epsilon",
+    "design": "design: short window, threshold, C&R band and each pool's GPU configuration of least fleet $/h (each pool sized by the fleet "
+              "evaluator: TTFT SLO and utilisation cap) with mis-route probability <= epsilon, under the fleet instance's constraints",
 }
 
 MS = tables.number(4)
@@ -27,7 +28,8 @@ ROUTING_COLUMNS = {
 }
 DESIGN_COLUMNS = {
     "short_window_tokens": ("window", tables.text), "b_short_tokens": ("B", tables.text), "gamma": ("gamma", tables.number(3)),
-    "misroute_pct": ("mis-route %", tables.number(3)), "short_gpus": ("short GPUs", tables.text), "long_gpus": ("long GPUs", tables.text),
+    "misroute_pct": ("mis-route %", tables.number(3)), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
+    "long_gpu": ("long GPU", tables.text), "long_gpus": ("long GPUs", tables.text),
 }
 
 
