@@ -320,3 +320,13 @@ def test_joint_design_names_the_constraint_that_leaves_no_design(tmp_path, capsy
         solve_design(problem)
     assert main(["solve", str(tmp_path / "routing.yaml"), "--method", "design"]) != 0
     assert "constraints[1] (availability)" in capsys.readouterr().out
+
+
+def test_catalog_mix_design_numbers_quoted_in_the_readme():
+    problem = prepare(load_instance(REPO / "instances" / "routing" / "azure_2023_catalog_mix.yaml"))
+    chosen, report = solve_design(problem)
+    e = evaluate_design(problem, chosen)
+    assert report.status == "optimal" and round(report.objective, 2) == 2286.72 and e.feasible
+    assert (chosen.rule, chosen.short_gpu, chosen.long_gpu, chosen.gpus) == ((8192, 7372, 1.5), "H200 x8", "A100-80GB x8", (63, 27))
+    own = evaluate_design(problem, plan_design(problem))
+    assert round(own.cost_per_hour, 2) == 2281.12 and [v.split(" ")[0] for v in own.violations] == ["constraints[0]", "constraints[1]"]

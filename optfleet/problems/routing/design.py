@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from optfleet.errors import InfeasibleError, InputError
+from optfleet.errors import InputError
 from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.pool_config import PoolConfig
@@ -42,7 +42,6 @@ from optfleet.problems.fleet.problem import PoolFactory
 from optfleet.problems.routing.calibrator import calibrate, observed_ratios
 from optfleet.problems.routing.dispatcher import SHORT, DispatchRule, estimated_total, route
 from optfleet.problems.routing.problem import RoutingProblem
-from optfleet.solvers.report import SolveReport
 
 POOL_NAMES = ("short", "long")
 

@@ -36,13 +36,19 @@ REPORT = "optfleet.problems.routing.report"
 ROUTERS = ("paper", "router", "static")
 ROUTING_METHODS = (*ROUTERS, "hindsight")
 DESIGN_METHODS = ("design_plan", "design")
+SPILL_METHOD = "design_spill"
 EXACT = ("hindsight", "design")
 BUSY = "busy GPU instances"
 OVERFLOW = "slot-s above capacity"
 
 
 def methods(problem: RoutingProblem) -> tuple[str, ...]:
-    return (*ROUTING_METHODS, *DESIGN_METHODS)
+    return (*ROUTING_METHODS, *DESIGN_METHODS, SPILL_METHOD)
+
+
+def gap_methods(problem: RoutingProblem) -> tuple[str, ...]:
+    """Every method; the spill design (a search by replay) only when the instance lists ``design.queue_limits``."""
+    return tuple(m for m in methods(problem) if m != SPILL_METHOD or problem.spec.design.queue_limits is not None)
 
 
 def default_method(problem: RoutingProblem) -> str:
@@ -52,6 +58,8 @@ def default_method(problem: RoutingProblem) -> str:
 
 def solve_methods(problem: RoutingProblem, chosen: str) -> tuple[str, ...]:
     """The chosen method's question's exact method (its bound), beside the chosen one."""
+    if chosen == SPILL_METHOD:
+        return ()
     exact = "design" if chosen in DESIGN_METHODS else "hindsight"
     return () if chosen == exact else (exact,)
 
@@ -61,6 +69,8 @@ def run(problem: RoutingProblem, method: str, progress: Progress) -> list[Method
     progress(method, 0, 1)
     if method in DESIGN_METHODS:
         return [_run_design(problem, method)]
+    if method == SPILL_METHOD:
+        return [_run_spill(problem)]
     from optfleet.problems.routing.evaluator import evaluate
     from optfleet.problems.routing.replay import replay_router
 
@@ -138,8 +148,37 @@ def design_columns(e: Any) -> dict[str, Any]:
             "short_gpus": e.short_gpus, "long_gpu": c.long_gpu, "long_gpus": e.long_gpus}
 
 
+def _run_spill(problem: RoutingProblem) -> MethodResult:
+    """The threshold design's rule and GPUs, then the queue limit and counts searched by replay (spill_design.py)."""
+    from optfleet.problems.routing.design_milp import solve_design
+    from optfleet.problems.routing.spill_design import design_spill
+
+    group = (("question", "spill"),)
+    start = time.perf_counter()
+    try:
+        design, _ = solve_design(problem)
+    except InfeasibleError as exc:
+        return no_plan(SPILL_METHOD, time.perf_counter() - start, f"no threshold design to spill from: {exc}", objective_unit="$/h", group=group)
+    best, searched = design_spill(problem, design)
+    seconds = time.perf_counter() - start
+    tried = "; ".join(f"{'none' if q is None else q}: " + ("no fleet meets the design" if o is None else f"${o.cost_per_hour:,.2f}/h {o.spill.gpus}")
+                      for q, o in searched)
+    if best is None:
+        return no_plan(SPILL_METHOD, seconds, f"no queue limit's fleet up to 4x the static design meets the SLO and epsilon by replay ({tried})",
+                       objective_unit="$/h", group=group)
+    e = best.evaluation
+    columns = {"queue_limit": "none" if best.spill.queue_limit is None else best.spill.queue_limit, **routing_columns(e),
+               "short_gpu": best.spill.design.short_gpu, "long_gpu": best.spill.design.long_gpu,
+               "static_per_hour": sum(n * problem.fleet.configuration(g).cost_per_gpu_hour
+                                      for n, g in zip(design.gpus or (0, 0), (design.short_gpu, design.long_gpu), strict=True))}
+    return MethodResult(SPILL_METHOD, best.spill, e, seconds, objective=best.cost_per_hour, objective_unit="$/h", sense=MINIMISE, feasible=best.meets,
+                        note=f"a search by replay, no bound; queue limits tried: {tried}", group=group, columns=columns)
+
+
 def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Reference:
-    """The question's exact method's bound (module docstring)."""
+    """The question's exact method's bound (module docstring); the spill question has none."""
+    if any(r.method == SPILL_METHOD for r in results):
+        return Reference(None, "no bound: the spill limit and the counts are searched by replay (spill_design.py), not modelled")
     exact = next((r for r in results if r.method in EXACT), None)
     if exact is None:
         return Reference(None, "no bound: the question's exact method did not run")
@@ -161,7 +200,7 @@ def result_json(problem: RoutingProblem, result: MethodResult) -> dict[str, Any]
     if e is not None and hasattr(e, "calibration_error"):
         body["calibration_error"] = {name: {str(n): v for n, v in errors.items()} for name, errors in e.calibration_error.items()}
         body["misroute_rate_by_category"] = dict(e.misroute_rate_by_category)
-    elif e is not None:
+    if e is not None and result.group != (("question", "routing"),):
         body["design"] = result.plan.to_dict()
     return body
 
@@ -188,7 +227,7 @@ KIND = ProblemKind(
     methods=methods,
     default_method=default_method,
     solve_methods=solve_methods,
-    gap_methods=methods,
+    gap_methods=gap_methods,
     run=run,
     reference=reference,
     describe=lazy(REPORT, "describe"),

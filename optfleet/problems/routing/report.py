@@ -17,6 +17,8 @@ QUESTIONS = {
                 "objective = slot-seconds of offered load above rho_max x slots, summed over the capacity windows and pools",
     "design": "design: short window, threshold, C&R band and each pool's GPU configuration of least fleet $/h (each pool sized by the fleet "
               "evaluator: TTFT SLO and utilisation cap) with mis-route probability <= epsilon, under the fleet instance's constraints",
+    "spill": "spill: the design's rule and GPUs with the queue limit and pool counts of least fleet $/h whose replay (spillover on the live "
+             "slot state) meets the P99 TTFT SLO, the utilisation cap and epsilon; searched by replay",
 }
 
 MS = tables.number(4)
@@ -31,6 +33,14 @@ DESIGN_COLUMNS = {
     "misroute_pct": ("mis-route %", tables.number(3)), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
     "long_gpu": ("long GPU", tables.text), "long_gpus": ("long GPUs", tables.text),
 }
+
+SPILL_COLUMNS = {
+    "queue_limit": ("queue limit", tables.text), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
+    "long_gpu": ("long GPU", tables.text), "long_gpus": ("long GPUs", tables.text), "misroute_pct": ("mis-route %", tables.number(3)),
+    "spills": ("spills", tables.text), "short_ttft_p99_ms": ("short P99 TTFT ms", MS), "long_ttft_p99_ms": ("long P99 TTFT ms", MS),
+    "static_per_hour": ("static design $/h", tables.fixed(2)),
+}
+COLUMNS = {"routing": ROUTING_COLUMNS, "design": DESIGN_COLUMNS, "spill": SPILL_COLUMNS}
 
 
 def describe(problem: RoutingProblem) -> str:
@@ -60,7 +70,7 @@ def _tables(outcome: "SolveOutcome | GapOutcome") -> str:
     for group, reference in outcome.references.items():
         question = dict(group)["question"]
         rows = [row for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
-        columns = ROUTING_COLUMNS if question == "routing" else DESIGN_COLUMNS
+        columns = COLUMNS[question]
         shown = {k: v for k, v in columns.items() if any(row.get(k) is not None for row in rows)}
         heading = QUESTIONS["overflow" if question == "routing" and outcome.loaded.problem.spec.exact.objective == "overflow" else question]
         parts.append("\n".join([f"{heading}\n  bound: {reference.reason}", tables.render(tables.core_frame(rows, shown)),

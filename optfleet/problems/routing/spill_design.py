@@ -1,0 +1,144 @@
+"""The spill limit designed by replay: for the threshold design's rule and GPU configurations (design_milp.py), the
+queue limit of ``design.queue_limits`` and the pools' instance counts of least fleet cost whose replay meets the
+SLO and epsilon.
+
+Spillover changes what the static design (design.py) scores: a burst in one pool moves to the other, so each pool
+may be sized below its M/G/c count; and a request the dispatcher sent long because its estimate lies in
+``(B, C]`` may spill short and be mis-routed there (its true budget above ``C``).  Neither has a closed form, so
+each fleet tried is replayed: the stream is calibrated, dispatched and spilled on that fleet's live slot state
+(replay.py, spill.py) and scored by the routing evaluator (evaluator.py).  A fleet *meets* the design when
+
+* every pool's P99 TTFT (slot mode, from the warm-up cut) is within the fleet's SLO,
+* the offered load stays within ``rho_max x slots`` in every capacity window (the evaluator's capacity rule),
+* the replayed mis-route probability (spill-induced mis-routes included) is at most ``epsilon``,
+* the fleet instance's constraints hold (the fleet's own plan checks).
+
+For each queue limit (None: no spillover) the counts are searched pool by pool from the static design's counts:
+the least short count at the design's long count (bisection; doubling first if the static counts do not meet
+it), then the least long count at that short count, then the short count once more.  The search assumes that
+meeting the design is monotone in each count; it is a heuristic search by simulation, not a model, so its rows
+carry no bound, and a limit is compared with the others only on this stream and seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Any
+
+from optfleet.problems.fleet.plan import Plan, PoolPlan
+from optfleet.problems.routing.design import POOL_NAMES, DesignCandidate, pool_windows
+from optfleet.problems.routing.dispatcher import DispatchRule
+from optfleet.problems.routing.evaluator import RoutingEvaluation, evaluate
+from optfleet.problems.routing.problem import RoutingProblem
+from optfleet.problems.routing.replay import replay_router
+from optfleet.problems.routing.spill import SpillRule
+
+DEFAULT_QUEUE_LIMITS: tuple[int | None, ...] = (None, 0, 4, 16, 64)
+"""Queue limits tried when ``design.queue_limits`` is not given (None: no spillover)."""
+GROWTH = 4
+"""How far (a factor on the static counts) the search grows a fleet whose static counts do not meet the design."""
+
+
+@dataclass(frozen=True)
+class SpillDesign:
+    """A queue limit and the fleet found for it: the design's rule and GPU configurations at ``gpus`` instances."""
+
+    queue_limit: int | None
+    design: DesignCandidate
+    gpus: tuple[int, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.design.to_dict(), "gpus": list(self.gpus), "queue_limit": self.queue_limit}
+
+
+@dataclass(frozen=True)
+class SpillOutcome:
+    """A spill design replayed: the routing evaluator's scores, its fleet's cost and whether it meets the design
+    (module docstring), with the reasons when it does not."""
+
+    spill: SpillDesign
+    evaluation: RoutingEvaluation
+    cost_per_hour: float
+    reasons: tuple[str, ...]
+
+    @property
+    def meets(self) -> bool:
+        return not self.reasons
+
+
+def spill_problem(problem: RoutingProblem, spill: SpillDesign) -> RoutingProblem:
+    """The routing problem with the design's rule, its fleet at ``spill.gpus`` and the queue limit."""
+    d = spill.design
+    windows = pool_windows(problem, d)
+    pools = tuple(PoolPlan(name, w, n, gpu) for name, w, n, gpu in zip(POOL_NAMES, windows, spill.gpus, (d.short_gpu, d.long_gpu), strict=True))
+    return replace(problem, plan=Plan(pools=pools, gamma=d.gamma, method="design_spill"),
+                   rule=DispatchRule(d.b_short_tokens, d.short_window_tokens, d.gamma, problem.compressible),
+                   spill=SpillRule(spill.queue_limit, None))
+
+
+def replay_spill(problem: RoutingProblem, spill: SpillDesign) -> SpillOutcome:
+    """Replay one spill design with the design's calibrator and score it (module docstring's rules)."""
+    from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
+
+    replayed = spill_problem(problem, spill)
+    e = evaluate(replayed, replay_router(replayed, replayed.calibrators[problem.spec.design.calibrator]), needed=False)
+    slo, eps = problem.fleet.ttft_p99_ms, problem.spec.design.epsilon
+    cost = float(sum(p.cost_per_hour for p in e.pools))
+    reasons = [f"{p.name} P99 TTFT {p.ttft_p99_ms:.4g} ms > {slo:g} ms" for p in e.pools if p.ttft_p99_ms is not None and p.ttft_p99_ms > slo]
+    if not e.capacity_ok:
+        reasons.append(f"offered load above rho_max x slots in {e.overloaded_windows[0]} short / {e.overloaded_windows[1]} long windows")
+    if e.misroutes > eps * e.requests + 1e-9:
+        reasons.append(f"mis-route probability {100 * e.misroutes / e.requests:.3g} % > epsilon {100 * eps:.3g} %")
+    scored = SimpleNamespace(plan=replayed.plan, cost_per_hour=cost)  # what the fleet's constraint checks read
+    reasons.extend(f"constraints[{i}] {spec.kind}: {verdict.detail}"
+                   for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
+    return SpillOutcome(spill, e, cost, tuple(reasons))
+
+
+def least_count(meets: Callable[[int], bool], start: int) -> int | None:
+    """The least count ``n >= 1`` with ``meets(n)``, by bisection below ``start`` (doubling up to ``GROWTH x start``
+    first when ``start`` does not meet it); None when none up to there does.  Assumes ``meets`` is monotone."""
+    hi, top = max(start, 1), GROWTH * max(start, 1)
+    while not meets(hi):
+        if hi >= top:
+            return None
+        hi = min(2 * hi, top)
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi
+
+
+def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: int | None) -> SpillOutcome | None:
+    """The module docstring's search for one queue limit; None when no fleet up to ``GROWTH`` x the static counts
+    meets the design."""
+    outcomes: dict[tuple[int, int], SpillOutcome] = {}
+
+    def outcome(gpus: tuple[int, int]) -> SpillOutcome:
+        if gpus not in outcomes:
+            outcomes[gpus] = replay_spill(problem, SpillDesign(queue_limit, design, gpus))
+        return outcomes[gpus]
+
+    assert design.gpus is not None
+    short, long = design.gpus
+    for pool in (0, 1, 0):
+        if pool == 0:
+            found = least_count(lambda n: outcome((n, long)).meets, short)
+        else:
+            found = least_count(lambda n: outcome((short, n)).meets, long)
+        if found is None:
+            return None
+        short, long = (found, long) if pool == 0 else (short, found)
+    return outcome((short, long))
+
+
+def design_spill(problem: RoutingProblem, design: DesignCandidate) -> tuple[SpillOutcome | None, list[tuple[int | None, SpillOutcome | None]]]:
+    """Every queue limit's search (``design.queue_limits`` or :data:`DEFAULT_QUEUE_LIMITS`) and the cheapest
+    outcome that meets the design (the first limit on ties), None when no limit's does."""
+    limits = problem.spec.design.queue_limits or list(DEFAULT_QUEUE_LIMITS)
+    searched = [(q, search_limit(problem, design, q)) for q in limits]
+    found = [o for _, o in searched if o is not None]
+    return (min(found, key=lambda o: o.cost_per_hour) if found else None), searched

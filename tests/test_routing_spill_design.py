@@ -1,0 +1,100 @@
+"""The spill design (spill_design.py): the bisection, the search against brute force where the pools are
+independent (no spillover), the replay's verdict against its own numbers, and the CLI's handling."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from optfleet.cli import main
+from optfleet.errors import EXIT_BAD_INPUT
+from optfleet.instance import load_instance
+from optfleet.problems.routing.design_milp import solve_design
+from optfleet.problems.routing.problem import prepare
+from optfleet.problems.routing.spill_design import GROWTH, SpillDesign, design_spill, least_count, replay_spill, search_limit
+
+from support import REPO
+
+TINY = REPO / "instances" / "routing" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return prepare(load_instance(TINY))
+
+
+@given(threshold=st.integers(1, 400), start=st.integers(0, 100))
+def test_least_count_finds_a_monotone_predicates_threshold_within_the_growth(threshold, start):
+    calls = []
+
+    def meets(n: int) -> bool:
+        calls.append(n)
+        return n >= threshold
+
+    found = least_count(meets, start)
+    assert found == (threshold if threshold <= GROWTH * max(start, 1) else None)
+    assert all(n >= 1 for n in calls)
+
+
+def test_without_spillover_the_search_is_the_brute_force_least_fleet(tiny):
+    """No spillover: each pool's replay depends on its own count only, so the pool-by-pool search must find the
+    least counts of the whole box that meet the design."""
+    design, _ = solve_design(tiny)
+    found = search_limit(tiny, design, None)
+    short, long = design.gpus
+    box = [(ns, nl) for ns, nl in itertools.product(range(1, GROWTH * short + 1), range(1, GROWTH * long + 1))]
+    meeting = [gpus for gpus in box if replay_spill(tiny, SpillDesign(None, design, gpus)).meets]
+    cheapest = min(meeting, key=lambda g: replay_spill(tiny, SpillDesign(None, design, g)).cost_per_hour)
+    assert found is not None and found.meets
+    assert found.cost_per_hour == pytest.approx(replay_spill(tiny, SpillDesign(None, design, cheapest)).cost_per_hour)
+    assert (found.spill.gpus[0] - 1, found.spill.gpus[1]) not in meeting and (found.spill.gpus[0], found.spill.gpus[1] - 1) not in meeting
+
+
+def test_a_replayed_spill_design_meets_exactly_when_its_numbers_do(tiny):
+    design, _ = solve_design(tiny)
+    slo, eps = tiny.fleet.ttft_p99_ms, tiny.spec.design.epsilon
+    for gpus, limit in [((1, 1), 0), (design.gpus, 0), (design.gpus, None), ((design.gpus[0], 2), 4)]:
+        o = replay_spill(tiny, SpillDesign(limit, design, gpus))
+        e = o.evaluation
+        numbers_meet = (all(p.ttft_p99_ms is None or p.ttft_p99_ms <= slo for p in e.pools) and e.capacity_ok
+                        and e.misroutes <= eps * e.requests)
+        assert o.meets == numbers_meet, (gpus, limit, o.reasons)
+        assert [p.gpus for p in e.pools] == list(gpus)
+        assert (e.spills > 0) <= (limit is not None)
+
+
+def test_the_spill_design_is_the_cheapest_limit_that_meets_the_design(tiny):
+    design, _ = solve_design(tiny)
+    best, searched = design_spill(tiny, design)
+    assert [q for q, _ in searched] == [None, 0, 4, 16, 64]
+    costs = [o.cost_per_hour for _, o in searched if o is not None]
+    assert best is not None and best.meets and best.cost_per_hour == min(costs)
+
+
+def _write(tmp_path, **design) -> str:
+    doc = yaml.safe_load(TINY.read_text())
+    doc["fleet"]["instance"] = str(REPO / "instances" / "fleet" / "toy.yaml")
+    doc["design"].update(design)
+    path = tmp_path / "routing.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_gap_runs_the_spill_design_only_when_the_instance_lists_queue_limits(tmp_path, capsys):
+    assert main(["gap", _write(tmp_path), "--json", "--quiet"]) == 0
+    assert "design_spill" not in capsys.readouterr().out
+    assert main(["gap", _write(tmp_path, queue_limits=[None, 2]), "--json", "--quiet"]) == 0
+    out = yaml.safe_load(capsys.readouterr().out)
+    row = next(r for r in out["rows"] if r["method"] == "design_spill")
+    assert row["queue_limit"] in ("none", 2) and row["status"] == "heuristic"
+    assert next(r for r in out["references"] if r["question"] == "spill")["bound"] is None
+
+
+@pytest.mark.parametrize("limits", [[-1], [], [1.5]])
+def test_a_bad_queue_limit_is_refused_naming_the_field(tmp_path, capsys, limits):
+    assert main(["validate", _write(tmp_path, queue_limits=limits)]) == EXIT_BAD_INPUT
+    assert "design.queue_limits" in capsys.readouterr().err
