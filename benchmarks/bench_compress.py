@@ -40,7 +40,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from output import add_output_option, output_folder, write_results  # noqa: E402
+from output import add_output_option, machine_speed, machine_speed_text, output_folder, write_results  # noqa: E402
 
 BUDGET_TOKENS = 8192
 GAMMA = 1.5
@@ -225,12 +225,13 @@ def main() -> int:
               f"exact {rows[-1]['exact_ms']:.1f} ms, MILP {rows[-1]['milp_ms']:.1f} ms, greedy gap {rows[-1]['greedy_gap_pct']:.2f} %", file=sys.stderr)
     summary = summarise(rows)
     tokens = (min(r["prompt_tokens"] for r in rows), max(r["prompt_tokens"] for r in rows))
-    rows_md = table(summary, len(rows), tokens)
+    speed = machine_speed()
+    rows_md = [*table(summary, len(rows), tokens), ["machine speed in this run (reference workloads)", machine_speed_text(speed), "-"]]
     for measure_name, ours, paper in rows_md:
         print(f"{measure_name:70s} {ours:60s} paper: {paper}")
     data = {"corpus": SOURCE, "budget_tokens": BUDGET_TOKENS, "gamma": GAMMA, "output_tokens": OUTPUT_TOKENS, "seed": args.seed,
             "repeats": args.repeats, "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-            "summary": summary, "prompts": rows}
+            "machine_speed": speed, "summary": summary, "prompts": rows}
     write_results(folder, "compress", data, ["measure", "optfleet (this run)", "paper (FleetOpt, Tables 4 and 7)"], rows_md)
     return 0
 

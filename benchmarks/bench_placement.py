@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from output import add_output_option, output_folder, write_results
+from output import add_output_option, machine_speed, machine_speed_text, output_folder, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances" / "placement"
@@ -187,7 +187,9 @@ def main() -> None:
                f"{r['microseconds']:.1f}") for r in scores]
     lines += [(f"hindsight MILP ({r['status']}, gap {_cell(r['gap'], '.2%')})", f"{r['requests']} x {r['servers']}", f"{r['seconds']:.1f} s",
                "-", "-", "-", "-") for r in milp]
-    write_results(folder, "placement", {"simulator": sim, "scorer": scores, "milp": milp,
+    speed = machine_speed()
+    lines.append(("machine speed in this run (reference workloads)", "-", machine_speed_text(speed), "-", "-", "-", "-"))
+    write_results(folder, "placement", {"machine_speed": speed, "simulator": sim, "scorer": scores, "milp": milp,
                                         "largest_milp_proven_optimal_requests": max(proven) if proven else None},
                   ["measurement", "size", "time", "rate", "ratio to baseline", "1e6 requests (extrapolated)", "µs per decision"], lines)
     write_results(folder, "placement_scenarios", {"rows": table},

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from output import add_output_option, output_folder
+from output import add_output_option, machine_speed, machine_speed_text, output_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances" / "routing"
@@ -183,11 +183,13 @@ def main() -> int:
     convergence = table_4(0.10, args.reps, seed=42)
     mis = misroutes()
     sizing = [appendix_a("azure", "azure_2023"), appendix_a("lmsys", "lmsys_multiturn")]
+    machine = machine_speed()
     results = output_folder(args)
-    (results / "routing.json").write_text(json.dumps({"throughput": speed, "table_4": convergence, "misroutes": mis,
+    (results / "routing.json").write_text(json.dumps({"machine_speed": machine, "throughput": speed, "table_4": convergence, "misroutes": mis,
                                                       "appendix_a": [{"sizes": a, "latency": b} for a, b in sizing]}, indent=2) + "\n")
     lines = ["Token-budget routing: calibrator + dispatcher throughput (one run; vectorised = best of 3, loop = Algorithm 1 one request "
-             "at a time in Python, on the first requests of the same stream; speedup = vectorised / loop requests/s)", "",
+             "at a time in Python, on the first requests of the same stream; speedup = vectorised / loop requests/s; machine speed in this run: "
+             f"{machine_speed_text(machine)})", "",
              "| what | requests | vectorised req/s | loop requests | loop req/s | speedup |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['what']} | {r['requests']:,} | {_f(r['vectorised_rps'], ',.3g')} | {r['loop_requests']:,} | {_f(r['loop_rps'], ',.3g')} | "
               f"{_f(r['speedup'], '.3g')} |" for r in speed]

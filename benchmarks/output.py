@@ -38,6 +38,25 @@ def write_results(folder: Path, stem: str, data: dict[str, Any], columns: Sequen
     (folder / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
+def machine_speed() -> dict[str, float]:
+    """This machine's speed in the same run, so that results of different days compare (on this 2-core machine the
+    same code has run 2.7x slower on some days): a pure-Python loop of 10^6 integer additions (ms) and
+    ``np.argmin`` over 100 values (us), each the best of five."""
+    import timeit
+
+    import numpy as np
+
+    values = np.random.default_rng(0).random(100)
+    loop_s = min(timeit.repeat("total = 0\nfor i in range(1_000_000): total += i", number=1, repeat=5))
+    argmin_s = min(timeit.repeat(lambda: np.argmin(values), number=10_000, repeat=5)) / 10_000
+    return {"python_loop_1e6_ms": 1e3 * loop_s, "np_argmin_100_us": 1e6 * argmin_s}
+
+
+def machine_speed_text(speed: dict[str, float]) -> str:
+    return (f"a pure-Python loop of 10^6 additions {speed['python_loop_1e6_ms']:.1f} ms, np.argmin over 100 values "
+            f"{speed['np_argmin_100_us']:.2f} us")
+
+
 def gap_pct(gap: float) -> str:
     """A relative gap as a percentage with two significant digits; rounding noise below 1e-9 reads ``0 %``."""
     return f"{100 * gap:.2g} %" if abs(gap) >= 1e-9 else "0 %"

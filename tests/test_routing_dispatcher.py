@@ -83,3 +83,10 @@ def test_long_to_short_spill_only_when_the_estimate_fits():
     rule = SpillRule(queue_limit=0)
     assert spill(rule, arrival, target, np.array([True, True, True]), service, (4, 1), (1, 1)).tolist() == [LONG, LONG, SHORT]
     assert spill(rule, arrival, target, np.array([True, True, False]), service, (4, 1), (1, 1)).tolist() == [LONG, LONG, LONG]
+
+
+def test_no_spill_to_a_pool_without_slots():
+    # the long pool of the same stream has no GPU: the overloaded short pool keeps its requests
+    arrival = np.array([0.0, 1.0, 2.0])
+    service = (np.full(3, 10.0), np.full(3, 10.0))
+    assert spill(SpillRule(queue_limit=0), arrival, np.full(3, SHORT), np.full(3, True), service, (1, 0), (1, 0)).tolist() == [SHORT] * 3

@@ -11,8 +11,8 @@ dispatcher sees, for its target pool, the requests in the system ``N`` (admitted
   ``(active + queued) / n_gpus >= 0.85``; note it counts requests per GPU instance, so with many KV slots per
   instance it fires long before any request waits).
 
-An overloaded target spills to the other pool if that pool can serve the request: the long pool always can, the
-short pool only when the estimated budget fits its window.  Spill decisions use this slot model (started empty)
+An overloaded target spills to the other pool if that pool can serve the request: it has a KV slot, and, for the
+short pool, the estimated budget fits its window.  Spill decisions use this slot model (started empty)
 in both replay modes.
 """
 
@@ -58,7 +58,7 @@ def spill(rule: SpillRule, arrival_s: NDArray[np.float64], target: NDArray[np.in
             pop(in_system)
         count = len(in_system)
         overloaded = count - slots[p] > queue_limit or count / max(gpus[p], 1) >= pressure
-        if overloaded and (p == SHORT or fits):
+        if overloaded and (p == SHORT or fits) and slots[1 - p] > 0:
             p = LONG if p == SHORT else SHORT
             pool[i] = p
             in_system = finishing[p]

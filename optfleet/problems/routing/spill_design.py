@@ -13,7 +13,8 @@ each fleet tried is replayed: the stream is calibrated, dispatched and spilled o
 * the replayed mis-route probability (spill-induced mis-routes included) is at most ``epsilon``,
 * the fleet instance's constraints hold (the fleet's own plan checks).
 
-For each queue limit (None: no spillover) the counts are searched pool by pool from the static design's counts:
+For each queue limit (None: no spillover) the counts are searched pool by pool from the static design's counts (a
+pool the static design leaves empty, no request being routed there, stays empty and takes no spill):
 the least short count at the design's long count (bisection; doubling first if the static counts do not meet
 it), then the least long count at that short count, then the short count once more.  The search assumes that
 meeting the design is monotone in each count; it is a heuristic search by simulation, not a model, so its rows
@@ -125,6 +126,8 @@ def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: 
     assert design.gpus is not None
     short, long = design.gpus
     for pool in (0, 1, 0):
+        if (short, long)[pool] == 0:
+            continue
         if pool == 0:
             found = least_count(lambda n: outcome((n, long)).meets, short)
         else:
