@@ -9,15 +9,19 @@ the model), an upper bound ``U_j >= N_j`` and a price ``pi_j`` per instance-hour
     min  cost = sum_j pi_j n_j                                      ($/hour)
     s.t. one[]:       sum_c z_c = 1                                 (one design)
          misroute[]:  sum_c p_c z_c <= epsilon                      (its mis-route probability)
-         pick[c,p]:   sum_g open_(c,p,g) = z_c                      (one GPU configuration per pool of the design)
+         pick[c,p]:   sum_g open_(c,p,g) = z_c                      (one GPU configuration per pool of the design
+                                                                     that receives requests; a pool that receives
+                                                                     none stays empty: no option, no instance)
          fewest[j]:   N_j open_j <= n_j,   n_open[j]: n_j <= U_j open_j
          the fleet instance's constraints (models/fleet_constraints.py) on ``n`` and ``open``
 
 with ``z_c, open_j`` binary and ``n_j`` integer.  A pool of more than ``N_j`` instances still meets the SLO (a
 larger M/G/c pool waits less), so extra instances are bought only when a constraint asks for them (whole nodes, a
-GPU mix).  ``U_j``: ``N_j`` widened by the fleet's bound rules for node multiples and GPU mixes, then capped by
-budgets and availability (optfleet/problems/fleet/constraints.py ``gpu_bounds``); proven not to cut off an optimum
-except under ``gpu_mix``, whose widening is a heuristic (the same caveat as the fleet MILP's).  A ``budget`` here
+GPU mix).  ``U_j``:
+``N_j`` widened by the fleet's bound rules for node multiples and GPU mixes, then capped by budgets and availability
+(optfleet/problems/fleet/constraints.py ``gpu_bounds``); proven not to cut off an optimum except under ``gpu_mix``,
+whose widening is a heuristic: there the driver (design_milp.py) solves again with every ``U_j`` at least
+``cost / pi_j`` of the design found, which no cheaper design can exceed, so the optimum is proven.  A ``budget`` here
 caps the cost (every request is served); ``fixed`` pins the instances of the pool with that window and GPU
 configuration, summed over the candidates' options.
 
@@ -34,7 +38,6 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from optfleet.errors import InputError
 from optfleet.models.constraints import ConstraintRegistry
 
 SHORT_POOL, LONG_POOL = 0, 1
@@ -68,6 +71,7 @@ class DesignData:
     problem: Any
     epsilon: float
     constraints: tuple = ()
+    empty: frozenset = frozenset()  # (candidate, pool) pairs that receive no request: no option, no pick row
 
 
 def build_design(data: DesignData, constraints: ConstraintRegistry) -> pyo.ConcreteModel:
@@ -85,7 +89,7 @@ def build_design(data: DesignData, constraints: ConstraintRegistry) -> pyo.Concr
     by_pick: dict[tuple[int, int], list[int]] = {}
     for j, o in enumerate(data.pools):
         by_pick.setdefault((o.candidate, o.pool), []).append(j)
-    m.pick = pyo.Constraint([(c, p) for c in candidates for p in (SHORT_POOL, LONG_POOL)],
+    m.pick = pyo.Constraint([(c, p) for c in candidates for p in (SHORT_POOL, LONG_POOL) if (c, p) not in data.empty],
                             rule=lambda _, c, p: sum(m.open[j] for j in by_pick.get((c, p), [])) == m.z[c])
     m.fewest = pyo.Constraint(options, rule=lambda _, j: data.pools[j].fewest * m.open[j] <= m.n[j])
     m.n_open = pyo.Constraint(options, rule=lambda _, j: m.n[j] <= int(data.upper[j]) * m.open[j])
@@ -103,19 +107,20 @@ def chosen(m: pyo.ConcreteModel) -> tuple[int, dict[int, tuple[DesignOption, int
 
 
 def _fixed_options(data: DesignData, i: int, spec: Any) -> list[int]:
+    """The options at the pinned window and GPU configuration (none when no rule's pool there can meet the SLO, or
+    the window is not the design's)."""
     label = data.problem.configuration_label(spec.gpu, spec.tp, f"constraints[{i}].gpu")
-    options = [j for j, o in enumerate(data.pools) if (o.gpu, o.window_tokens) == (label, spec.window_tokens)]
-    if not options:
-        offered = sorted({o.window_tokens for o in data.pools if o.gpu == label})
-        raise InputError(f"constraints[{i}].window_tokens", spec.window_tokens, f"is not a pool window of the threshold design on {label}; "
-                         f"its windows: {offered}")
-    return options
+    return [j for j, o in enumerate(data.pools) if (o.gpu, o.window_tokens) == (label, spec.window_tokens)]
 
 
 def formulate_fixed_any(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
-    """``gpus: sum_{j at (window, GPU)} n_j = gpus`` over every candidate's option there."""
+    """``gpus: sum_{j at (window, GPU)} n_j = gpus`` over every candidate's option there; with no option there a
+    positive pin excludes every design (``none: sum_c z_c <= 0``) and a zero pin holds outright."""
     options = _fixed_options(m.data, i, spec)
-    block.gpus = pyo.Constraint(expr=sum(m.n[j] for j in options) == spec.gpus)
+    if options:
+        block.gpus = pyo.Constraint(expr=sum(m.n[j] for j in options) == spec.gpus)
+    elif spec.gpus > 0:
+        block.none = pyo.Constraint(expr=sum(m.z[c] for c in m.z) <= 0)
 
 
 def bound_fixed_any(data: DesignData, bounds: np.ndarray, specs: list[tuple[int, Any]]) -> np.ndarray:

@@ -330,3 +330,73 @@ def test_catalog_mix_design_numbers_quoted_in_the_readme():
     assert (chosen.rule, chosen.short_gpu, chosen.long_gpu, chosen.gpus) == ((8192, 7372, 1.5), "H200 x8", "A100-80GB x8", (63, 27))
     own = evaluate_design(problem, plan_design(problem))
     assert round(own.cost_per_hour, 2) == 2281.12 and [v.split(" ")[0] for v in own.violations] == ["constraints[0]", "constraints[1]"]
+
+
+@pytest.mark.parametrize(("rows", "changes", "field"), [
+    (["0.0,3000,750,250,prose"], {}, "stream.file"),
+    (["2.0,3000,750,250,prose", "2.0,4000,1000,100,code"], {}, "stream.file"),
+    (None, {"stream.requests": 1}, "stream.requests"),
+])
+def test_a_stream_at_one_instant_is_refused(tmp_path, capsys, rows, changes, field):
+    if rows is None:
+        path = tmp_path / "instance.yaml"
+        path.write_text(yaml.safe_dump(_tiny(**changes)))
+        path = str(path)
+    else:
+        path = _write_stream(tmp_path, rows, **changes)
+    assert main(["validate", path]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"error: {field}" in err and "span 0 s" in err
+
+
+def _toy_routing(tmp_path, constraints, **design) -> "RoutingProblem":  # noqa: F821
+    fleet = yaml.safe_load((REPO / "instances" / "fleet" / "toy.yaml").read_text())
+    fleet["constraints"] = list(constraints)
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    doc = _tiny()
+    doc["fleet"]["instance"] = str(tmp_path / "fleet.yaml")
+    doc["design"].update(design)
+    path = tmp_path / "routing.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return prepare(load_instance(path))
+
+
+def test_a_design_whose_long_pool_receives_nothing_leaves_it_empty_and_counts_one_pool(tmp_path):
+    # every category compressible with a band up to 5 B at B = 1,000: every request goes short (compressed or not)
+    changes = {"threshold_fractions": [0.5], "gammas": [5.0], "short_windows_tokens": [2000]}
+    problem = _toy_routing(tmp_path, [{"kind": "max_pools", "count": 1}], **changes)
+    problem = dataclasses.replace(problem, compressible=tuple(range(len(problem.stream.names))))
+    chosen, report = solve_design(problem)
+    e = evaluate_design(problem, chosen)
+    assert report.status == "optimal" and chosen.rule == (2000, 1000, 5.0) and chosen.gpus[1] == 0
+    assert e.feasible and not e.violations and e.cost_per_hour == pytest.approx(report.objective)
+
+
+@pytest.mark.parametrize(("gpus", "feasible"), [(0, True), (3, False)])
+def test_a_fixed_pool_the_design_cannot_have_is_trivial_at_zero_and_infeasible_above(tmp_path, gpus, feasible):
+    # the toy fleet's long pool is at 4,000 tokens; no design pool lies at 3,000
+    problem = _toy_routing(tmp_path, [{"kind": "fixed", "window_tokens": 3000, "gpus": gpus}])
+    if feasible:
+        chosen, report = solve_design(problem)
+        assert report.status == "optimal"
+    else:
+        with pytest.raises(InfeasibleError, match=r"without constraints\[0\] \(fixed\) a design exists"):
+            solve_design(problem)
+
+
+@pytest.mark.parametrize(("windows", "says"), [([0], "greater than or equal to 1"), ([-5], "greater than or equal to 1"),
+                                               ([4000], "below the long pool's 4000 tokens")])
+def test_validate_refuses_a_design_window_the_design_would(tmp_path, capsys, windows, says):
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**{"design.short_windows_tokens": windows})))
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "design.short_windows_tokens" in err and says in err
+
+
+def test_epsilon_zero_asks_for_a_design_without_misroutes(tmp_path):
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**{"design.epsilon": 0.0})))
+    problem = prepare(load_instance(path))
+    chosen, report = solve_design(problem)
+    assert report.status == "optimal" and evaluate_design(problem, chosen).misroute_probability == 0.0

@@ -27,16 +27,15 @@ def tiny():
     return prepare(load_instance(TINY))
 
 
-@given(threshold=st.integers(1, 400), start=st.integers(0, 100))
-def test_least_count_finds_a_monotone_predicates_threshold_within_the_growth(threshold, start):
+@given(threshold=st.integers(1, 400), extra=st.integers(0, 100))
+def test_least_count_finds_a_monotone_predicates_threshold(threshold, extra):
     calls = []
 
     def meets(n: int) -> bool:
         calls.append(n)
         return n >= threshold
 
-    found = least_count(meets, start)
-    assert found == (threshold if threshold <= GROWTH * max(start, 1) else None)
+    assert least_count(meets, threshold + extra) == threshold
     assert all(n >= 1 for n in calls)
 
 
@@ -49,7 +48,7 @@ def test_without_spillover_the_search_is_the_brute_force_least_fleet(tiny):
     box = [(ns, nl) for ns, nl in itertools.product(range(1, GROWTH * short + 1), range(1, GROWTH * long + 1))]
     meeting = [gpus for gpus in box if replay_spill(tiny, SpillDesign(None, design, gpus)).meets]
     cheapest = min(meeting, key=lambda g: replay_spill(tiny, SpillDesign(None, design, g)).cost_per_hour)
-    assert found is not None and found.meets
+    assert found.meets
     assert found.cost_per_hour == pytest.approx(replay_spill(tiny, SpillDesign(None, design, cheapest)).cost_per_hour)
     assert (found.spill.gpus[0] - 1, found.spill.gpus[1]) not in meeting and (found.spill.gpus[0], found.spill.gpus[1] - 1) not in meeting
 
@@ -70,8 +69,8 @@ def test_a_replayed_spill_design_meets_exactly_when_its_numbers_do(tiny):
 def test_the_spill_design_is_the_cheapest_limit_that_meets_the_design(tiny):
     design, _ = solve_design(tiny)
     best, searched = design_spill(tiny, design)
-    assert [q for q, _ in searched] == [None, 0, 4, 16, 64]
-    costs = [o.cost_per_hour for _, o in searched if o is not None]
+    assert [o.spill.queue_limit for o in searched] == [None, 0, 4, 16, 64]
+    costs = [o.cost_per_hour for o in searched if o.meets]
     assert best is not None and best.meets and best.cost_per_hour == min(costs)
 
 
@@ -90,7 +89,9 @@ def test_gap_runs_the_spill_design_only_when_the_instance_lists_queue_limits(tmp
     assert main(["gap", _write(tmp_path, queue_limits=[None, 2]), "--json", "--quiet"]) == 0
     out = yaml.safe_load(capsys.readouterr().out)
     row = next(r for r in out["rows"] if r["method"] == "design_spill")
-    assert row["queue_limit"] in ("none", 2) and row["status"] == "heuristic"
+    assert row["queue_limit"] in (None, 2) and row["status"] == "heuristic"
+    tried = row["design"]["queue_limits_tried"]
+    assert [t["queue_limit"] for t in tried] == [None, 2] and all(t["meets"] for t in tried)
     assert next(r for r in out["references"] if r["question"] == "spill")["bound"] is None
 
 
@@ -98,3 +99,29 @@ def test_gap_runs_the_spill_design_only_when_the_instance_lists_queue_limits(tmp
 def test_a_bad_queue_limit_is_refused_naming_the_field(tmp_path, capsys, limits):
     assert main(["validate", _write(tmp_path, queue_limits=limits)]) == EXIT_BAD_INPUT
     assert "design.queue_limits" in capsys.readouterr().err
+
+
+def test_the_search_grows_the_pool_that_breaks_the_slo():
+    """A tight SLO on the tiny instance: the static design's long pool misses it in replay; the search doubles the
+    failing pool instead of giving up, and finds the same least fleet as brute force over the box."""
+    doc = yaml.safe_load(TINY.read_text())
+    doc["fleet"]["instance"] = str(REPO / "instances" / "fleet" / "toy.yaml")
+    doc["fleet"]["ttft_p99_ms"] = 400
+    problem = prepare(load_instance(_dump(doc)))
+    design, _ = solve_design(problem)
+    static = replay_spill(problem, SpillDesign(None, design, design.gpus))
+    assert not static.meets and static.failing_pools
+    found = search_limit(problem, design, None)
+    assert found.meets
+    box = itertools.product(range(1, GROWTH * design.gpus[0] + 1), range(1, GROWTH * design.gpus[1] + 1))
+    best = min(o.cost_per_hour for o in (replay_spill(problem, SpillDesign(None, design, g)) for g in box) if o.meets)
+    assert found.cost_per_hour == pytest.approx(best)
+
+
+def _dump(doc: dict) -> str:
+    import tempfile
+
+    handle = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    handle.write(yaml.safe_dump(doc))
+    handle.close()
+    return handle.name

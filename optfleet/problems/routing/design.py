@@ -133,9 +133,11 @@ def rules(problem: RoutingProblem) -> list[tuple[int, int, float]]:
     windows = d.short_windows_tokens or [problem.rule.short_window_tokens]
     long_window = problem.plan.pools[1].window_tokens
     for c in windows:
-        if c >= long_window or max(config.slots_per_gpu(c) for config in configurations(problem)) < 1:
-            raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens "
-                             "and hold a KV slot on one of the fleet's GPU configurations")
+        if c >= long_window:
+            raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens")
+        if max(config.slots_per_gpu(c) for config in configurations(problem)) < 1:
+            raise InputError("design.short_windows_tokens", c, "holds no KV slot on any of the fleet's GPU configurations "
+                             f"({', '.join(config.label for config in configurations(problem))})")
     grid = {(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
     grid.add(plan_design(problem).rule)
     return sorted(grid)

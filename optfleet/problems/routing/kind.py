@@ -20,6 +20,7 @@ Two questions, each a group of rows:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
@@ -133,8 +134,6 @@ def _run_design(problem: RoutingProblem, method: str) -> MethodResult:
     if e.misroute_probability > eps + 1e-12:
         reasons.append(f"mis-route probability {100 * e.misroute_probability:.3g} % > epsilon {100 * eps:.3g} %")
     reasons.extend(e.violations)
-    if method == "design" and any(spec.kind == "gpu_mix" for spec in problem.fleet.constraints):
-        reasons.append("bound not proven: the GPU-mix widening of the instance bounds is a heuristic")
     return MethodResult(method, candidate, e, seconds, objective=e.cost_per_hour if np.isfinite(e.cost_per_hour) else None, objective_unit="$/h",
                         sense=MINIMISE, feasible=e.feasible,
                         report=report, note="; ".join(reasons), group=group, columns=design_columns(e))
@@ -151,7 +150,7 @@ def design_columns(e: Any) -> dict[str, Any]:
 def _run_spill(problem: RoutingProblem) -> MethodResult:
     """The threshold design's rule and GPUs, then the queue limit and counts searched by replay (spill_design.py)."""
     from optfleet.problems.routing.design_milp import solve_design
-    from optfleet.problems.routing.spill_design import design_spill
+    from optfleet.problems.routing.spill_design import GROWTH, design_spill
 
     group = (("question", "spill"),)
     start = time.perf_counter()
@@ -161,18 +160,35 @@ def _run_spill(problem: RoutingProblem) -> MethodResult:
         return no_plan(SPILL_METHOD, time.perf_counter() - start, f"no threshold design to spill from: {exc}", objective_unit="$/h", group=group)
     best, searched = design_spill(problem, design)
     seconds = time.perf_counter() - start
-    tried = "; ".join(f"{'none' if q is None else q}: " + ("no fleet meets the design" if o is None else f"${o.cost_per_hour:,.2f}/h {o.spill.gpus}")
-                      for q, o in searched)
+    tried = "; ".join(f"{_limit_text(o.spill.queue_limit)}: " + (f"${o.cost_per_hour:,.2f}/h {o.spill.gpus}" if o.meets
+                                                                 else f"none up to {GROWTH}x the static counts ({', '.join(o.reasons)} at {o.spill.gpus})")
+                      for o in searched)
     if best is None:
-        return no_plan(SPILL_METHOD, seconds, f"no queue limit's fleet up to 4x the static design meets the SLO and epsilon by replay ({tried})",
+        return no_plan(SPILL_METHOD, seconds, f"no queue limit's fleet meets the SLO, the utilisation cap, epsilon and the constraints by replay: {tried}",
                        objective_unit="$/h", group=group)
     e = best.evaluation
-    columns = {"queue_limit": "none" if best.spill.queue_limit is None else best.spill.queue_limit, **routing_columns(e),
-               "short_gpu": best.spill.design.short_gpu, "long_gpu": best.spill.design.long_gpu,
-               "static_per_hour": sum(n * problem.fleet.configuration(g).cost_per_gpu_hour
-                                      for n, g in zip(design.gpus or (0, 0), (design.short_gpu, design.long_gpu), strict=True))}
-    return MethodResult(SPILL_METHOD, best.spill, e, seconds, objective=best.cost_per_hour, objective_unit="$/h", sense=MINIMISE, feasible=best.meets,
-                        note=f"a search by replay, no bound; queue limits tried: {tried}", group=group, columns=columns)
+    static = sum(n * problem.fleet.configuration(g).cost_per_gpu_hour for n, g in zip(design.gpus or (0, 0), (design.short_gpu, design.long_gpu), strict=True))
+    columns = {"queue_limit": best.spill.queue_limit, "spill_rule": _limit_text(best.spill.queue_limit), **routing_columns(e), "short_gpu": best.spill.design.short_gpu,
+               "long_gpu": best.spill.design.long_gpu, "static_per_hour": static}
+    return MethodResult(SPILL_METHOD, SpillSearch(best, tuple(searched)), e, seconds, objective=best.cost_per_hour, objective_unit="$/h",
+                        sense=MINIMISE, feasible=True, note=f"a search by replay, no bound; queue limits tried: {tried}", group=group, columns=columns)
+
+
+def _limit_text(limit: int | None) -> str:
+    return "no spill" if limit is None else f"queue > {limit}"
+
+
+@dataclass(frozen=True)
+class SpillSearch:
+    """The spill design's answer: the cheapest outcome and every queue limit's (spill_design.py)."""
+
+    best: Any
+    searched: tuple[Any, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.best.spill.to_dict(), "queue_limits_tried": [
+            {"queue_limit": o.spill.queue_limit, "gpus": list(o.spill.gpus), "cost_per_hour": o.cost_per_hour, "meets": o.meets,
+             "reasons": list(o.reasons)} for o in self.searched]}
 
 
 def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Reference:

@@ -7,11 +7,12 @@ method's, or the one written out), checks that the plan has two pools with GPUs,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from optfleet.errors import InputError
+from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance.loader import LoadedInstance, load_instance
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
@@ -72,6 +73,10 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
         mix = fleet.mix
         stream = synthesise(mix.l_in, mix.l_out, mix.prob, fleet.rate_rps, ratios, np.array([c.share for c in spec.categories]), names,
                             spec.stream.bytes_per_token_spread, spec.stream.requests, spec.stream.seed)
+    if stream.span_s <= 0.0:
+        field, value = ("stream.file", spec.stream.file) if spec.stream.file is not None else ("stream.requests", spec.stream.requests)
+        raise InputError(field, value, f"the stream's {len(stream)} arrival(s) fall at one instant (span 0 s): the arrival rate, and every "
+                         "pool's load, is undefined; give at least two distinct arrival times")
     if stream.total_tokens.max() > plan.pools[1].window_tokens:
         raise InputError("stream", int(stream.total_tokens.max()), f"a request exceeds the long pool's window of {plan.pools[1].window_tokens} tokens")
     compressible = tuple(k for k, c in enumerate(spec.categories) if c.compressible)
@@ -79,7 +84,11 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
     short_window = plan.pools[0].window_tokens
     gamma = d.compress_gamma if d.compress_gamma is not None else plan.gamma
     rule = DispatchRule(d.b_short_tokens if d.b_short_tokens is not None else short_window, short_window, gamma, compressible)
-    return RoutingProblem(spec, fleet, plan, stream, compressible, calibrators(spec), rule, SpillRule(d.queue_limit, d.pressure_limit))
+    problem = RoutingProblem(spec, fleet, plan, stream, compressible, calibrators(spec), rule, SpillRule(d.queue_limit, d.pressure_limit))
+    from optfleet.problems.routing.design import rules
+
+    rules(problem)  # the design grid's windows are checked here, so that validate refuses what the design would
+    return problem
 
 
 def calibrators(spec: RoutingInstanceSpec) -> dict[str, Calibrator]:
@@ -101,7 +110,7 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
     if spec.fleet.method is not None:
         if spec.fleet.method not in FLEET_METHODS:
             raise InputError("fleet.method", spec.fleet.method, f"not a fleet heuristic; known: {', '.join(FLEET_METHODS)}")
-        plan = FLEET_METHODS[spec.fleet.method](fleet)
+        plan = _sized(lambda: FLEET_METHODS[spec.fleet.method](fleet), f"fleet.method {spec.fleet.method}")
     elif spec.fleet.plan is not None:
         plan = Plan.from_dict(spec.fleet.plan)
         check_plan(fleet, plan)
@@ -110,7 +119,8 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
         if boundary >= fleet.long_window_tokens:
             raise InputError("fleet.boundary_tokens", boundary, f"must be below the fleet's long window of {fleet.long_window_tokens} tokens")
         pools = (PoolPlan("short", boundary, 0), PoolPlan("long", fleet.long_window_tokens, 0))
-        plan = size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}"))
+        plan = _sized(lambda: size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}")),
+                      f"fleet.boundary_tokens {boundary}")
     if len(plan.pools) != 2 or plan.rules is not None:
         raise InputError("fleet", spec.fleet.method or "plan", f"the plan has {len(plan.pools)} pools"
                          + (" and split routing rules" if plan.rules is not None else "") + "; token-budget routing needs a short and a long pool")
@@ -119,3 +129,12 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
             where = "fleet.method" if spec.fleet.method is not None else f"fleet.plan.pools[{i}].gpus"
             raise InputError(where, spec.fleet.method or pool.gpus, f"the plan's pool {pool.name} has no GPU: token-budget routing needs both pools")
     return plan
+
+
+def _sized(make_plan: Callable[[], Plan], what: str) -> Plan:
+    """The plan ``make_plan`` sizes; when no size meets the fleet's SLO, the reason and what to give instead."""
+    try:
+        return make_plan()
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"{exc}; the plan that {what} names cannot be sized at this SLO: give fleet.plan with explicit pools "
+                              "and GPU counts to replay the routers and run the threshold design on it") from exc

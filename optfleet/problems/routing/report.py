@@ -35,7 +35,7 @@ DESIGN_COLUMNS = {
 }
 
 SPILL_COLUMNS = {
-    "queue_limit": ("queue limit", tables.text), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
+    "spill_rule": ("spill rule", tables.text), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
     "long_gpu": ("long GPU", tables.text), "long_gpus": ("long GPUs", tables.text), "misroute_pct": ("mis-route %", tables.number(3)),
     "spills": ("spills", tables.text), "short_ttft_p99_ms": ("short P99 TTFT ms", MS), "long_ttft_p99_ms": ("long P99 TTFT ms", MS),
     "static_per_hour": ("static design $/h", tables.fixed(2)),

@@ -118,9 +118,9 @@ class DesignSpec(Strict):
     the C&R multipliers tried; the spill design's queue limits (waiting requests; null = no spillover; default
     null, 0, 4, 16, 64; given, ``gap`` runs the spill design too)."""
 
-    epsilon: Probability = 0.01
+    epsilon: Real = Field(0.01, ge=0.0, lt=1.0)
     calibrator: Literal["paper", "router", "static"] = "paper"
-    short_windows_tokens: list[Annotated[Integer, TOKEN_LIMIT]] | None = Field(None, min_length=1)
+    short_windows_tokens: list[Annotated[Integer, TOKEN_LIMIT, Field(ge=1)]] | None = Field(None, min_length=1)
     threshold_fractions: list[Annotated[Real, Field(gt=0.0, le=1.0)]] = Field([1.0, 0.95, 0.9, 0.85, 0.8, 0.7], min_length=1)
     gammas: list[Annotated[Real, Field(ge=1.0)]] = Field([1.0], min_length=1)
     queue_limits: list[Annotated[Integer, Field(ge=0)] | None] | None = Field(None, min_length=1, max_length=32)

@@ -13,10 +13,11 @@ each fleet tried is replayed: the stream is calibrated, dispatched and spilled o
 * the replayed mis-route probability (spill-induced mis-routes included) is at most ``epsilon``,
 * the fleet instance's constraints hold (the fleet's own plan checks).
 
-For each queue limit (None: no spillover) the counts are searched pool by pool from the static design's counts (a
-pool the static design leaves empty, no request being routed there, stays empty and takes no spill):
-the least short count at the design's long count (bisection; doubling first if the static counts do not meet
-it), then the least long count at that short count, then the short count once more.  The search assumes that
+For each queue limit (None: no spillover) the counts are searched from the static design's counts (a pool the
+static design leaves empty, no request being routed there, stays empty and takes no spill): while the fleet does
+not meet the design, every pool whose P99 TTFT or load breaks it doubles (up to ``GROWTH`` x its static count);
+then the least short count at that long count (bisection), the least long count at that short count, and the
+short count once more.  The search assumes that
 meeting the design is monotone in each count; it is a heuristic search by simulation, not a model, so its rows
 carry no bound, and a limit is compared with the others only on this stream and seed.
 """
@@ -63,6 +64,7 @@ class SpillOutcome:
     evaluation: RoutingEvaluation
     cost_per_hour: float
     reasons: tuple[str, ...]
+    failing_pools: tuple[int, ...] = ()
 
     @property
     def meets(self) -> bool:
@@ -87,35 +89,34 @@ def replay_spill(problem: RoutingProblem, spill: SpillDesign) -> SpillOutcome:
     e = evaluate(replayed, replay_router(replayed, replayed.calibrators[problem.spec.design.calibrator]), needed=False)
     slo, eps = problem.fleet.ttft_p99_ms, problem.spec.design.epsilon
     cost = float(sum(p.cost_per_hour for p in e.pools))
-    reasons = [f"{p.name} P99 TTFT {p.ttft_p99_ms:.4g} ms > {slo:g} ms" for p in e.pools if p.ttft_p99_ms is not None and p.ttft_p99_ms > slo]
+    slow = [p.ttft_p99_ms is not None and p.ttft_p99_ms > slo for p in e.pools]
+    reasons = [f"{p.name} P99 TTFT {p.ttft_p99_ms:.4g} ms > {slo:g} ms" for p, late in zip(e.pools, slow, strict=True) if late]
     if not e.capacity_ok:
         reasons.append(f"offered load above rho_max x slots in {e.overloaded_windows[0]} short / {e.overloaded_windows[1]} long windows")
+    failing = tuple(p for p in (0, 1) if slow[p] or e.overloaded_windows[p] > 0)
     if e.misroutes > eps * e.requests + 1e-9:
         reasons.append(f"mis-route probability {100 * e.misroutes / e.requests:.3g} % > epsilon {100 * eps:.3g} %")
     scored = SimpleNamespace(plan=replayed.plan, cost_per_hour=cost)  # what the fleet's constraint checks read
     reasons.extend(f"constraints[{i}] {spec.kind}: {verdict.detail}"
                    for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
-    return SpillOutcome(spill, e, cost, tuple(reasons))
+    return SpillOutcome(spill, e, cost, tuple(reasons), failing)
 
 
-def least_count(meets: Callable[[int], bool], start: int) -> int | None:
-    """The least count ``n >= 1`` with ``meets(n)``, by bisection below ``start`` (doubling up to ``GROWTH x start``
-    first when ``start`` does not meet it); None when none up to there does.  Assumes ``meets`` is monotone."""
-    hi, top = max(start, 1), GROWTH * max(start, 1)
-    while not meets(hi):
-        if hi >= top:
-            return None
-        hi = min(2 * hi, top)
-    lo = 0
+def least_count(meets: Callable[[int], bool], start: int) -> int:
+    """The least count ``n >= 1`` with ``meets(n)``, by bisection below ``start``, which meets it.  Assumes ``meets``
+    is monotone."""
+    lo, hi = 0, start
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if meets(mid) else (mid, hi)
     return hi
 
 
-def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: int | None) -> SpillOutcome | None:
-    """The module docstring's search for one queue limit; None when no fleet up to ``GROWTH`` x the static counts
-    meets the design."""
+def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: int | None) -> SpillOutcome:
+    """The module docstring's search for one queue limit: from the static counts, double every pool whose P99 TTFT
+    or load breaks the design until the fleet meets it (at most ``GROWTH`` x the static counts), then shrink the
+    pools one by one.  The least fleet found, or the last one tried when none meets the design (its reasons say
+    why)."""
     outcomes: dict[tuple[int, int], SpillOutcome] = {}
 
     def outcome(gpus: tuple[int, int]) -> SpillOutcome:
@@ -123,25 +124,36 @@ def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: 
             outcomes[gpus] = replay_spill(problem, SpillDesign(queue_limit, design, gpus))
         return outcomes[gpus]
 
-    assert design.gpus is not None
-    short, long = design.gpus
+    if design.gpus is None:
+        raise ValueError("the spill search starts from a design with instance counts (design_milp.solve_design's)")
+    static = design.gpus
+    counts = list(static)
+    tried = outcome(static)
+    while not tried.meets:
+        grow = [p for p in tried.failing_pools if 0 < counts[p] < GROWTH * static[p]]
+        if not grow:
+            return tried
+        for p in grow:
+            counts[p] = min(2 * counts[p], GROWTH * static[p])
+        tried = outcome((counts[0], counts[1]))
     for pool in (0, 1, 0):
-        if (short, long)[pool] == 0:
+        if counts[pool] == 0:
             continue
         if pool == 0:
-            found = least_count(lambda n: outcome((n, long)).meets, short)
+            counts[0] = least_count(lambda n: outcome((n, counts[1])).meets, counts[0])
         else:
-            found = least_count(lambda n: outcome((short, n)).meets, long)
-        if found is None:
-            return None
-        short, long = (found, long) if pool == 0 else (short, found)
-    return outcome((short, long))
+            counts[1] = least_count(lambda n: outcome((counts[0], n)).meets, counts[1])
+    return outcome((counts[0], counts[1]))
 
 
-def design_spill(problem: RoutingProblem, design: DesignCandidate) -> tuple[SpillOutcome | None, list[tuple[int | None, SpillOutcome | None]]]:
-    """Every queue limit's search (``design.queue_limits`` or :data:`DEFAULT_QUEUE_LIMITS`) and the cheapest
-    outcome that meets the design (the first limit on ties), None when no limit's does."""
-    limits = problem.spec.design.queue_limits or list(DEFAULT_QUEUE_LIMITS)
-    searched = [(q, search_limit(problem, design, q)) for q in limits]
-    found = [o for _, o in searched if o is not None]
+def queue_limits(problem: RoutingProblem) -> list[int | None]:
+    """``design.queue_limits`` (or :data:`DEFAULT_QUEUE_LIMITS`), each once, in order."""
+    return list(dict.fromkeys(problem.spec.design.queue_limits or DEFAULT_QUEUE_LIMITS))
+
+
+def design_spill(problem: RoutingProblem, design: DesignCandidate) -> tuple[SpillOutcome | None, list[SpillOutcome]]:
+    """Every queue limit's search (:func:`queue_limits`) and the cheapest outcome that meets the design (the first
+    limit on ties), None when no limit's does."""
+    searched = [search_limit(problem, design, q) for q in queue_limits(problem)]
+    found = [o for o in searched if o.meets]
     return (min(found, key=lambda o: o.cost_per_hour) if found else None), searched
