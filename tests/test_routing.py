@@ -125,9 +125,10 @@ def test_design_is_never_worse_than_the_plans_own_dispatcher_off_the_grid():
     assert own.feasible and report.objective <= own.cost_per_hour + 1e-9
 
 
-def test_static_ratio_misroutes_cjk_and_the_calibrators_do_not():
-    # CJK at 2.01 bytes/token read at 4.0 halves its prompt estimate: long prompts land in the short pool
-    problem = prepare(load_instance(_tiny(**{"categories": [{"name": "cjk", "bytes_per_token": 2.01, "compressible": False}],
+def test_static_ratio_misroutes_a_dense_script_and_the_calibrators_do_not():
+    # a script at 1.2 bytes/token read at 4.0 cuts its prompt estimate to 30 %: the 4,000-token requests (3,000 prompt
+    # and 1,000 output tokens) look like 1,900 and land in the 2,000-token short pool
+    problem = prepare(load_instance(_tiny(**{"categories": [{"name": "dense", "bytes_per_token": 1.2, "compressible": False}],
                                              "fleet.gamma": 1.0})))
     static = evaluate(problem, replay_router(problem, problem.calibrators["static"]), needed=False)
     paper = evaluate(problem, replay_router(problem, problem.calibrators["paper"]), needed=False)
@@ -199,7 +200,8 @@ def test_readme_quotes_every_routing_benchmark_table():
 def test_azure_4k_replay_numbers_quoted_in_the_readme():
     rows = {row["method"]: row for row in optfleet.run_gap(REPO / "instances" / "routing" / "azure_2023_4k.yaml").rows}
     assert round(rows["hindsight"]["objective"], 1) == 248.8 and rows["hindsight"]["status"] == "optimal"
-    assert round(rows["paper"]["objective"], 1) == 255.8 and round(rows["paper"]["misroute_pct"], 3) == 0.161
+    assert round(rows["paper"]["objective"], 1) == 256.1 and round(rows["paper"]["misroute_pct"], 3) == 0.161
+    assert rows["paper"]["refused"] == 51
     assert round(rows["static"]["misroute_pct"], 2) == 1.52
     assert rows["design"]["objective"] == pytest.approx(612.17, abs=0.01)
 
@@ -362,13 +364,14 @@ def _toy_routing(tmp_path, constraints, **design) -> "RoutingProblem":  # noqa: 
 
 
 def test_a_design_whose_long_pool_receives_nothing_leaves_it_empty_and_counts_one_pool(tmp_path):
-    # every category compressible with a band up to 5 B at B = 1,000: every request goes short (compressed or not)
-    changes = {"threshold_fractions": [0.5], "gammas": [5.0], "short_windows_tokens": [2000]}
+    # every category compressible with a band up to 5 B at B = 1,200: every request goes short, the 4,000-token ones
+    # (1,000 output tokens) compressed
+    changes = {"threshold_fractions": [0.6], "gammas": [5.0], "short_windows_tokens": [2000]}
     problem = _toy_routing(tmp_path, [{"kind": "max_pools", "count": 1}], **changes)
     problem = dataclasses.replace(problem, compressible=tuple(range(len(problem.stream.names))))
     chosen, report = solve_design(problem)
     e = evaluate_design(problem, chosen)
-    assert report.status == "optimal" and chosen.rule == (2000, 1000, 5.0) and chosen.gpus[1] == 0
+    assert report.status == "optimal" and chosen.rule == (2000, 1200, 5.0) and chosen.gpus[1] == 0
     assert e.feasible and not e.violations and e.cost_per_hour == pytest.approx(report.objective)
 
 
@@ -400,3 +403,10 @@ def test_epsilon_zero_asks_for_a_design_without_misroutes(tmp_path):
     problem = prepare(load_instance(path))
     chosen, report = solve_design(problem)
     assert report.status == "optimal" and evaluate_design(problem, chosen).misroute_probability == 0.0
+
+
+def test_a_boundary_without_a_kv_slot_is_refused(tmp_path, capsys):
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**{"fleet.boundary_tokens": 3000})))  # the toy's slot table has 2,000 and 4,000 only
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    assert "fleet.boundary_tokens = 3000" in capsys.readouterr().err

@@ -40,7 +40,7 @@ from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import pool_stats, size_pools
 from optfleet.problems.fleet.problem import PoolFactory
 from optfleet.problems.routing.calibrator import calibrate, observed_ratios
-from optfleet.problems.routing.dispatcher import SHORT, DispatchRule, estimated_total, route
+from optfleet.problems.routing.dispatcher import SHORT, DispatchRule, compression, estimated_total, route
 from optfleet.problems.routing.problem import RoutingProblem
 
 POOL_NAMES = ("short", "long")
@@ -152,15 +152,17 @@ def candidates(problem: RoutingProblem) -> list[DesignCandidate]:
 
 def rule_traffic(problem: RoutingProblem, rule: tuple[int, int, float], ratios: np.ndarray) -> RuleTraffic:
     """Route the stream by ``rule`` on the calibrator's ``ratios`` (no spillover): the mis-route probability and
-    each pool's requests (a mis-routed request is served long; a compressed one short at ``T_c``)."""
+    each pool's requests (a mis-routed request, or one the compressor refuses, is served long; a compressed one
+    short at ``T_c``; dispatcher.py ``compression``)."""
     s = problem.stream
     window, b, gamma = rule
-    dispatch = route(DispatchRule(b, window, gamma, problem.compressible), estimated_total(s.bytes, ratios, s.output_tokens),
-                     s.output_tokens, s.category)
+    rule_ = DispatchRule(b, window, gamma, problem.compressible)
+    dispatch = route(rule_, estimated_total(s.bytes, ratios, s.output_tokens), s.output_tokens, s.category)
     on_short = dispatch.pool == SHORT
+    compressor = compression(rule_, dispatch.compressed, s.total_tokens)
     misrouted = on_short & ~dispatch.compressed & (s.total_tokens > window)
-    served_short = on_short & ~misrouted
-    l_in = np.where(dispatch.compressed, dispatch.compressed_input_tokens, s.input_tokens)
+    served_short = on_short & ~misrouted & ~compressor.refused
+    l_in = np.where(compressor.compressed, dispatch.compressed_input_tokens, s.input_tokens)
     traffic = ((l_in[served_short], s.output_tokens[served_short]), (s.input_tokens[~served_short], s.output_tokens[~served_short]))
     return RuleTraffic(float(misrouted.mean()), float(served_short.mean()), traffic)
 

@@ -11,6 +11,11 @@ routing threshold ``B <= C_s`` (:func:`route`), in this order:
 
 Load-aware spillover (lines 16-17) needs the pools' live state; it is applied while the pools are simulated
 (spill.py).  A request the dispatcher may spill to the short pool must fit it: ``L <= C_s`` by the estimate.
+
+The band is decided on the estimate; the compressor then counts the prompt's true tokens (:func:`compression`):
+a request whose true budget is within ``B`` needs no compression and is served as it is; one within the band is
+cut to ``T_c``; one above ``gamma B`` would be cut by more than the band allows, so the compressor refuses it and
+it is served long (the band's fidelity limit holds on the true lengths, as in the hindsight model).
 """
 
 from __future__ import annotations
@@ -73,3 +78,19 @@ def route(rule: DispatchRule, estimated_total_tokens: NDArray[np.int64], max_out
     pool = np.where(short, SHORT, LONG).astype(np.int64)
     budget = np.where(band, b - max_output_tokens, 0).astype(np.int64)
     return Dispatch(pool, est, band, budget)
+
+
+@dataclass(frozen=True)
+class Compression:
+    """What the compressor does with the requests the band sends it, on their true budgets: ``compressed`` (cut to
+    ``T_c``) and ``refused`` (above ``gamma B``: served long); the rest of the band needs no compression."""
+
+    compressed: NDArray[np.bool_]
+    refused: NDArray[np.bool_]
+
+
+def compression(rule: DispatchRule, band: NDArray[np.bool_], true_total_tokens: NDArray[np.int64]) -> Compression:
+    """The module docstring's rule for the band requests ``band`` placed short."""
+    b = rule.b_short_tokens
+    refused = band & (true_total_tokens > np.floor(rule.compress_gamma * b))
+    return Compression(band & (true_total_tokens > b) & ~refused, refused)

@@ -9,7 +9,7 @@ is scored here.
   whole stream) and pool ``p`` the offered slot-seconds of the requests arriving in ``w`` stay within
   ``rho_max x slots_p x |w|``; the **overflow** ``sum_p,w (work_p,w - rho_max slots_p |w|)^+`` is the work above
   it (the objective under ``exact.objective: overflow``);
-* counts: mis-routes and compressed requests (replay.py), wasted long placements (served long although the true
+* counts: mis-routes, compressed requests and the compressor's refusals (replay.py), wasted long placements (served long although the true
   budget ``L_in + L_out <= B``), spills; per category the mis-route rate and the calibration error
   ``|c_hat_k(n) - c_k| / c_k`` after ``n`` observations;
 * per pool, from the fleet simulator's models (simulate.py): P50/P99 TTFT and TPOT, SLO attainment, and the
@@ -72,6 +72,7 @@ class RoutingEvaluation:
     misroute_rate_by_category: dict[str, float] = field(default_factory=dict)
     calibration_error: dict[str, dict[int, float]] = field(default_factory=dict)
     ratio_at_50: dict[str, float] = field(default_factory=dict)
+    refused: int = 0
 
     @property
     def plan_cost_per_hour(self) -> float:
@@ -124,8 +125,10 @@ def evaluate(problem: RoutingProblem, routing: Routing, *, needed: bool = True) 
     wasted = int(((routing.pool == LONG) & (s.total_tokens <= problem.rule.b_short_tokens)).sum())
     by_category = {name: float(routing.misrouted[s.category == k].mean()) for k, name in enumerate(s.names) if (s.category == k).any()}
     errors, at_50 = _calibration(problem, routing)
+    refused = 0 if routing.refused is None else int(routing.refused.sum())
     return RoutingEvaluation(len(s), int(routing.misrouted.sum()), wasted, int(routing.spilled.sum()), int(routing.compressed.sum()),
-                             float((routing.pool == SHORT).mean()), busy, overloaded, overflow, pools, by_category, errors, at_50)  # type: ignore[arg-type]
+                             float((routing.pool == SHORT).mean()), busy, overloaded, overflow, pools, by_category, errors, at_50,  # type: ignore[arg-type]
+                             refused)
 
 
 def _pool(problem: RoutingProblem, routing: Routing, p: int, measured_from: float, rng: np.random.Generator, needed: bool) -> PoolOutcome:

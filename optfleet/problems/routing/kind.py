@@ -100,7 +100,7 @@ def run(problem: RoutingProblem, method: str, progress: Progress) -> list[Method
 def routing_columns(e: Any) -> dict[str, Any]:
     """The routing question's own columns (evaluator.RoutingEvaluation)."""
     columns: dict[str, Any] = {"misroutes": e.misroutes, "misroute_pct": 100.0 * e.misroutes / e.requests, "wasted_long": e.wasted_long,
-                               "spills": e.spills, "compressed": e.compressed, "short_share_pct": 100.0 * e.short_share,
+                               "spills": e.spills, "compressed": e.compressed, "refused": e.refused, "short_share_pct": 100.0 * e.short_share,
                                "overflow_slot_s": e.overflow_slot_s}
     for tag, pool in zip(("short", "long"), e.pools, strict=True):
         columns.update({f"{tag}_requests": pool.requests, f"{tag}_ttft_p50_ms": pool.ttft_p50_ms, f"{tag}_ttft_p99_ms": pool.ttft_p99_ms,

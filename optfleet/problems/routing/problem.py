@@ -72,7 +72,8 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
     else:
         mix = fleet.mix
         stream = synthesise(mix.l_in, mix.l_out, mix.prob, fleet.rate_rps, ratios, np.array([c.share for c in spec.categories]), names,
-                            spec.stream.bytes_per_token_spread, spec.stream.requests, spec.stream.seed)
+                            spec.stream.bytes_per_token_spread, spec.stream.requests, spec.stream.seed,
+                            integer_mix=fleet_loaded.spec.workload.lengths.trace_file is None)
     if stream.span_s <= 0.0:
         field, value = ("stream.file", spec.stream.file) if spec.stream.file is not None else ("stream.requests", spec.stream.requests)
         raise InputError(field, value, f"the stream's {len(stream)} arrival(s) fall at one instant (span 0 s): the arrival rate, and every "
@@ -118,6 +119,8 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
         boundary = spec.fleet.boundary_tokens
         if boundary >= fleet.long_window_tokens:
             raise InputError("fleet.boundary_tokens", boundary, f"must be below the fleet's long window of {fleet.long_window_tokens} tokens")
+        if fleet.hardware.slots_per_gpu(boundary) < 1:
+            raise InputError("fleet.boundary_tokens", boundary, f"holds no KV slot on the fleet's {fleet.hardware.label} (hardware block)")
         pools = (PoolPlan("short", boundary, 0), PoolPlan("long", fleet.long_window_tokens, 0))
         plan = _sized(lambda: size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}")),
                       f"fleet.boundary_tokens {boundary}")

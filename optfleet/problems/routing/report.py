@@ -24,7 +24,7 @@ QUESTIONS = {
 MS = tables.number(4)
 ROUTING_COLUMNS = {
     "misroute_pct": ("mis-route %", tables.number(3)), "wasted_long": ("wasted long", tables.text), "spills": ("spills", tables.text),
-    "compressed": ("C&R", tables.text), "short_ttft_p99_ms": ("short P99 TTFT ms", MS), "short_tpot_p50_ms": ("short P50 TPOT ms", MS),
+    "compressed": ("C&R", tables.text), "refused": ("C&R refused", tables.text), "short_ttft_p99_ms": ("short P99 TTFT ms", MS), "short_tpot_p50_ms": ("short P50 TPOT ms", MS),
     "long_ttft_p99_ms": ("long P99 TTFT ms", MS), "long_tpot_p50_ms": ("long P50 TPOT ms", MS), "plan_per_hour": ("plan $/h", tables.fixed(2)),
     "needed_per_hour": ("needed $/h", tables.fixed(2)),
 }

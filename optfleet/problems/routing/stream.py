@@ -4,9 +4,12 @@
 true prompt tokens are what ``usage.prompt_tokens`` reports back to the calibrator.
 
 Synthesised (:func:`synthesise`): Poisson arrivals at the fleet instance's rate; an atom ``(L_in, L_out)`` of its
-request mix drawn by probability, its total ``T_j`` replaced by a uniform integer in ``(T_{j-1}, T_j]`` (the atom
-below it: the token-budget routing paper's generator, "inverse-CDF with uniform interpolation within each
-bucket", Appendix A; a CDF mix puts each bucket's mass at its upper end) and split with the atom's output share
+request mix drawn by probability, its total ``T_j`` replaced by a uniform integer in ``(T_{j-1}, T_j]`` (the
+token-budget routing paper's generator, "inverse-CDF with uniform interpolation within each bucket", Appendix A).
+A length CDF's mix already holds every integer length of each bucket with mass, uniformly
+(``CdfTable.integer_lengths``), so there ``T_{j-1} = T_j - 1`` and the draw is the atom itself (a bucket without
+mass stays empty); a trace's mix holds its distinct lengths, and ``T_{j-1}`` is the next shorter one.  The total is
+split with the atom's output share
 (``L_out = round(T L_out,j / T_j)``, ``L_in = T - L_out`` at least 1: a prompt has a byte); a category drawn by
 share; ``bytes = max(1, round(L_in c_k exp(s Z - s^2 / 2)))``: a lognormal ratio with mean ``c_k`` and log-spread
 ``s``.
@@ -52,14 +55,15 @@ class Stream:
 
 def synthesise(mix_l_in: NDArray[np.int64], mix_l_out: NDArray[np.int64], mix_prob: NDArray[np.float64], rate_rps: float,
                ratios: NDArray[np.float64], shares: NDArray[np.float64], names: tuple[str, ...], spread: float, count: int,
-               seed: int) -> Stream:
-    """``count`` requests as in the module docstring (seeded); the mix's atoms are sorted by total tokens."""
+               seed: int, integer_mix: bool = False) -> Stream:
+    """``count`` requests as in the module docstring (seeded); the mix's atoms are sorted by total tokens;
+    ``integer_mix``: the mix holds every integer length of its buckets (a length CDF's)."""
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1.0 / rate_rps, size=count))
     atom = rng.choice(len(mix_prob), size=count, p=mix_prob)
     upper = (mix_l_in + mix_l_out).astype(np.int64)
     totals = np.unique(upper)
-    lower = np.concatenate(([0], totals))[np.searchsorted(totals, upper)]
+    lower = upper - 1 if integer_mix else np.concatenate(([0], totals))[np.searchsorted(totals, upper)]
     total = lower[atom] + 1 + np.floor(rng.random(count) * (upper[atom] - lower[atom])).astype(np.int64)
     l_out = np.rint(total * (mix_l_out[atom] / np.maximum(upper[atom], 1))).astype(np.int64)
     l_in = np.maximum(total - l_out, 1)
