@@ -410,3 +410,24 @@ def test_a_boundary_without_a_kv_slot_is_refused(tmp_path, capsys):
     path.write_text(yaml.safe_dump(_tiny(**{"fleet.boundary_tokens": 3000})))  # the toy's slot table has 2,000 and 4,000 only
     assert main(["validate", str(path)]) == EXIT_BAD_INPUT
     assert "fleet.boundary_tokens = 3000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("seed", "spread", "gamma"), [(2, 0.3, 1.5), (3, 0.5, 2.0), (4, 0.2, 4.0), (5, 0.6, 1.2), (6, 0.4, 1.5)])
+def test_hindsight_bounds_every_router_under_large_estimate_errors(seed, spread, gamma):
+    """Wide bytes-per-token spreads put estimates far from the truth (band requests above gamma B or within B,
+    mis-routes): the hindsight optimum still bounds every router, for the work above the capacity windows (always
+    defined) and, where the placement fits them, for busy instances; the compressor's refusals keep every router
+    placement among the model's options."""
+    changes = {"stream.seed": seed, "stream.bytes_per_token_spread": spread, "fleet.gamma": gamma, "exact.window_s": 5.0}
+    overflow = prepare(load_instance(_tiny(**changes, **{"exact.objective": "overflow"})))
+    _, report = hindsight(overflow)
+    busy = prepare(load_instance(_tiny(**changes)))
+    try:
+        busy_bound = hindsight(busy)[1].bound
+    except InfeasibleError:
+        busy_bound = None
+    for name, calibrator in overflow.calibrators.items():
+        e = evaluate(overflow, replay_router(overflow, calibrator), needed=False)
+        assert e.overflow_slot_s >= report.bound * (1 - 1e-9) - 1e-9, name
+        if busy_bound is not None and e.capacity_ok:
+            assert e.busy_gpus >= busy_bound - 1e-6, name
