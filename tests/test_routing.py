@@ -373,6 +373,10 @@ def test_a_design_whose_long_pool_receives_nothing_leaves_it_empty_and_counts_on
     e = evaluate_design(problem, chosen)
     assert report.status == "optimal" and chosen.rule == (2000, 1200, 5.0) and chosen.gpus[1] == 0
     assert e.feasible and not e.violations and e.cost_per_hour == pytest.approx(report.objective)
+    from optfleet.problems.routing.spill_design import design_spill
+
+    _, searched = design_spill(problem, chosen)  # spillover never reaches the empty pool: it stays empty
+    assert all(o.meets and o.spill.gpus[1] == 0 and o.evaluation.pools[1].requests == 0 for o in searched)
 
 
 @pytest.mark.parametrize(("gpus", "feasible"), [(0, True), (3, False)])

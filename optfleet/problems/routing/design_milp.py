@@ -83,14 +83,16 @@ def solve_design(problem: RoutingProblem) -> tuple[DesignCandidate, SolveReport]
 def _certify(problem: RoutingProblem, data: DesignData, model, report: SolveReport):
     """Under a GPU mix the widened bounds are a heuristic (models/routing_design.py).  A design of cost at most the
     one found has ``n_j <= cost / pi_j`` instances in every option, so the model is solved again with every bound at
-    least that (then capped by budgets and availability): its optimum is proven over all instance counts."""
+    least that (then capped by budgets and availability): its optimum is proven over all instance counts.  Should
+    that solve find nothing (a time limit), the first solve's design and report stand."""
     cost = float(report.objective)
     base = np.array([max(o.fewest, int(np.floor(cost / o.cost_per_gpu_hour * (1 + 1e-9)))) for o in data.pools], dtype=np.int64)
     widened = with_constraints(data, data.constraints, base=np.maximum(base, data.upper))
     if (widened.upper <= data.upper).all():
         return model, report
-    model = build_design(widened, DESIGN_CONSTRAINTS)
-    return model, _solve(problem, model)
+    certified = build_design(widened, DESIGN_CONSTRAINTS)
+    second = _solve(problem, certified)
+    return (certified, second) if second.objective is not None else (model, report)
 
 
 def _solve(problem: RoutingProblem, model) -> SolveReport:
