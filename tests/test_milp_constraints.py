@@ -129,3 +129,13 @@ def test_gap_reports_the_milp_as_unavailable_under_the_paper_rule_with_length_sc
     assert rows["milp"]["status"] == "not_available" and "paper TTFT rule" in rows["milp"]["note"]
     assert rows["sweep"]["gap_pct"] is None and rows["sweep"]["bound"] is None  # no bound was computed: no gap
     assert data["references"][0]["bound"] is None and data["references"][0]["reason"].startswith("no bound")
+
+
+@pytest.mark.parametrize("constraint", [{"kind": "availability", "gpu": "FOO", "max_gpus": 3},
+                                        {"kind": "gpu_mix", "gpu": "FOO", "min_share": 0.2},
+                                        {"kind": "node_multiple", "gpu": "FOO", "gpus_per_node": 8}])
+def test_an_unknown_gpu_in_a_constraint_is_refused_at_validate_naming_the_constraint(tmp_path, capsys, constraint):
+    data = {**copy.deepcopy(TOY), "constraints": [{"kind": "max_pools", "count": 2}, constraint]}
+    (tmp_path / "toy_constrained.yaml").write_text(yaml.safe_dump(data))
+    assert main(["validate", str(tmp_path / "toy_constrained.yaml")]) == 2
+    assert "constraints[1].gpu = 'FOO'" in capsys.readouterr().err

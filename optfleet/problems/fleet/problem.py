@@ -203,6 +203,9 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     if routing_b is not None:
         _check_boundary(routing_b, long_window, "pools.pool_routing_boundary_tokens", hardware)
     comp = spec.compression
+    for i, constraint in enumerate(spec.constraints):
+        if getattr(constraint, "gpu", None) is not None:
+            get_gpu(constraint.gpu, f"constraints[{i}].gpu")  # an unknown GPU name is refused here, naming its constraint
     options, windows, skipped = _catalog_options(spec, hardware, candidates) if spec.gpu_catalog is not None else ((), (), ())
     return FleetProblem(
         name=spec.name,
