@@ -318,10 +318,11 @@ def test_joint_design_under_a_fleet_constraint_is_no_cheaper_than_without_and_me
 def test_joint_design_names_the_constraint_that_leaves_no_design(tmp_path, capsys):
     problem = _hetero(tmp_path, [{"kind": "availability", "gpu": "H100-SXM", "max_gpus": 0},
                                  {"kind": "availability", "gpu": "A100-80GB", "max_gpus": 1}])
-    with pytest.raises(InfeasibleError, match=r"without constraints\[0\] \(availability\) or constraints\[1\] \(availability\) a design exists"):
+    with pytest.raises(InfeasibleError, match=r"without constraints\[0\] \(availability; least \$[\d,.]+/h without it\) or "
+                                              r"constraints\[1\] \(availability; least \$[\d,.]+/h without it\) a design exists"):
         solve_design(problem)
     assert main(["solve", str(tmp_path / "routing.yaml"), "--method", "design"]) != 0
-    assert "constraints[1] (availability)" in capsys.readouterr().out
+    assert "constraints[1] (availability; least $" in capsys.readouterr().out
 
 
 def test_catalog_mix_design_numbers_quoted_in_the_readme():
@@ -387,7 +388,7 @@ def test_a_fixed_pool_the_design_cannot_have_is_trivial_at_zero_and_infeasible_a
         chosen, report = solve_design(problem)
         assert report.status == "optimal"
     else:
-        with pytest.raises(InfeasibleError, match=r"without constraints\[0\] \(fixed\) a design exists"):
+        with pytest.raises(InfeasibleError, match=r"without constraints\[0\] \(fixed; least \$[\d,.]+/h without it\) a design exists"):
             solve_design(problem)
 
 
@@ -435,3 +436,11 @@ def test_hindsight_bounds_every_router_under_large_estimate_errors(seed, spread,
         assert e.overflow_slot_s >= report.bound * (1 - 1e-9) - 1e-9, name
         if busy_bound is not None and e.capacity_ok:
             assert e.busy_gpus >= busy_bound - 1e-6, name
+
+
+def test_a_bad_field_of_a_written_plan_is_named_under_the_fleet_block(tmp_path, capsys):
+    plan = {"pools": [{"name": "short", "window_tokens": 2000, "gpus": 3, "gpu": "FOO"}, {"name": "long", "window_tokens": 4000, "gpus": 4}]}
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**{"fleet.boundary_tokens": None, "fleet.plan": plan})))
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    assert "error: fleet.plan.pools" in capsys.readouterr().err

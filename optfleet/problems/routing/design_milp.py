@@ -112,8 +112,9 @@ def _why_none(problem: RoutingProblem, data: DesignData, servable: list[int], re
     blocking = []
     for i, spec in enumerate(specs):
         model = build_design(with_constraints(data, specs[:i] + specs[i + 1:]), DESIGN_CONSTRAINTS)
-        if _solve(problem, model).objective is not None:
-            blocking.append(f"constraints[{i}] ({spec.kind})")
+        without = _solve(problem, model)
+        if without.objective is not None:
+            blocking.append(f"constraints[{i}] ({spec.kind}; least ${without.objective:,.2f}/h without it)")
     which = (f"without {' or '.join(blocking)} a design exists" if blocking
              else "no single constraint's removal gives one: they conflict together")
     caveat = " (under a GPU mix: within the instance-count bounds, which are a heuristic there)" if any(s.kind == "gpu_mix" for s in specs) else ""

@@ -113,8 +113,11 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
             raise InputError("fleet.method", spec.fleet.method, f"not a fleet heuristic; known: {', '.join(FLEET_METHODS)}")
         plan = _sized(lambda: FLEET_METHODS[spec.fleet.method](fleet), f"fleet.method {spec.fleet.method}")
     elif spec.fleet.plan is not None:
-        plan = Plan.from_dict(spec.fleet.plan)
-        check_plan(fleet, plan)
+        try:
+            plan = Plan.from_dict(spec.fleet.plan)
+            check_plan(fleet, plan)
+        except InputError as exc:  # the plan's own paths (plan.pools[0].gpu) under this instance's fleet block
+            raise InputError(f"fleet.{exc.field}", exc.value, exc.problem) from exc
     else:
         boundary = spec.fleet.boundary_tokens
         if boundary >= fleet.long_window_tokens:
