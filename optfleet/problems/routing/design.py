@@ -132,12 +132,13 @@ def rules(problem: RoutingProblem) -> list[tuple[int, int, float]]:
     d = problem.spec.design
     windows = d.short_windows_tokens or [problem.rule.short_window_tokens]
     long_window = problem.plan.pools[1].window_tokens
+    configs = configurations(problem)
     for c in windows:
         if c >= long_window:
             raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens")
-        if max(config.slots_per_gpu(c) for config in configurations(problem)) < 1:
+        if max(config.slots_per_gpu(c) for config in configs) < 1:
             raise InputError("design.short_windows_tokens", c, "holds no KV slot on any of the fleet's GPU configurations "
-                             f"({', '.join(config.label for config in configurations(problem))})")
+                             f"({', '.join(config.label for config in configs)})")
     grid = {(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
     grid.add(plan_design(problem).rule)
     return sorted(grid)
@@ -182,23 +183,32 @@ def pool_windows(problem: RoutingProblem, candidate: DesignCandidate) -> tuple[i
 
 def evaluate_design(problem: RoutingProblem, candidate: DesignCandidate, ratios: np.ndarray | None = None) -> DesignEvaluation:
     """Score one candidate; ``ratios`` are the calibrator's routing ratios (computed when not given)."""
-    from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
-
     if ratios is None:
         ratios = design_ratios(problem)
     traffic = rule_traffic(problem, candidate.rule, ratios)
     configs = [problem.fleet.configuration(label, "design") for label in (candidate.short_gpu, candidate.long_gpu)]
     windows = pool_windows(problem, candidate)
     fewest = tuple(fewest_instances(problem, traffic, p, configs[p], windows[p]) for p in range(2))
-    bought = candidate.gpus if candidate.gpus is not None else tuple(max(f, 0) for f in fewest)
-    plan = Plan(pools=tuple(PoolPlan(name, w, n, c.label) for name, w, n, c in zip(POOL_NAMES, windows, bought, configs, strict=True)),
-                gamma=candidate.gamma, method="design")
+    bought = candidate.gpus if candidate.gpus is not None else (max(fewest[0], 0), max(fewest[1], 0))
+    plan = design_fleet(problem, candidate, bought, "design")
     cost = float(sum(n * c.cost_per_gpu_hour for n, c in zip(bought, configs, strict=True))) if min(fewest) >= 0 else float("inf")
-    scored = SimpleNamespace(plan=plan, cost_per_hour=cost)  # what the fleet's constraint checks read
-    violations = tuple(f"constraints[{i}] {spec.kind}: {verdict.detail}"
-                       for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
     return DesignEvaluation(candidate, traffic.misroute_probability, traffic.short_share, fewest, plan, cost,  # type: ignore[arg-type]
-                            violations, problem.spec.design.epsilon)
+                            constraint_violations(problem, plan, cost), problem.spec.design.epsilon)
+
+
+def design_fleet(problem: RoutingProblem, candidate: DesignCandidate, gpus: tuple[int, int], method: str) -> Plan:
+    """The two pools a design buys: its short window and the plan's long one, its GPU configurations, ``gpus``."""
+    pools = zip(POOL_NAMES, pool_windows(problem, candidate), gpus, (candidate.short_gpu, candidate.long_gpu), strict=True)
+    return Plan(pools=tuple(PoolPlan(name, w, n, gpu) for name, w, n, gpu in pools), gamma=candidate.gamma, method=method)
+
+
+def constraint_violations(problem: RoutingProblem, plan: Plan, cost_per_hour: float) -> tuple[str, ...]:
+    """The fleet instance's constraints that ``plan`` breaks, checked by the fleet's own plan checks."""
+    from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
+
+    scored = SimpleNamespace(plan=plan, cost_per_hour=cost_per_hour)  # what the fleet's constraint checks read
+    return tuple(f"constraints[{i}] {spec.kind}: {verdict.detail}"
+                 for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
 
 
 def sized_gpus(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarray, l_out: np.ndarray, span_s: float) -> int:

@@ -20,7 +20,6 @@ Two questions, each a group of rows:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
@@ -150,12 +149,12 @@ def design_columns(e: Any) -> dict[str, Any]:
 def _run_spill(problem: RoutingProblem) -> MethodResult:
     """The threshold design's rule and GPUs, then the queue limit and counts searched by replay (spill_design.py)."""
     from optfleet.problems.routing.design_milp import solve_design
-    from optfleet.problems.routing.spill_design import GROWTH, design_spill
+    from optfleet.problems.routing.spill_design import GROWTH, SpillSearch, design_spill
 
     group = (("question", "spill"),)
     start = time.perf_counter()
     try:
-        design, _ = solve_design(problem)
+        design, report = solve_design(problem)
     except InfeasibleError as exc:
         return no_plan(SPILL_METHOD, time.perf_counter() - start, f"no threshold design to spill from: {exc}", objective_unit="$/h", group=group)
     best, searched = design_spill(problem, design)
@@ -167,28 +166,14 @@ def _run_spill(problem: RoutingProblem) -> MethodResult:
         return no_plan(SPILL_METHOD, seconds, f"no queue limit's fleet meets the SLO, the utilisation cap, epsilon and the constraints by replay: {tried}",
                        objective_unit="$/h", group=group)
     e = best.evaluation
-    static = sum(n * problem.fleet.configuration(g).cost_per_gpu_hour for n, g in zip(design.gpus or (0, 0), (design.short_gpu, design.long_gpu), strict=True))
     columns = {"queue_limit": best.spill.queue_limit, "spill_rule": _limit_text(best.spill.queue_limit), **routing_columns(e), "short_gpu": best.spill.design.short_gpu,
-               "long_gpu": best.spill.design.long_gpu, "static_per_hour": static}
+               "long_gpu": best.spill.design.long_gpu, "static_per_hour": report.objective}
     return MethodResult(SPILL_METHOD, SpillSearch(best, tuple(searched)), e, seconds, objective=best.cost_per_hour, objective_unit="$/h",
                         sense=MINIMISE, feasible=True, note=f"a search by replay, no bound; queue limits tried: {tried}", group=group, columns=columns)
 
 
 def _limit_text(limit: int | None) -> str:
     return "no spill" if limit is None else f"queue > {limit}"
-
-
-@dataclass(frozen=True)
-class SpillSearch:
-    """The spill design's answer: the cheapest outcome and every queue limit's (spill_design.py)."""
-
-    best: Any
-    searched: tuple[Any, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.best.spill.to_dict(), "queue_limits_tried": [
-            {"queue_limit": o.spill.queue_limit, "gpus": list(o.spill.gpus), "cost_per_hour": o.cost_per_hour, "meets": o.meets,
-             "reasons": list(o.reasons)} for o in self.searched]}
 
 
 def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Reference:

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 from typing import Any
 
-from optfleet.problems.fleet.plan import Plan, PoolPlan
-from optfleet.problems.routing.design import POOL_NAMES, DesignCandidate, pool_windows
+from optfleet.problems.routing.design import DesignCandidate, constraint_violations, design_fleet
 from optfleet.problems.routing.dispatcher import DispatchRule
 from optfleet.problems.routing.evaluator import RoutingEvaluation, evaluate
 from optfleet.problems.routing.problem import RoutingProblem
@@ -71,20 +69,29 @@ class SpillOutcome:
         return not self.reasons
 
 
+@dataclass(frozen=True)
+class SpillSearch:
+    """The spill design's answer: the cheapest outcome and every queue limit's."""
+
+    best: SpillOutcome
+    searched: tuple[SpillOutcome, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.best.spill.to_dict(), "queue_limits_tried": [
+            {"queue_limit": o.spill.queue_limit, "gpus": list(o.spill.gpus), "cost_per_hour": o.cost_per_hour, "meets": o.meets,
+             "reasons": list(o.reasons)} for o in self.searched]}
+
+
 def spill_problem(problem: RoutingProblem, spill: SpillDesign) -> RoutingProblem:
     """The routing problem with the design's rule, its fleet at ``spill.gpus`` and the queue limit."""
     d = spill.design
-    windows = pool_windows(problem, d)
-    pools = tuple(PoolPlan(name, w, n, gpu) for name, w, n, gpu in zip(POOL_NAMES, windows, spill.gpus, (d.short_gpu, d.long_gpu), strict=True))
-    return replace(problem, plan=Plan(pools=pools, gamma=d.gamma, method="design_spill"),
+    return replace(problem, plan=design_fleet(problem, d, spill.gpus, "design_spill"),
                    rule=DispatchRule(d.b_short_tokens, d.short_window_tokens, d.gamma, problem.compressible),
                    spill=SpillRule(spill.queue_limit, None))
 
 
 def replay_spill(problem: RoutingProblem, spill: SpillDesign) -> SpillOutcome:
     """Replay one spill design with the design's calibrator and score it (module docstring's rules)."""
-    from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
-
     replayed = spill_problem(problem, spill)
     e = evaluate(replayed, replay_router(replayed, replayed.calibrators[problem.spec.design.calibrator]), needed=False)
     slo, eps = problem.fleet.ttft_p99_ms, problem.spec.design.epsilon
@@ -96,9 +103,7 @@ def replay_spill(problem: RoutingProblem, spill: SpillDesign) -> SpillOutcome:
     failing = tuple(p for p in (0, 1) if slow[p] or e.overloaded_windows[p] > 0)
     if e.misroutes > eps * e.requests + 1e-9:
         reasons.append(f"mis-route probability {100 * e.misroutes / e.requests:.3g} % > epsilon {100 * eps:.3g} %")
-    scored = SimpleNamespace(plan=replayed.plan, cost_per_hour=cost)  # what the fleet's constraint checks read
-    reasons.extend(f"constraints[{i}] {spec.kind}: {verdict.detail}"
-                   for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
+    reasons.extend(constraint_violations(problem, replayed.plan, cost))
     return SpillOutcome(spill, e, cost, tuple(reasons), failing)
 
 
