@@ -346,3 +346,14 @@ def test_simulate_draws_fresh_workloads_and_scores_a_given_plan(tmp_path):
     plan.write_text(json.dumps({"placement": [0] * len(optfleet.load(TINY).problem.requests)}))
     single = optfleet.simulate(TINY, plan=str(plan)).to_dict()
     assert len(single["replications"]) == 1 and single["replications"][0]["seed"] is None
+    assert body["notes"] == [] and single["notes"] == []  # nothing was given that does not apply
+    noted = optfleet.simulate(TINY, plan=str(plan), reps=3, requests=10).to_dict()["notes"]
+    assert noted == ["--requests does not apply to placement (the instance's workload, the continuous-batching simulator)",
+                     "--reps does not apply to --plan: the placement is scored once, on the instance's own workload"]
+
+
+def test_routing_reports_its_progress_every_percent_of_the_requests():
+    problem = optfleet.load(TINY).problem  # 40 requests: every request is 1 % or more
+    shares: list[float] = []
+    route(problem, make_policy(problem, "round_robin", {}, "p"), shares.append)
+    assert shares == [i / 40 for i in range(40)]

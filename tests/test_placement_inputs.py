@@ -203,3 +203,20 @@ def test_a_replication_whose_draw_fails_is_named_before_any_run():
         optfleet.simulate(doc, method="round_robin", reps=4, seed=0, progress=lambda *a: calls.append(a))
     assert "(replication 3, seed 2)" in str(caught.value) and caught.value.field == "servers[0].kv_capacity_blocks"
     assert calls == []
+
+
+def test_too_many_replications_are_refused_before_any_run():
+    refused(lambda: optfleet.simulate(TINY, method="round_robin", reps=10**9), "--reps", "--reps = 1000000000", "[1, 1000]")
+
+
+# --- the horizon ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rate", [1e-300, 1e-7])
+def test_arrivals_beyond_the_horizon_are_refused_naming_the_rate(rate):
+    """A rate so low that the last arrival falls after 10^6 s (times are kept in ms in double precision; at 1e-7 the
+    hindsight MILP reported a 4-request trace infeasible, at 1e-300 HiGHS refused the arrays)."""
+    refused(changed(lambda d: d["workload"]["arrivals"].update(rate_rps=rate)), "workload.arrivals.rate_rps", "above the limit of 1e+06 s")
+
+
+def test_a_trace_beyond_the_horizon_is_refused_with_advice(tmp_path):
+    refused(trace(tmp_path, HEADER + "0,10,5,0,4,0\n2000000,10,5,0,4,0\n"), "workload.trace.file:arrival_s", "shift the arrival times")

@@ -99,13 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = instance_command("simulate", "simulate a plan (discrete events) and compare it with the evaluator, for kinds with a simulator")
     source = simulate.add_mutually_exclusive_group()
-    source.add_argument("--plan", default=None, help="a plan file: plan.json of solve --out, or solve --json output")
+    source.add_argument("--plan", default=None, help="a plan file: plan.json of solve --out, or solve --json output (placement: also a "
+                                                     "JSON list of server indices, request i -> server)")
     source.add_argument("--method", default=None, help="simulate this method's plan (default: the instance's solve.method)")
-    simulate.add_argument("--requests", type=int, default=200_000, help="arrivals per replication (default 200000)")
-    simulate.add_argument("--reps", type=int, default=3, help="replications, for 95 %% confidence intervals (default 3)")
-    simulate.add_argument("--seed", type=int, default=0, help="seed of the first replication (default 0)")
+    simulate.add_argument("--requests", type=int, default=None, help="fleet: arrivals per replication (default 200000); placement "
+                                                                     "replays the instance's own workload")
+    simulate.add_argument("--reps", type=int, default=None, help="replications, for 95 %% confidence intervals (default 3; a --plan "
+                                                                 "of a placement instance is scored once)")
+    simulate.add_argument("--seed", type=int, default=None, help="seed of the first replication (default 0)")
     simulate.add_argument("--mode", choices=["slots", "batching"], default=None,
-                          help="slot servers, or continuous batching (default: the instance's slo.service_model)")
+                          help="fleet: slot servers, or continuous batching (default: the instance's slo.service_model)")
     simulate.add_argument("--out", default=None, metavar="DIR", help="folder to write simulation.json and report.txt")
 
     compress = sub.add_parser(

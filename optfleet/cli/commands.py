@@ -179,8 +179,9 @@ def validate_command(args: argparse.Namespace) -> int:
 
 def simulate_command(args: argparse.Namespace) -> int:
     folder = out_folder("--out", args.out)
+    given = {name: getattr(args, name) for name in api.SIMULATOR_OPTIONS if getattr(args, name) is not None}  # else the kind's defaults
     outcome = api.simulate(args.file, method=args.method, plan=args.plan, progress=progress_display("simulate", quiet=args.quiet),
-                           requests=args.requests, reps=args.reps, seed=args.seed, mode=args.mode, **overrides(args))
+                           **given, **overrides(args))
     data, text = outcome.to_dict(), outcome.text()
     print(dump(data) if args.json else text)
     if folder is not None:

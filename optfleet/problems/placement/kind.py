@@ -78,8 +78,9 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
     report, columns = None, {}
     if method == RELAXATION:
         report, parts = exact.relaxation(problem)
-        return [no_plan(method, time.perf_counter() - start, "a bound, no placement: " + ", ".join(f"{k} {v:,.4g}" for k, v in parts.items()),
-                        objective_unit=unit, report=report)]
+        note = (f"a bound, no placement: its own {report.bound:,.4g} (" + ", ".join(f"{k} {v:,.4g}" for k, v in parts.items())
+                + "); the bound column holds the best bound of the rows")
+        return [no_plan(method, time.perf_counter() - start, note, objective_unit=unit, report=report)]
     if method == HINDSIGHT and not milp_fits(problem):
         return [no_plan(method, 0.0, f"not run: {len(problem.requests):,} requests > solve.max_milp_requests = {problem.solve.max_milp_requests:,}",
                         objective_unit=unit, available=False)]
@@ -94,7 +95,7 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
         else:
             entry = _entry(problem, method)
             policy = make_policy(problem, entry.name, entry.params, "--methods")
-            placement = route(problem, policy)
+            placement = route(problem, policy, lambda share: progress(method, share, 1))
             extra = getattr(policy, "summary", lambda: None)()
     except InfeasibleError as exc:
         return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=unit)]

@@ -313,11 +313,16 @@ def make_policy(problem: "PlacementProblem", name: str, params: dict[str, Any], 
     return POLICIES[name](problem, params, field)
 
 
-def route(problem: "PlacementProblem", policy: Any) -> np.ndarray:
-    """The placement ``policy`` makes online, request by request in arrival order."""
+def route(problem: "PlacementProblem", policy: Any, progress: Callable[[float], None] | None = None) -> np.ndarray:
+    """The placement ``policy`` makes online, request by request in arrival order; ``progress(share)`` (if given)
+    hears the share of requests placed every 1 % of them."""
     cluster = Cluster(problem)
     arrival = problem.requests.arrival_ms
-    for i in range(len(problem.requests)):
+    n = len(problem.requests)
+    every = max(1, n // 100)
+    for i in range(n):
+        if progress is not None and i % every == 0:
+            progress(i / n)
         t = float(arrival[i])
         cluster.dispatch(i, policy.choose(cluster, i, t), t)
     finish = getattr(policy, "finish", None)

@@ -18,6 +18,7 @@ EXTRA = {
     "p50_tpot_ms": ("TPOT p50", tables.fixed(2)), "p99_tpot_ms": ("TPOT p99", tables.fixed(2)),
     "p50_e2e_ms": ("E2E p50", tables.fixed(0)), "p50_ntpot_ms": ("NTPOT p50", tables.fixed(2)), "p90_ntpot_ms": ("NTPOT p90", tables.fixed(2)),
     "throughput_tokens_per_s": ("tok/s", tables.fixed(0)), "prefix_hit_rate": ("hit %", PCT), "slo_attainment": ("SLO %", PCT),
+    "ttft_mape_pct": ("MAPE TTFT %", tables.fixed(1)), "tpot_mape_pct": ("MAPE TPOT %", tables.fixed(1)),  # predicted-latency policies
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from optfleet.errors import InputError
+from optfleet.problems.fleet.simulate.run import MAX_REPS
 from optfleet.progress import Progress
 from optfleet.results import json_safe
 
@@ -53,10 +54,14 @@ class PlacementSimulation:
     def text(self) -> str:
         lines = [f"instance {self.name}: {self.method}'s placement, {len(self.replications)} replication(s), scored by the simulator"]
         for r in self.replications:
-            lines.append(f"  seed {r['seed']}: mean TTFT {r['objective_ms']:,.1f} ms (objective), TTFT p50/p90/p99 "
+            draw = "the instance's workload" if r["seed"] is None else f"seed {r['seed']}"
+            lines.append(f"  {draw}: mean TTFT {r['objective_ms']:,.1f} ms (objective), TTFT p50/p90/p99 "
                          f"{r['p50_ttft_ms']:,.1f}/{r['p90_ttft_ms']:,.1f}/{r['p99_ttft_ms']:,.1f} ms, NTPOT p50 {r['p50_ntpot_ms']:.2f} ms, "
                          f"{r['throughput_tokens_per_s']:,.0f} tok/s, hit {100 * r['prefix_hit_rate']:.1f} %")
-        for name, s in self.summary().items():
+        summary = self.summary()
+        if len(self.replications) > 1:
+            lines.append("  means over the replications, +- the 95 % confidence half-width (Student t):")
+        for name, s in summary.items():
             if s["mean"] is not None:
                 half = "" if s["half_width_95"] is None else f" +- {s['half_width_95']:,.4g}"
                 lines.append(f"  {name}: {s['mean']:,.4g}{half}")
@@ -98,18 +103,27 @@ def _placement(plan: Any, problem) -> np.ndarray:
     return checked_placement(plan, len(problem.requests), len(problem.engines), "--plan")
 
 
-def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progress, requests: int | None = None, reps: int = 3,
-                      seed: int = 0, mode: str | None = None) -> PlacementSimulation:
-    """The module docstring's replications."""
+def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progress, requests: int | None = None, reps: int | None = None,
+                      seed: int | None = None, mode: str | None = None) -> PlacementSimulation:
+    """The module docstring's replications (``reps`` default 3, ``seed`` default 0); a note names each option given
+    that does not apply."""
     from optfleet.api import load
     from optfleet.problems.placement.evaluate import evaluate
 
     problem = loaded.problem
-    notes = ["--requests and --mode do not apply to placement (the instance's workload, the continuous-batching simulator)"]
+    ignored = [f"--{name}" for name, value in (("requests", requests), ("mode", mode)) if value is not None]
+    notes = [f"{' and '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to placement (the instance's workload, the "
+             "continuous-batching simulator)"] if ignored else []
     if plan is not None:
+        unused = [f"--{name}" for name, value in (("reps", reps), ("seed", seed)) if value is not None]
+        if unused:
+            notes.append(f"{' and '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --plan: the placement is scored "
+                         "once, on the instance's own workload")
         return PlacementSimulation(problem.name, "--plan", (_row(None, evaluate(problem, _placement(plan, problem))),), tuple(notes))
-    if reps < 1:
-        raise InputError("--reps", reps, "must be >= 1")
+    reps = 3 if reps is None else reps
+    seed = 0 if seed is None else seed
+    if not 1 <= reps <= MAX_REPS:
+        raise InputError("--reps", reps, f"must lie in [1, {MAX_REPS}] (beyond it the 95 % interval no longer narrows by its t quantile)")
     if seed < 0:
         raise InputError("--seed", seed, "must be >= 0 (replication i draws the workload with seed --seed + i)")
     if problem.spec.workload.trace is not None:

@@ -169,12 +169,28 @@ def load_trace(path, field: str) -> Requests:
                     shared, group, session, np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64), ())
 
 
+MAX_ARRIVAL_S = 1e6
+"""The latest arrival time (s, about 11.6 days): the simulator and the MILPs keep times in ms in double precision,
+and the MILP's big-M rows lose their exactness on longer horizons (a 40-request trace over 1e7 s was reported
+infeasible)."""
+
+
 def build_requests(spec: WorkloadSpec, resolve) -> Requests:
-    """The instance's requests: its trace (``resolve`` turns its relative path into a path) or its generator."""
+    """The instance's requests: its trace (``resolve`` turns its relative path into a path) or its generator; every
+    arrival at most :data:`MAX_ARRIVAL_S`."""
     if spec.trace is not None:
-        return load_trace(resolve(spec.trace.file), "workload.trace.file")
+        requests = load_trace(resolve(spec.trace.file), "workload.trace.file")
+        if requests.arrival_ms[-1] > 1000.0 * MAX_ARRIVAL_S:
+            raise InputError("workload.trace.file:arrival_s", requests.arrival_ms[-1] / 1000.0,
+                             f"above the limit of {MAX_ARRIVAL_S:g} s: shift the arrival times to start near 0 (times are kept in ms)")
+        return requests
     rng = np.random.default_rng(spec.seed)
     arrival_s, steps, rates = arrival_times_s(spec.arrivals, rng)
     if arrival_s.shape[0] == 0:
         raise InputError("workload.arrivals.steps", [s.model_dump() for s in spec.arrivals.steps], "the ladder draws no arrival")
+    if arrival_s[-1] > MAX_ARRIVAL_S:
+        field, value = (("workload.arrivals.rate_rps", spec.arrivals.rate_rps) if spec.arrivals.process == "poisson"
+                        else ("workload.arrivals.steps", [s.model_dump() for s in spec.arrivals.steps]))
+        raise InputError(field, value, f"the last arrival falls at {arrival_s[-1]:,.4g} s, above the limit of {MAX_ARRIVAL_S:g} s "
+                         "(times are kept in ms in double precision)")
     return shared_prefix(spec.shared_prefix, arrival_s, steps, rates, rng)
