@@ -151,6 +151,7 @@ def run_gap(source: "Source | Loaded", methods: Sequence[str] | str | None = Non
     names = list(dict.fromkeys(methods)) if methods else list(kind.gap_methods(problem))
     if not names:
         raise InputError("--methods", methods, f"no method named; known: {', '.join(kind.methods(problem))}")
+    check_default_method(loaded)  # the file's own method must be known, even when gap runs others
     check_methods(kind, problem, names, "--methods")
     check_solver(loaded)
     results = _by_group(_run_all(kind, problem, names, progress, "gap"))
@@ -184,7 +185,7 @@ def validate(source: "Source | Loaded", **overrides: Any) -> Validation:
     """Load, validate and prepare ``source`` and summarise it (an InputError names what is wrong, the default method
     and solver included)."""
     loaded = load(source, **overrides)
-    check_methods(loaded.kind, loaded.problem, [loaded.kind.default_method(loaded.problem)], loaded.kind.overrides.get("method", "method"))
+    check_default_method(loaded)
     check_solver(loaded)
     return Validation(loaded, loaded.kind.describe(loaded.problem))
 
@@ -212,6 +213,12 @@ def check_methods(kind: ProblemKind, problem: Any, names: Sequence[str], option:
     unknown = [name for name in names if name not in known]
     if unknown:
         raise InputError(option, ",".join(unknown), f"unknown method for this {kind.name} instance; known: {', '.join(known)}")
+
+
+def check_default_method(loaded: Loaded) -> None:
+    """The instance's default method (its ``solve.method``, else the kind's) must be one of its methods: an
+    InputError naming the instance's field otherwise."""
+    check_methods(loaded.kind, loaded.problem, [loaded.kind.default_method(loaded.problem)], loaded.kind.overrides.get("method", "method"))
 
 
 def check_solver(loaded: Loaded) -> None:

@@ -172,6 +172,15 @@ def test_a_stream_file_replays(tmp_path):
     (ROWS, {"calibrator.decay": 1.0}, "calibrator.decay"),
     (ROWS, {"calibrator.beta": 0.0}, "calibrator.beta"),
     (ROWS, {"unknown_category": "guess"}, "unknown_category"),
+    (["0.0,400.5,1000,200,prose"], {}, "stream.bytes"),  # not a whole number
+    (["0.0,1e300,1000,200,prose"], {}, "stream.bytes"),  # above 2**53: int64 would overflow
+    (ROWS, {"categories": [{"name": "prose", "bytes_per_token": 1e300}, {"name": "code", "bytes_per_token": 3.5},
+                           {"name": "cjk", "bytes_per_token": 2.0}]}, "categories.0.bytes_per_token"),
+    (ROWS, {"calibrator.static_ratio": 1e-300}, "calibrator.static_ratio"),
+    (ROWS, {"calibrator.min_ratio": 0.0}, "calibrator.min_ratio"),
+    (ROWS, {"exact.window_s": 1e-300}, "exact.window_s"),  # 10^300 capacity windows
+    (ROWS, {"fleet.instance": "no_such_fleet.yaml"}, "fleet.instance"),
+    (ROWS, {"solve.method": "foo"}, "solve.method"),  # gap runs other methods, but the file's own must be known
 ])
 def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, rows, changes, field):
     path = _write_stream(tmp_path, rows, **changes)
@@ -208,7 +217,7 @@ def test_azure_4k_replay_numbers_quoted_in_the_readme():
 
 @pytest.mark.parametrize(("changes", "field"), [
     ({"design.short_windows_tokens": [4000]}, "design.short_windows_tokens"),
-    ({"fleet.boundary_tokens": None, "fleet.method": "homogeneous"}, "fleet"),
+    ({"fleet.boundary_tokens": None, "fleet.method": "homogeneous"}, "fleet.method"),
 ])
 def test_bad_design_window_and_one_pool_plan(tmp_path, capsys, changes, field):
     path = tmp_path / "instance.yaml"
@@ -217,10 +226,20 @@ def test_bad_design_window_and_one_pool_plan(tmp_path, capsys, changes, field):
     assert f"error: {field}" in capsys.readouterr().err
 
 
-def test_a_non_numeric_stream_value_names_its_column(tmp_path, capsys):
-    path = _write_stream(tmp_path, ["0.0,lots,1000,200,prose"])
+def test_a_non_numeric_stream_value_names_its_column_and_row(tmp_path, capsys):
+    path = _write_stream(tmp_path, ["1.0,400,1000,200,prose", "0.0,lots,1000,200,prose"])
     assert main(["validate", path]) == EXIT_BAD_INPUT
-    assert "stream.bytes = 'lots'" in capsys.readouterr().err
+    assert "stream.bytes = 'lots': not a finite number (row 2 of " in capsys.readouterr().err
+
+
+def test_a_field_of_the_fleet_instance_is_named_with_its_file(tmp_path, capsys):
+    fleet = yaml.safe_load((REPO / "instances" / "fleet" / "toy.yaml").read_text())
+    fleet["workload"]["rate_rps"] = -1
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**{"fleet.instance": "fleet.yaml"})))
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    assert "error: fleet.instance (fleet.yaml): workload.rate_rps = -1" in capsys.readouterr().err
 
 
 def test_overflow_objective_bounds_every_router_on_a_fleet_too_small():

@@ -125,3 +125,25 @@ def _dump(doc: dict) -> str:
     handle.write(yaml.safe_dump(doc))
     handle.close()
     return handle.name
+
+
+def test_a_pool_whose_p99_does_not_fall_with_more_instances_is_explained(tiny):
+    """The search gives up on a pool whose P99 TTFT stays above the SLO at 4x its count: the outcome says the P99
+    did not fall (service time, not queueing); a P99 that fell is not so explained."""
+    from dataclasses import replace
+
+    from optfleet.problems.routing.spill_design import _with_plateaus
+
+    design, _ = solve_design(tiny)
+    static = replay_spill(tiny, SpillDesign(None, design, design.gpus))
+
+    def outcome(long_count: int, long_p99_ms: float):
+        pools = (static.evaluation.pools[0], replace(static.evaluation.pools[1], ttft_p99_ms=long_p99_ms))
+        spill = SpillDesign(None, design, (design.gpus[0], long_count))
+        return replace(static, spill=spill, evaluation=replace(static.evaluation, pools=pools), reasons=("long P99 TTFT above the SLO",),
+                       failing_pools=(1,))
+
+    first = outcome(design.gpus[1], 3000.0)
+    flat = _with_plateaus(outcome(GROWTH * design.gpus[1], 2990.0), first)
+    assert len(flat.reasons) == 2 and "not queueing" in flat.reasons[1] and f"at {GROWTH * design.gpus[1]}" in flat.reasons[1]
+    assert _with_plateaus(outcome(GROWTH * design.gpus[1], 2000.0), first).reasons == ("long P99 TTFT above the SLO",)

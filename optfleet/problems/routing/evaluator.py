@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.problems.routing.dispatcher import LONG, SHORT
-from optfleet.problems.routing.problem import RoutingProblem
+from optfleet.problems.routing.problem import RoutingProblem, capacity_window_count
 from optfleet.problems.routing.replay import Routing, service_s
 from optfleet.problems.routing.simulate import fewest_gpus, pool_latency
 
@@ -94,8 +94,7 @@ def capacity_windows(problem: RoutingProblem) -> tuple[NDArray[np.int64], float,
     equal windows over the span ``T`` (one window without ``exact.window_s``)."""
     s = problem.stream
     span = max(s.span_s, 1e-9)
-    width = problem.spec.exact.window_s
-    count = 1 if width is None else max(1, int(round(span / width)))
+    count = capacity_window_count(span, problem.spec.exact.window_s)
     index = np.minimum(((s.arrival_s - s.arrival_s[0]) / (span / count)).astype(np.int64), count - 1)
     return index, span / count, count
 

@@ -160,7 +160,7 @@ def _run_spill(problem: RoutingProblem) -> MethodResult:
     best, searched = design_spill(problem, design)
     seconds = time.perf_counter() - start
     tried = "; ".join(f"{_limit_text(o.spill.queue_limit)}: " + (f"${o.cost_per_hour:,.2f}/h {o.spill.gpus}" if o.meets
-                                                                 else f"none up to {GROWTH}x the static counts ({', '.join(o.reasons)} at {o.spill.gpus})")
+                                                                 else f"none up to {GROWTH}x the static counts (at {o.spill.gpus}: {'; '.join(o.reasons)})")
                       for o in searched)
     if best is None:
         return no_plan(SPILL_METHOD, seconds, f"no queue limit's fleet meets the SLO, the utilisation cap, epsilon and the constraints by replay: {tried}",
@@ -187,8 +187,9 @@ def reference(problem: RoutingProblem, results: Sequence[MethodResult]) -> Refer
         return Reference(None, f"no bound: {exact.method} found none ({exact.note})")
     proven = exact.report.status == "optimal"
     overflow = problem.spec.exact.objective == "overflow"
-    what = ("the hindsight placement's least work above the pools' capacity" if exact.method == "hindsight" and overflow
-            else "the hindsight placement's least work within the pools' capacity" if exact.method == "hindsight"
+    what = ("the hindsight placement's least work above the pools' capacity (slot-seconds)" if exact.method == "hindsight" and overflow
+            else "the hindsight placement's fewest busy GPU instances (its work over the span) within the pools' capacity"
+            if exact.method == "hindsight"
             else "the least-cost design over the grid and the GPU configurations meeting epsilon and the constraints")
     return Reference(exact.report.bound, f"{exact.method}: {what}" + ("" if proven else " (not proven optimal: its lower bound)"))
 

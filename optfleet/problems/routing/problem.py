@@ -55,12 +55,33 @@ class RoutingProblem:
         return self.spec.exact.rho_max if self.spec.exact.rho_max is not None else self.fleet.rho_max
 
 
+MAX_CAPACITY_WINDOWS = 100_000
+"""Capacity windows a stream may be cut into (each is a pair of rows of the hindsight model and of the evaluator)."""
+
+
+def capacity_window_count(span_s: float, window_s: float | None) -> int:
+    """``W = max(1, round(T / window_s))`` windows over the stream's span ``T`` (one without ``exact.window_s``); an
+    InputError naming ``exact.window_s`` above :data:`MAX_CAPACITY_WINDOWS`."""
+    if window_s is None:
+        return 1
+    count = span_s / window_s
+    if not count <= MAX_CAPACITY_WINDOWS:
+        raise InputError("exact.window_s", window_s, f"cuts the stream's {span_s:,.4g} s into {count:,.4g} capacity windows; at most "
+                         f"{MAX_CAPACITY_WINDOWS:,} (a window of at least {span_s / MAX_CAPACITY_WINDOWS:.4g} s)")
+    return max(1, int(round(count)))
+
+
 def prepare(loaded: LoadedInstance) -> RoutingProblem:
     """The routing problem of a loaded instance (module docstring)."""
     from optfleet.problems.fleet.problem import prepare as prepare_fleet
 
     spec: RoutingInstanceSpec = loaded.spec
-    fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance), slo__ttft_p99_ms=spec.fleet.ttft_p99_ms)
+    try:
+        fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance), slo__ttft_p99_ms=spec.fleet.ttft_p99_ms)
+    except InputError as exc:  # the file itself under this instance's field; a field inside it named with its file
+        if exc.field == "instance":
+            raise InputError("fleet.instance", spec.fleet.instance, exc.problem) from exc
+        raise InputError(f"fleet.instance ({spec.fleet.instance}): {exc.field}", exc.value, exc.problem) from exc
     if fleet_loaded.kind != "fleet":
         raise InputError("fleet.instance", spec.fleet.instance, f"names a {fleet_loaded.kind} instance, not a fleet one")
     fleet = prepare_fleet(fleet_loaded)
@@ -79,7 +100,11 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
         raise InputError(field, value, f"the stream's {len(stream)} arrival(s) fall at one instant (span 0 s): the arrival rate, and every "
                          "pool's load, is undefined; give at least two distinct arrival times")
     if stream.total_tokens.max() > plan.pools[1].window_tokens:
-        raise InputError("stream", int(stream.total_tokens.max()), f"a request exceeds the long pool's window of {plan.pools[1].window_tokens} tokens")
+        i = int(np.argmax(stream.total_tokens))
+        field = "stream.file" if spec.stream.file is not None else "fleet.instance"
+        raise InputError(field, spec.stream.file or spec.fleet.instance, f"request {i} (in arrival order) needs {int(stream.total_tokens[i]):,} "
+                         f"tokens (input + output), above the long pool's window of {plan.pools[1].window_tokens:,}")
+    capacity_window_count(stream.span_s, spec.exact.window_s)  # a window too narrow for the stream is refused here, before any run
     compressible = tuple(k for k, c in enumerate(spec.categories) if c.compressible)
     d = spec.dispatcher
     short_window = plan.pools[0].window_tokens
@@ -128,7 +153,8 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
         plan = _sized(lambda: size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}")),
                       f"fleet.boundary_tokens {boundary}")
     if len(plan.pools) != 2 or plan.rules is not None:
-        raise InputError("fleet", spec.fleet.method or "plan", f"the plan has {len(plan.pools)} pools"
+        field, value = ("fleet.method", spec.fleet.method) if spec.fleet.method is not None else ("fleet.plan.pools", len(plan.pools))
+        raise InputError(field, value, f"the plan has {len(plan.pools)} pools"
                          + (" and split routing rules" if plan.rules is not None else "") + "; token-budget routing needs a short and a long pool")
     for i, pool in enumerate(plan.pools):
         if pool.gpus < 1:

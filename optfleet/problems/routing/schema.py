@@ -27,6 +27,9 @@ peak, 1 GB) and the spill and slot simulations step through them one by one (abo
 
 MAX_CATEGORIES = 4096
 PositiveReal = Annotated[Real, Field(gt=0.0)]
+BytesPerToken = Annotated[Real, Field(ge=0.1, le=1000.0)]
+"""A bytes-per-token ratio: a token covers at least one byte of UTF-8 text and rarely more than a few dozen; the
+bounds keep every byte count and token estimate derived from it finite."""
 Probability = Annotated[Real, Field(gt=0.0, lt=1.0)]
 
 
@@ -35,7 +38,7 @@ class CategorySpec(Strict):
     Compress-and-Route may compress it (code may not: the FleetOpt paper's safety gate)."""
 
     name: str = Field(min_length=1)
-    bytes_per_token: PositiveReal
+    bytes_per_token: BytesPerToken
     share: Real = Field(1.0, gt=0.0)
     compressible: bool = False
 
@@ -88,9 +91,9 @@ class CalibratorSpec(Strict):
     above: Real = 0.10
     warmup_samples: Integer = 10
     max_categories: Integer = 256
-    cold_start: Real = 4.0
-    min_ratio: Real = 1.0
-    static_ratio: Real = 4.0
+    cold_start: BytesPerToken = 4.0
+    min_ratio: BytesPerToken = 1.0
+    static_ratio: BytesPerToken = 4.0
 
 
 class DispatcherSpec(Strict):

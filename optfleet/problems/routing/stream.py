@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from optfleet.errors import InputError
 
 COLUMNS = ("arrival_s", "bytes", "input_tokens", "output_tokens", "category")
+MAX_COUNT = 2**53  # the largest count float64 holds exactly (the columns are read as numbers)
 
 
 @dataclass(frozen=True)
@@ -88,18 +89,25 @@ def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64],
         raise InputError("stream.file", str(path), f"missing columns {missing}; a stream has {', '.join(COLUMNS)}")
     if frame.empty:
         raise InputError("stream.file", str(path), "the stream has no request")
-    frame = frame.sort_values("arrival_s", kind="stable")
     numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in COLUMNS[:4]}
+
+    def refuse(column: str, bad: np.ndarray, problem: str) -> None:
+        """An InputError naming the column, the first bad cell as written and its row (from 1 after the header)."""
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise InputError(f"stream.{column}", str(frame[column].iloc[row]), f"{problem} (row {row + 1} of {path})")
+
     for column, values in numbers.items():
-        bad = ~np.isfinite(values.to_numpy(dtype=np.float64))
-        if bad.any():
-            raise InputError(f"stream.{column}", str(frame[column].iloc[int(np.flatnonzero(bad)[0])]), "not a finite number")
+        refuse(column, ~np.isfinite(values.to_numpy(dtype=np.float64)), "not a finite number")
     for column in ("bytes", "input_tokens"):
-        bad = numbers[column] <= 0
-        if bad.any():
-            raise InputError(f"stream.{column}", numbers[column][bad].iloc[0], "must be > 0 for every request")
-    if (numbers["output_tokens"] < 0).any():
-        raise InputError("stream.output_tokens", numbers["output_tokens"].min(), "must be >= 0")
+        refuse(column, (numbers[column] <= 0).to_numpy(), "must be > 0 for every request")
+    refuse("output_tokens", (numbers["output_tokens"] < 0).to_numpy(), "must be >= 0")
+    for column in ("bytes", "input_tokens", "output_tokens"):
+        values = numbers[column].to_numpy(dtype=np.float64)
+        refuse(column, (values != np.floor(values)) | (values > MAX_COUNT), f"must be a whole number of at most {MAX_COUNT:,} (a count)")
+    order = np.argsort(numbers["arrival_s"].to_numpy(dtype=np.float64), kind="stable")
+    frame = frame.iloc[order]
+    numbers = {c: values.iloc[order] for c, values in numbers.items()}
     labels = frame["category"].astype(str).to_numpy()
     extra = [c for c in dict.fromkeys(labels) if c not in names]
     if extra and unknown == "reject":
