@@ -128,8 +128,8 @@ def solve(source: "Source | Loaded", method: str | None = None, *, progress: Pro
     beside it as baselines; every plan scored by the kind's evaluator."""
     loaded = load(source, **overrides)
     kind, problem = loaded.kind, loaded.problem
-    chosen = method or kind.default_method(problem)
-    check_methods(kind, problem, [chosen], "--method" if method else kind.overrides.get("method", "--method"))
+    chosen = method if method is not None else kind.default_method(problem)  # an empty name is refused, not the default
+    check_methods(kind, problem, [chosen], "--method" if method is not None else kind.overrides.get("method", "--method"))
     check_solver(loaded)
     names = list(dict.fromkeys([chosen, *kind.solve_methods(problem, chosen)]))
     results = _run_all(kind, problem, names[:1], progress, "solve", total=len(names), finish=False)
@@ -199,7 +199,7 @@ def simulate(source: "Source | Loaded", *, method: str | None = None, plan: Any 
     if loaded.kind.simulate is None:
         raise InputError("kind", loaded.kind.name, "this kind has no simulator")
     if plan is None:
-        method = method or loaded.kind.default_method(loaded.problem)
+        method = method if method is not None else loaded.kind.default_method(loaded.problem)
         check_methods(loaded.kind, loaded.problem, [method], "--method")
     return loaded.kind.simulate(loaded, method=method, plan=plan, progress=progress, **settings)
 

@@ -187,7 +187,7 @@ BAD = [
      TINY_CSV, [], "trace.generator.prompt_tokens", "mean_tokens"),
     ("generator without conversations", _with(trace={"generator": {**GENERATOR, "conversations": 0}}), TINY_CSV, [], "trace.generator.conversations", "0"),
     ("a fleet method on a caching instance", _with(), TINY_CSV, ["--methods", "sweep"], "--methods", "sweep"),
-    ("--preset on a caching instance", _with(), TINY_CSV, ["--preset", "paper"], "preset", "paper"),
+    ("--preset on a caching instance", _with(), TINY_CSV, ["--preset", "paper"], "preset (--preset)", "paper"),
 ]
 
 

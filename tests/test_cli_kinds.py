@@ -49,7 +49,9 @@ def test_caching_solve_runs_the_hindsight_optimum_at_every_capacity(capsys):
     [
         (["simulate", MELANGE], "has no simulator"),
         (["solve", MELANGE, "--method", "sweep"], "--method = 'sweep': unknown method"),
-        (["solve", MELANGE, "--preset", "fleetsim_compatible"], "preset"),
+        (["solve", MELANGE, "--preset", "fleetsim_compatible"], "preset (--preset) = 'fleetsim_compatible': does not apply to kind profiled_fleet"),
+        (["solve", MELANGE, "--method", ""], "--method = '': unknown method"),  # not the default method
+        (["validate", "/dev/null"], "instance = '/dev/null': not a regular file"),
         (["gap", TINY_CACHE, "--methods", "lru,bogus"], "--methods = 'bogus'"),
         (["gap", MELANGE, "--plot", "x.png"], "has no plot"),
     ],

@@ -67,7 +67,7 @@ def write_files(folder: Path, files: dict[str, str]) -> None:
 def solve_command(args: argparse.Namespace) -> int:
     folder = out_folder("--out", args.out)
     chosen = overrides(args)
-    method = args.method or chosen.pop("method", None)  # --set method=M (the kind's default-method field) chooses as --method does
+    method = args.method if args.method is not None else chosen.pop("method", None)  # --set method=M (the kind's default-method field) chooses as --method does
     outcome = api.solve(args.file, method, progress=progress_display("solve", quiet=args.quiet), **chosen)
     text, data = outcome.text(), outcome.to_dict()
     print(dump(data) if args.json else text)

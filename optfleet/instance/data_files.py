@@ -12,8 +12,9 @@ from optfleet.errors import InputError
 
 
 def require_file(path: Path, field: str) -> None:
-    """An InputError naming ``field`` unless ``path`` is an existing file (a directory is said to be one)."""
+    """An InputError naming ``field`` unless ``path`` is an existing regular file (a directory, or a device, is said
+    to be one)."""
     if path.is_dir():
         raise InputError(field, str(path), "is a directory, not a file")
     if not path.is_file():
-        raise InputError(field, str(path), "file not found")
+        raise InputError(field, str(path), "not a regular file (a device, socket or pipe)" if path.exists() else "file not found")

@@ -64,7 +64,10 @@ def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **ove
         if value is None:
             continue
         if name in OPTION_NAMES and name not in kind.overrides:
-            raise InputError(name, value, f"does not apply to kind {kind.name} (its options: {', '.join(kind.overrides) or 'none'})")
+            flag = OPTION_NAMES[name]
+            raise InputError(f"{name} (--{flag})" if flag else name, value,
+                             f"does not apply to kind {kind.name} (its options: "
+                             + (", ".join(f"--{OPTION_NAMES[o]}" if OPTION_NAMES.get(o) else o for o in kind.overrides) or "none") + ")")
         _set_path(data, kind.overrides.get(name, name.replace("__", ".")), value)
     raw = copy.deepcopy(data)  # what a reload with other overrides starts from (the kind's defaults applied once)
     if kind.preprocess is not None:
@@ -73,7 +76,8 @@ def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **ove
 
 
 # Generic option names (CLI --preset, --time-limit, --solver, ...) that each kind maps to its own fields.
-OPTION_NAMES = ("preset", "time_limit_s", "solver", "mip_gap", "method")
+OPTION_NAMES = {"preset": "preset", "time_limit_s": "time-limit", "solver": "solver", "mip_gap": None, "method": "method"}
+"""The options' API names and their command-line flags (without the dashes; None: the API's only)."""
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
