@@ -73,6 +73,15 @@ def test_queue_lengths_count_the_requests_not_yet_started():
     assert queue_lengths(arrival, start).tolist() == [0, 0, 1, 2]
 
 
+def test_a_stationary_start_leaves_the_idle_slots_to_the_arrivals():
+    """Three of ten slots busy at time 0 and four arrivals: every arrival starts at once (the queue once kept only
+    max(arrivals, busy) slots, so these four waited for the busy ones); with three slots in all, they queue."""
+    arrival = np.array([0.0, 0.1, 0.2, 0.3])
+    busy = np.array([5.0, 6.0, 7.0])
+    assert fcfs_starts(arrival, np.ones(4), servers=10, busy_until_s=busy).tolist() == arrival.tolist()
+    assert fcfs_starts(arrival, np.ones(4), servers=3, busy_until_s=busy).tolist() == [5.0, 6.0, 6.0, 7.0]
+
+
 @pytest.mark.parametrize(("name", "preset"), [("azure_2023", "paper"), ("azure_2023", "fleetsim_compatible"), ("lmsys_multiturn", "paper")])
 def test_utilisation_within_3_percent_of_the_evaluator(name, preset):
     problem = fleet_problem(name, preset)

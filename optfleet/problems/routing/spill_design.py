@@ -153,15 +153,15 @@ def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: 
 
 def _with_plateaus(last: SpillOutcome, first: SpillOutcome) -> SpillOutcome:
     """``last`` (the search gave up there) with a reason for each pool whose P99 TTFT broke the SLO at the static
-    counts ``first`` and did not fall (by 1 %) with more instances: its slowest requests' own service time, not
-    queueing, breaks the SLO, and no count meets it."""
+    counts ``first`` and did not fall (by 1 %) with more instances: growing that pool does not help, and the
+    outcome says so rather than only that the search stopped."""
     notes = []
     for p, (now, then) in enumerate(zip(last.evaluation.pools, first.evaluation.pools, strict=True)):
         grown = last.spill.gpus[p] > first.spill.gpus[p]
         if grown and p in last.failing_pools and now.ttft_p99_ms is not None and then.ttft_p99_ms is not None \
                 and now.ttft_p99_ms >= 0.99 * then.ttft_p99_ms:
             notes.append(f"{now.name} P99 TTFT {then.ttft_p99_ms:.4g} ms at {first.spill.gpus[p]} instances and {now.ttft_p99_ms:.4g} ms at "
-                         f"{last.spill.gpus[p]}: not queueing but the service time of its slowest requests, which no count shortens")
+                         f"{last.spill.gpus[p]}: more instances do not lower it")
     return replace(last, reasons=(*last.reasons, *notes)) if notes else last
 
 

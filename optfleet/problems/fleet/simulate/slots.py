@@ -27,7 +27,9 @@ def fcfs_starts(
     if servers < 1:
         raise ValueError("a pool with requests needs at least one slot")
     held = [] if busy_until_s is None else busy_until_s.tolist()
-    free = held + [0.0] * max(min(servers, len(arrival_s)) - len(held), 0)
+    if len(held) > servers:
+        raise ValueError(f"{len(held)} slots busy at time 0, more than the pool's {servers}")
+    free = held + [0.0] * min(servers - len(held), len(arrival_s))  # idle slots: no more than the arrivals can use
     heapq.heapify(free)
     starts = np.empty(len(arrival_s))
     replace = heapq.heapreplace
