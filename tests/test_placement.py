@@ -357,3 +357,8 @@ def test_routing_reports_its_progress_every_percent_of_the_requests():
     shares: list[float] = []
     route(problem, make_policy(problem, "round_robin", {}, "p"), shares.append)
     assert shares == [i / 40 for i in range(40)]
+
+
+def test_simulating_the_relaxation_bound_is_refused_before_any_run():
+    with pytest.raises(InputError, match="is a bound and places nothing"):
+        optfleet.simulate(TINY, method="relaxation_bound")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from optfleet.errors import InputError
+from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.simulate.run import MAX_REPS
 from optfleet.progress import Progress
 from optfleet.results import json_safe
@@ -109,6 +109,7 @@ def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progre
     that does not apply."""
     from optfleet.api import load
     from optfleet.problems.placement.evaluate import evaluate
+    from optfleet.problems.placement.kind import RELAXATION
 
     problem = loaded.problem
     ignored = [f"--{name}" for name, value in (("requests", requests), ("mode", mode)) if value is not None]
@@ -120,6 +121,8 @@ def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progre
             notes.append(f"{' and '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --plan: the placement is scored "
                          "once, on the instance's own workload")
         return PlacementSimulation(problem.name, "--plan", (_row(None, evaluate(problem, _placement(plan, problem))),), tuple(notes))
+    if method == RELAXATION:
+        raise InputError("--method", method, "is a bound and places nothing; simulate a policy or an exact view with a placement")
     reps = 3 if reps is None else reps
     seed = 0 if seed is None else seed
     if not 1 <= reps <= MAX_REPS:
@@ -146,7 +149,7 @@ def simulate_instance(loaded, *, method: str | None, plan: Any, progress: Progre
         progress(f"{method} seed {seed + i}", i, reps)
         instance = drawn(i)
         (result,) = instance.kind.run(instance.problem, method, progress)
-        if result.evaluation is None:
-            raise InputError("--method", method, f"has no placement to simulate ({result.note})")
+        if result.evaluation is None:  # an exact view that found none (e.g. a time limit before any incumbent)
+            raise InfeasibleError(f"{method} found no placement to simulate (replication {i + 1}, seed {seed + i}): {result.note}")
         rows.append(_row(seed + i if problem.spec.workload.trace is None else None, result.evaluation))
     return PlacementSimulation(problem.name, method, tuple(rows), tuple(notes))
