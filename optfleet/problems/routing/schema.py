@@ -29,7 +29,7 @@ MAX_CATEGORIES = 4096
 PositiveReal = Annotated[Real, Field(gt=0.0)]
 BytesPerToken = Annotated[Real, Field(ge=0.1, le=1000.0)]
 """A bytes-per-token ratio: a token covers at least one byte of UTF-8 text and rarely more than a few dozen; the
-bounds keep every byte count and token estimate derived from it finite."""
+bounds, wider than that, keep every byte count and token estimate derived from a ratio finite (1e300 overflowed)."""
 Probability = Annotated[Real, Field(gt=0.0, lt=1.0)]
 
 
