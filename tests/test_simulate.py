@@ -139,6 +139,19 @@ def test_batching_with_constant_iterations_matches_slots():
         assert batching.metrics[name]["utilisation"][0] == pytest.approx(slots.metrics[name]["utilisation"][0], rel=0.03)
 
 
+def test_batching_admits_a_request_into_the_iteration_that_starts_as_it_is_admitted():
+    """Toy 2,000-token pool: 4 slots a GPU, W = 1 ms, H = 0, a 1,000-token prefill budget.  Four requests of 750
+    prompt tokens at t = 0 share the budget in admission order (750 + 250, 500 + 500, 250 + 750): prefilled at the
+    ends of iterations 1, 2, 3, 3, first tokens at 2, 3, 4, 4 ms.  The fifth takes the slot freed at 251 ms and
+    joins the iteration starting then: first token 253 ms (it once joined one iteration later: 254)."""
+    config = fleet_problem("toy").pool(2000)
+    assert (config.slots_per_gpu, config.w_ms, config.h_ms_per_slot, config.chunk_tokens) == (4, 1.0, 0.0, 1000)
+    times = simulate_batching(config, 1, np.zeros(5), np.full(5, 750), np.full(5, 250))
+    assert (1000 * times.start_s).tolist() == pytest.approx([0, 0, 0, 0, 251])
+    assert (1000 * times.first_token_s).tolist() == pytest.approx([2, 3, 4, 4, 253])
+    assert (1000 * times.finish_s).tolist() == pytest.approx([251, 252, 253, 253, 502])
+
+
 def test_batching_times_are_consistent():
     problem = fleet_problem("azure_2023", "fleetsim_compatible")
     config = problem.pool(4096)

@@ -158,7 +158,7 @@ def render_simulation(result: "SimulationResult") -> str:
     for scope, metrics in result.metrics.items():
         row: dict[str, str] = {"scope": scope}
         for name in columns:
-            if name in metrics:
+            if name in metrics and metrics[name][0] == metrics[name][0]:  # NaN: no measured request in the scope
                 mean, half = metrics[name]
                 shown = half == half and half > 1e-9 * max(abs(mean), 1.0)  # no half-width for one replication or round-off
                 row[name] = f"{mean:,.4g} +- {half:.2g}" if shown else f"{mean:,.4g}"

@@ -12,7 +12,8 @@ is from batching dynamics (not a calibrated engine simulator):
 * each iteration spends a prefill budget of ``C_chunk`` tokens on the GPU's
   prefilling requests in admission order, and gives one decode token to every
   request whose prefill finished in an earlier iteration; a request admitted
-  during an iteration joins at the next one;
+  during an iteration joins at the next one, one admitted as an iteration
+  starts joins that one;
 * a request's first token comes at the end of its first decode iteration
   (the slot model's "prefill + one iteration"); it leaves, freeing its slot,
   after ``L_out`` decode iterations (at least one).
@@ -135,9 +136,11 @@ def simulate_batching(
                     gpu.decoding.append([head[0], decode_tokens[head[0]]])
 
     def interrupt(g: int, now: float) -> None:
-        """A request joined GPU g mid-run: end the run with the iteration now under way."""
+        """A request joined GPU g mid-run: end the run with the iteration now under way.  A run that starts now (no
+        iteration begun: a slot freed, or a request arrived, at this instant) is planned again with the request in
+        it, which joins this iteration rather than the next."""
         gpu = machines[g]
-        if gpu.run_length == 0:
+        if gpu.run_length == 0 or now == gpu.run_start:
             plan_run(g, now)
             return
         in_progress = int((now - gpu.run_start) / gpu.iteration) + 1

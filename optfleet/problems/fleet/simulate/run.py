@@ -99,10 +99,11 @@ machine (2 cores), so the largest run takes some 5 minutes (batching mode is abo
 
 
 def check_run_size(requests: int, reps: int, *, requests_field: str = "requests", reps_field: str = "reps") -> None:
-    """Refuse a run the simulator cannot do: fewer than one request or replication, or more than the limits above
-    (each message states the limit); ``*_field`` names the options as the caller's user wrote them."""
-    if requests < 1:
-        raise InputError(requests_field, requests, "need at least one request per replication")
+    """Refuse a run the simulator cannot do: fewer than two requests or one replication, or more than the limits
+    above (each message states the limit); ``*_field`` names the options as the caller's user wrote them."""
+    if requests < 2:
+        raise InputError(requests_field, requests, "need at least two requests per replication (a run is measured from its "
+                         "first measured arrival to its last)")
     if requests > MAX_REQUESTS:
         raise InputError(requests_field, requests, f"above the limit of {MAX_REQUESTS:,} requests per replication "
                          f"(about 190 bytes each at the peak: 4 GB); use more --reps instead")
@@ -207,12 +208,18 @@ def _one_replication(
 
 
 def _summary(utilisation: float, wait_ms: NDArray, ttft_ms: NDArray, queue: NDArray | None, slo_ms: float) -> dict[str, float]:
-    """Metrics of one scope; queue percentiles only for a pool (the fleet has no single queue)."""
+    """Metrics of one scope; queue percentiles only for a pool (the fleet has no single queue).  A scope whose
+    requests all arrived in the warm-up has no latency figure (NaN: null in JSON, "-" in tables)."""
     out = {"utilisation": float(utilisation), "requests": float(len(wait_ms))}
+    measured = len(wait_ms) > 0
+
+    def percentile(values: NDArray, p: int) -> float:
+        return float(np.percentile(values, p)) if measured else float("nan")
+
     for p in PERCENTILES:
-        out[f"wait_p{p}_ms"] = float(np.percentile(wait_ms, p))
-        out[f"ttft_p{p}_ms"] = float(np.percentile(ttft_ms, p))
+        out[f"wait_p{p}_ms"] = percentile(wait_ms, p)
+        out[f"ttft_p{p}_ms"] = percentile(ttft_ms, p)
         if queue is not None:
-            out[f"queue_p{p}"] = float(np.percentile(queue, p))
-    out["slo_attainment"] = float(np.mean(ttft_ms <= slo_ms))
+            out[f"queue_p{p}"] = percentile(queue, p)
+    out["slo_attainment"] = float(np.mean(ttft_ms <= slo_ms)) if measured else float("nan")
     return out
