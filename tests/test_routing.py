@@ -146,6 +146,7 @@ def test_spillover_moves_requests_and_batching_mode_measures_tpot():
 
 
 def _write_stream(tmp_path, rows: list[str], **changes) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "stream.csv").write_text("arrival_s,bytes,input_tokens,output_tokens,category\n" + "\n".join(rows) + "\n")
     doc = _tiny(**{"stream.file": str(tmp_path / "stream.csv"), **changes})
     path = tmp_path / "instance.yaml"
@@ -463,3 +464,15 @@ def test_a_bad_field_of_a_written_plan_is_named_under_the_fleet_block(tmp_path, 
     path.write_text(yaml.safe_dump(_tiny(**{"fleet.boundary_tokens": None, "fleet.plan": plan})))
     assert main(["validate", str(path)]) == EXIT_BAD_INPUT
     assert "error: fleet.plan.pools" in capsys.readouterr().err
+
+
+def test_a_stream_files_clock_does_not_matter(tmp_path):
+    """The replay starts each pool in equilibrium at time 0 and estimates its rate from the last arrival: a file's
+    times shifted by -5 s or +1000 s replay alike (-5 s once made every pool's P99 TTFT seconds)."""
+    def rows(shift: float) -> dict:
+        shifted = [f"{float(r.split(',')[0]) + shift}," + r.split(",", 1)[1] for r in ROWS * 30]
+        path = _write_stream(tmp_path / str(shift), [f"{i * 0.05 + shift}," + r.split(",", 1)[1] for i, r in enumerate(shifted)])
+        return {r["method"]: {k: (float(f"{v:.9g}") if isinstance(v, float) else v) for k, v in r.items() if k != "seconds"}
+                for r in optfleet.run_gap(path).rows}  # to 9 digits: shifting the times rounds them
+
+    assert rows(-5.0) == rows(0.0) == rows(1000.0)

@@ -13,7 +13,9 @@ split with the atom's output share
 (``L_out = round(T L_out,j / T_j)``, ``L_in = T - L_out`` at least 1: a prompt has a byte); a category drawn by
 share; ``bytes = max(1, round(L_in c_k exp(s Z - s^2 / 2)))``: a lognormal ratio with mean ``c_k`` and log-spread
 ``s``.
-Read (:func:`read_stream`): a CSV with columns ``arrival_s, bytes, input_tokens, output_tokens, category``.
+Read (:func:`read_stream`): a CSV with columns ``arrival_s, bytes, input_tokens, output_tokens, category``; its
+times are shifted so that the first arrival is at 0 (the replay starts each pool in equilibrium at time 0 and
+estimates a pool's rate as its requests over its last arrival time, so a file's clock must not change either).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ MAX_COUNT = 2**53  # the largest count float64 holds exactly (the columns are re
 
 @dataclass(frozen=True)
 class Stream:
-    """Requests in arrival order; ``category`` indexes ``names``; ``true_ratio[k]`` is category k's mean ratio."""
+    """Requests in arrival order, ``arrival_s`` from the stream's start (time 0); ``category`` indexes ``names``;
+    ``true_ratio[k]`` is category k's mean ratio."""
 
     arrival_s: NDArray[np.float64]
     bytes: NDArray[np.int64]
@@ -119,5 +122,6 @@ def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64],
     bytes_ = numbers["bytes"].to_numpy(dtype=np.int64)
     l_in = numbers["input_tokens"].to_numpy(dtype=np.int64)
     observed_mean = [float(np.mean(bytes_[category == k] / l_in[category == k])) for k in range(len(names), len(all_names))]
-    return Stream(numbers["arrival_s"].to_numpy(dtype=np.float64), bytes_, l_in, numbers["output_tokens"].to_numpy(dtype=np.int64),
+    arrival = numbers["arrival_s"].to_numpy(dtype=np.float64)
+    return Stream(arrival - arrival[0], bytes_, l_in, numbers["output_tokens"].to_numpy(dtype=np.int64),
                   category, all_names, np.concatenate([ratios, observed_mean]))
