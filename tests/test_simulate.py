@@ -178,6 +178,8 @@ def test_bad_arguments_name_the_field():
         simulate_plan(problem, plan, mode="fluid")
     with pytest.raises(InputError, match="requests"):
         simulate_plan(problem, plan, requests=0)
+    with pytest.raises(InputError, match="at least two requests"):
+        simulate_plan(problem, plan, requests=1)  # its measured window would be empty (utilisation 0/0)
     empty = Plan((PoolPlan("short", 2000, 0), PoolPlan("long", 4000, 5)))
     with pytest.raises(InputError, match=r"plan.pools\[0\].gpus"):
         simulate_plan(problem, empty, requests=1000)
@@ -205,3 +207,14 @@ def test_simulate_defaults_to_the_instances_service_model(capsys):
     assert json.loads(capsys.readouterr().out)["mode"] == "batching"
     assert main(["simulate", toy, "--requests", "5000", "--reps", "1", "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["mode"] == "slots"
+
+
+def test_a_pool_whose_requests_all_fall_in_the_warm_up_has_no_latency_figure(capsys):
+    """11 requests, seed 15: the long pool's only request is the first, which the warm-up discards (it raised an
+    IndexError, exit 3): its percentiles are null in JSON and "-" in the table."""
+    assert main(["simulate", str(FLEET_INSTANCES / "toy.yaml"), "--requests", "11", "--reps", "1", "--seed", "15", "--json"]) == 0
+    long = json.loads(capsys.readouterr().out)["metrics"]["long"]
+    assert long["requests"]["mean"] == 0 and long["ttft_p99_ms"]["mean"] is None and long["slo_attainment"]["mean"] is None
+    assert main(["simulate", str(FLEET_INSTANCES / "toy.yaml"), "--requests", "11", "--reps", "1", "--seed", "15"]) == 0
+    long_row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("long "))
+    assert long_row.split()[2:6] == ["-", "-", "-", "-"] and long_row.split()[-1] == "0"
