@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optfleet.errors import InputError
+from optfleet.instance.data_files import refuse_cells
 from optfleet.instance.shared_schema import MAX_TOKENS
 from optfleet.problems.placement.schema import MAX_REQUESTS, ArrivalSpec, SharedPrefixSpec, WorkloadSpec
 
@@ -120,9 +121,7 @@ def _trace_column(frame, name: str, field: str, path) -> np.ndarray:
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float, copy=True)
 
     def refuse(mask: np.ndarray, problem: str) -> None:
-        if mask.any():
-            row = int(np.argmax(mask))
-            raise InputError(f"{field}:{name}", frame[name].iloc[row], f"{problem} (row {row + 1} of {path})")
+        refuse_cells(f"{field}:{name}", frame[name], mask, problem, path)
 
     if required:
         refuse(empty, "an empty cell; every request needs arrival_s, prompt_tokens and output_tokens")

@@ -27,9 +27,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
+from optfleet.instance.data_files import refuse_cells
+from optfleet.instance.shared_schema import MAX_TOKENS
 
 COLUMNS = ("arrival_s", "bytes", "input_tokens", "output_tokens", "category")
-MAX_COUNT = 2**53  # the largest count float64 holds exactly (the columns are read as numbers)
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,7 @@ def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64],
     numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in COLUMNS[:4]}
 
     def refuse(column: str, bad: np.ndarray, problem: str) -> None:
-        """An InputError naming the column, the first bad cell as written and its row (from 1 after the header)."""
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise InputError(f"stream.{column}", str(frame[column].iloc[row]), f"{problem} (row {row + 1} of {path})")
+        refuse_cells(f"stream.{column}", frame[column], bad, problem, path)
 
     for column, values in numbers.items():
         refuse(column, ~np.isfinite(values.to_numpy(dtype=np.float64)), "not a finite number")
@@ -107,7 +105,7 @@ def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64],
     refuse("output_tokens", (numbers["output_tokens"] < 0).to_numpy(), "must be >= 0")
     for column in ("bytes", "input_tokens", "output_tokens"):
         values = numbers[column].to_numpy(dtype=np.float64)
-        refuse(column, (values != np.floor(values)) | (values > MAX_COUNT), f"must be a whole number of at most {MAX_COUNT:,} (a count)")
+        refuse(column, (values != np.floor(values)) | (values > MAX_TOKENS), f"must be a whole number of at most {MAX_TOKENS:,} (a count)")
     order = np.argsort(numbers["arrival_s"].to_numpy(dtype=np.float64), kind="stable")
     frame = frame.iloc[order]
     numbers = {c: values.iloc[order] for c, values in numbers.items()}
