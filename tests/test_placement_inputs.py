@@ -111,6 +111,17 @@ def test_a_bad_trace_cell_names_its_column_value_and_row(tmp_path, row, column, 
     refused(doc, f"workload.trace.file:{column}", f"= {value}: {problem}", "(row 2 of ")
 
 
+@pytest.mark.parametrize(("rows", "column", "message"), [
+    ("0,10,5,0,4,0\n1,12,5,0,8,1\n", "shared_prefix_tokens", "= 8: group 0 has a 4-token shared prefix in row 1 and this in row 2 of "),
+    ("0,10,5,0,4,0\n1,12,5,,,0\n", "group", "= 'none': session 0 is in group 0 in row 1 and in none in row 2 of "),
+    ("1,10,5,-3,,2\n0,12,5,1,4,2\n", "group", "= 'group 1': session 2 is in none in row 1 and in group 1 in row 2 of "),
+])
+def test_a_trace_whose_group_or_session_disagrees_with_itself_is_refused(tmp_path, rows, column, message):
+    """The caches name a block by its group's system prompt or its conversation: one group with two system-prompt
+    lengths, or one conversation in two groups, is refused (rows counted in the file, before sorting by arrival)."""
+    refused(trace(tmp_path, HEADER + rows), f"workload.trace.file:{column}", message)
+
+
 def test_a_good_trace_still_loads_with_empty_group_and_session_cells(tmp_path):
     q = optfleet.load(trace(tmp_path, HEADER + "1,10,5,0,4,3\n0,12,6,,,\n")).problem.requests
     assert q.prompt_tokens.tolist() == [12, 10] and q.group.tolist() == [-1, 0] and q.session.tolist() == [4, 3]

@@ -127,8 +127,8 @@ class SharedPrefixSpec(Strict):
 
 class TraceSpec(Strict):
     """A CSV trace: columns ``arrival_s, prompt_tokens, output_tokens`` and optionally ``group``,
-    ``shared_prefix_tokens`` (the group's common prefix) and ``session`` (turns of one conversation share their
-    history); relative to the instance file."""
+    ``shared_prefix_tokens`` (the group's common prefix, one length per group) and ``session`` (turns of one
+    conversation share their history, and their group); relative to the instance file."""
 
     file: str
 

@@ -136,6 +136,37 @@ def _trace_column(frame, name: str, field: str, path) -> np.ndarray:
     return values
 
 
+def _first_disagreement(keys: np.ndarray, values: np.ndarray) -> tuple[int, int] | None:
+    """The first row whose value differs from that of the first row with its key, and that first row (None if none)."""
+    if keys.size == 0:
+        return None
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    reference = first[inverse.ravel()]
+    bad = np.flatnonzero(values != values[reference])
+    return None if bad.size == 0 else (int(bad[0]), int(reference[bad[0]]))
+
+
+def _refuse_mixed_origins(arrays: dict[str, np.ndarray], field: str, path) -> None:
+    """A group's requests share one system prompt (one ``shared_prefix_tokens``) and a session's turns one group:
+    the caches name a block by the group or the session it lies in (cache.py), which two lengths of one system
+    prompt, or one conversation in two groups, would make ambiguous."""
+    grouped = np.flatnonzero(arrays["group"] >= 0)
+    clash = _first_disagreement(arrays["group"][grouped], arrays["shared_prefix_tokens"][grouped])
+    if clash is not None:
+        row, first = grouped[clash[0]], grouped[clash[1]]
+        raise InputError(f"{field}:shared_prefix_tokens", int(arrays["shared_prefix_tokens"][row]),
+                         f"group {int(arrays['group'][row])} has a {int(arrays['shared_prefix_tokens'][first]):,}-token shared prefix in "
+                         f"row {first + 1} and this in row {row + 1} of {path}: a group's requests share one system prompt")
+    named = np.flatnonzero(arrays["session"] >= 0)
+    group = np.maximum(arrays["group"], -1)
+    clash = _first_disagreement(arrays["session"][named], group[named])
+    if clash is not None:
+        row, first = named[clash[0]], named[clash[1]]
+        name = (lambda g: "none" if g < 0 else f"group {int(g)}")
+        raise InputError(f"{field}:group", name(group[row]), f"session {int(arrays['session'][row])} is in {name(group[first])} in row "
+                         f"{first + 1} and in {name(group[row])} in row {row + 1} of {path}: a conversation's turns share their group")
+
+
 def load_trace(path, field: str) -> Requests:
     """A CSV trace (schema ``TraceSpec``), sorted by arrival; ``field`` names the file in errors, a bad cell's column and row.
     An empty ``group`` or ``session`` cell means none (a request without a session is a conversation of its own)."""
@@ -156,6 +187,7 @@ def load_trace(path, field: str) -> Requests:
         row = int(np.argmax(too_long))
         raise InputError(f"{field}:shared_prefix_tokens", frame["shared_prefix_tokens"].iloc[row],
                          f"exceeds its prompt's {int(arrays['prompt_tokens'][row]):,} tokens (row {row + 1} of {path}): a shared prefix is part of the prompt")
+    _refuse_mixed_origins(arrays, field, path)
     order = np.argsort(arrays["arrival_s"], kind="stable")
     arrays = {name: values[order] for name, values in arrays.items()}
     n = len(frame)
