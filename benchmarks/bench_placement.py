@@ -1,15 +1,16 @@
 """Benchmark: the placement kind's simulator, scorers and MILP, and the shipped scenarios' tables, in one run.
 
 * Simulator: requests per second of the evaluator (a fixed round-robin placement replayed, servers independent)
-  and of online routing with the predicted-latency scorer and the oracle predictor, both ways: the exact forward
-  run (a copy of every server stepped by the simulator, per request; before) and the fast one
-  (forecast.OracleBoard; after), on the ShareGPT-like workload over ``--servers`` servers, then the fast one at
-  ``--large`` requests; ratios are against online round-robin routing at the same size in the same run, and the
-  run checks that the two oracles place every request alike.  The time for 1e6 requests is extrapolated linearly
-  from the rate measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s); with
-  ``--large 1000000`` the larger run is that size itself.  "µs
-  per decision" for the oracle rows is (its time - round robin's) / requests: the signals, the forecast on every
-  server and the choice, per request.
+  on both engines (engines.py: the Python reference and the compiled one, numba) and of online routing with the
+  predicted-latency scorer and the oracle predictor, three ways: the reference forward run (a copy of every server
+  stepped by the simulator, per request), the fast one in Python (forecast.OracleBoard) and the compiled engine,
+  on the ShareGPT-like workload over ``--servers`` servers, then the compiled one at ``--large`` requests; ratios
+  are against online round-robin routing (Python) at the same size in the same run, and the run checks that the
+  three oracles place every request alike.  The time for 1e6 requests is extrapolated linearly from the rate
+  measured (the issue's target: 1e6 requests over 100 servers with the oracle in <= 60 s); with ``--large
+  1000000`` the larger run is that size itself.  "µs per decision" for the oracle rows is (its time - the same
+  engine's evaluator's) / requests: the signals, the forecast on every server and the choice, per request.  The
+  compiled engine's first call (numba compiles, or loads its on-disk cache) is timed in its own row.
 * Scorer decision: microseconds per request of the predicted-latency choice (affinity gate + headroom scoring)
   and of the load+prefix scores over 100 candidates, against ``np.argmin`` over 100 values in the same run.
 * MILP: the largest hindsight MILP (requests x 4 servers, tiny.yaml's workload at 4 servers) proven optimal
@@ -53,42 +54,61 @@ def _timed(call) -> tuple[float, object]:
 
 
 def simulator(servers: int, requests: int, large: int) -> list[dict]:
-    """Round robin (the baseline), the evaluator and online predicted latency with the oracle, exact (the reference
-    forward run on a copy of every server, as before) and fast (forecast.OracleBoard), at ``requests`` x
-    ``servers``; then round robin, the evaluator and the fast oracle again at ``large`` x ``servers`` (0: skipped)."""
+    """Round robin (the baseline), the evaluator on both engines and online predicted latency with the oracle three
+    ways (the reference forward run on a copy of every server; forecast.OracleBoard in Python; the compiled
+    engine), at ``requests`` x ``servers``, checking that the three place every request alike; then round robin,
+    both evaluators and the compiled oracle at ``large`` x ``servers`` (0: skipped).  The compiled engine is warmed
+    up first on the small problem, both of its runs (numba compiles, or loads its cache), and that time is its own
+    row."""
     from optfleet.problems.placement.evaluate import evaluate
     from optfleet.problems.placement.policies import OraclePredictor, PredictedLatency, make_policy, route
 
+    def oracle(problem, engine: str, exact: bool = False):
+        factory = (lambda: OraclePredictor(exact=True)) if exact else OraclePredictor
+        return lambda: route(problem, PredictedLatency(problem, factory, seed=problem.seed), engine=engine)
+
     problem = sharegpt(servers, requests)
     baseline, placement = _timed(lambda: route(problem, make_policy(problem, "round_robin", {}, "bench")))
-    rows = [{"what": "online round robin (baseline)", "requests": requests, "servers": servers, "seconds": baseline, "baseline": baseline}]
-    seconds, _ = _timed(lambda: evaluate(problem, placement))
-    rows.append({"what": "evaluator (fixed placement)", "requests": requests, "servers": servers, "seconds": seconds, "baseline": baseline})
+    warm_up, _ = _timed(lambda: (oracle(problem, "compiled")(), evaluate(problem, placement, engine="compiled")))
+    rows = [{"what": "compiled engine warm-up (numba compiles or loads its cache; first calls)", "requests": requests, "servers": servers,
+             "seconds": warm_up, "baseline": baseline, "warm_up": True},
+            {"what": "online round robin (baseline)", "requests": requests, "servers": servers, "seconds": baseline, "baseline": baseline}]
+    for engine in ("python", "compiled"):
+        seconds, _ = _timed(lambda engine=engine: evaluate(problem, placement, engine=engine))
+        rows.append({"what": f"evaluator (fixed placement), {engine}", "requests": requests, "servers": servers, "seconds": seconds,
+                     "baseline": baseline})
     plans = {}
-    for label, exact in (("exact forward run (before)", True), ("fast, OracleBoard (after)", False)):
-        policy = PredictedLatency(problem, lambda exact=exact: OraclePredictor(exact=exact), seed=problem.seed)
-        seconds, plans[exact] = _timed(lambda policy=policy: route(problem, policy))
+    for label, engine, exact in (("exact forward run, python", "python", True), ("OracleBoard, python", "python", False),
+                                 ("compiled", "compiled", False)):
+        seconds, plans[label] = _timed(oracle(problem, engine, exact))
         rows.append({"what": f"online predicted latency, oracle {label}", "requests": requests, "servers": servers, "seconds": seconds,
                      "baseline": baseline})
-    same = bool(np.array_equal(plans[True], plans[False]))
-    print(f"  the exact and the fast oracle place the {requests:,} requests alike: {same}")
-    rows[-1]["same_placement_as_exact"] = same
+    same = all(np.array_equal(plan, plans["compiled"]) for plan in plans.values())
+    print(f"  the three oracles place the {requests:,} requests alike: {same}")
+    rows[-1]["same_placement_as_python"] = same
     if large:
         problem = sharegpt(servers, large)
         big_baseline, big_placement = _timed(lambda: route(problem, make_policy(problem, "round_robin", {}, "bench")))
         rows.append({"what": "online round robin (baseline)", "requests": large, "servers": servers, "seconds": big_baseline,
                      "baseline": big_baseline})
-        seconds, _ = _timed(lambda: evaluate(problem, big_placement))
-        rows.append({"what": "evaluator (fixed placement)", "requests": large, "servers": servers, "seconds": seconds, "baseline": big_baseline})
-        seconds, _ = _timed(lambda: route(problem, make_policy(problem, "predicted_latency", {}, "bench")))
-        rows.append({"what": "online predicted latency, oracle fast, OracleBoard (after)", "requests": large, "servers": servers,
-                     "seconds": seconds, "baseline": big_baseline})
+        for engine in ("python", "compiled"):
+            seconds, _ = _timed(lambda engine=engine: evaluate(problem, big_placement, engine=engine))
+            rows.append({"what": f"evaluator (fixed placement), {engine}", "requests": large, "servers": servers, "seconds": seconds,
+                         "baseline": big_baseline})
+        seconds, _ = _timed(oracle(problem, "compiled"))
+        rows.append({"what": "online predicted latency, oracle compiled", "requests": large, "servers": servers, "seconds": seconds,
+                     "baseline": big_baseline})
     for row in rows:
+        if row.pop("warm_up", False):  # compiling is no rate: its time alone is reported
+            row.update(requests_per_s=None, ratio_to_baseline=None, extrapolated_1e6_s=None)
+            del row["baseline"]
+            continue
         row["requests_per_s"] = row["requests"] / row["seconds"]
         row["ratio_to_baseline"] = row["seconds"] / row.pop("baseline")
         row["extrapolated_1e6_s"] = 1e6 / row["requests_per_s"]
-        if "oracle" in row["what"]:  # the decision's cost beyond round robin's: signals, forecasts on every server, choice
-            base = next(r for r in rows if r["requests"] == row["requests"] and "round robin" in r["what"])
+        if "oracle" in row["what"]:  # the decision's cost beyond replaying a fixed placement on the same engine
+            engine = "compiled" if row["what"].endswith("compiled") else "python"
+            base = next(r for r in rows if r["requests"] == row["requests"] and r["what"] == f"evaluator (fixed placement), {engine}")
             row["decision_us"] = 1e6 * (row["seconds"] - base["seconds"]) / row["requests"]
     return rows
 
@@ -167,7 +187,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=100)
     parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--large", type=int, default=100_000, help="requests of the larger run (round robin and the fast oracle; 0: none)")
+    parser.add_argument("--large", type=int, default=100_000, help="requests of the larger run (round robin, the evaluators and the compiled oracle; 0: none)")
     parser.add_argument("--milp-limit-s", type=float, default=60.0)
     add_output_option(parser)
     args = parser.parse_args()
@@ -181,8 +201,9 @@ def main() -> None:
     print("scenarios ...")
     table = scenarios()
     proven = [r["requests"] for r in milp if r["status"] == "optimal"]
-    lines = [(r["what"], f"{r['requests']:,} x {r['servers']}", f"{r['seconds']:.2f} s", f"{r['requests_per_s']:,.0f} req/s",
-              f"{r['ratio_to_baseline']:.2f}x", f"{r['extrapolated_1e6_s']:,.0f} s", _cell(r.get("decision_us"), ",.0f")) for r in sim]
+    lines = [(r["what"], f"{r['requests']:,} x {r['servers']}", f"{r['seconds']:.2f} s",
+              "-" if r["requests_per_s"] is None else f"{r['requests_per_s']:,.0f} req/s", _cell(r["ratio_to_baseline"], ".2f") + "x" * (r["ratio_to_baseline"] is not None),
+              "-" if r["extrapolated_1e6_s"] is None else f"{r['extrapolated_1e6_s']:,.0f} s", _cell(r.get("decision_us"), ",.0f")) for r in sim]
     lines += [(r["what"], f"{r['candidates']} candidates", f"{r['microseconds']:.1f} µs", "-", f"{r['ratio_to_baseline']:.1f}x", "-",
                f"{r['microseconds']:.1f}") for r in scores]
     lines += [(f"hindsight MILP ({r['status']}, gap {_cell(r['gap'], '.2%')})", f"{r['requests']} x {r['servers']}", f"{r['seconds']:.1f} s",

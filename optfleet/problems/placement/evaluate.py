@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from optfleet.errors import InputError
+from optfleet.problems.placement.engines import compiled_engine
 from optfleet.problems.placement.server import Live, Server, make_server
 
 if TYPE_CHECKING:
@@ -107,10 +108,14 @@ def _head(placement: Any) -> Any:
     return list(placement[:8]) if not isinstance(placement, np.ndarray) else placement[:8].tolist()
 
 
-def replay(problem: "PlacementProblem", placement: np.ndarray) -> Timeline:
-    """Every server replays the requests placed on it (module docstring)."""
+def replay(problem: "PlacementProblem", placement: np.ndarray, engine: str = "auto") -> Timeline:
+    """Every server replays the requests placed on it (module docstring), compiled when ``engine`` allows
+    (engines.py; the same timeline, bit for bit)."""
     n, k = len(problem.requests), len(problem.engines)
     placement = checked_placement(placement, n, k)
+    compiled = compiled_engine(problem, engine)
+    if compiled is not None:
+        return _checked(Timeline(placement, *compiled.replay(problem, placement)))
     servers = new_servers(problem)
     for i in range(n):
         server = servers[placement[i]]
@@ -128,9 +133,13 @@ def timeline_of(problem: "PlacementProblem", servers: list[Server], placement: n
         server.drain()
         for r in server.finished:
             hit[r.index], first[r.index], done[r.index] = r.hit * problem.block_tokens, r.first_token_ms, r.done_ms
-    if np.isnan(done).any():
+    return _checked(Timeline(np.asarray(placement, dtype=np.int64), hit, first, done))
+
+
+def _checked(t: Timeline) -> Timeline:
+    if np.isnan(t.done_ms).any():
         raise RuntimeError("the simulator left requests unfinished")  # cannot happen: admission always fits (problem.py)
-    return Timeline(np.asarray(placement, dtype=np.int64), hit, first, done)
+    return t
 
 
 def _percentiles(values: np.ndarray) -> dict[int, float | None]:
@@ -165,9 +174,9 @@ def metrics(problem: "PlacementProblem", t: Timeline, mask: np.ndarray) -> Metri
     )
 
 
-def evaluate(problem: "PlacementProblem", placement: np.ndarray) -> Evaluation:
-    """Score ``placement`` with the simulator (module docstring)."""
-    return evaluation_of(problem, replay(problem, placement))
+def evaluate(problem: "PlacementProblem", placement: np.ndarray, engine: str = "auto") -> Evaluation:
+    """Score ``placement`` with the simulator (module docstring; ``engine``: engines.py)."""
+    return evaluation_of(problem, replay(problem, placement, engine))
 
 
 def evaluation_of(problem: "PlacementProblem", t: Timeline) -> Evaluation:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from optfleet.errors import InputError
+from optfleet.problems.placement.engines import compiled_engine
 from optfleet.problems.placement.evaluate import live_request, new_servers
 from optfleet.problems.placement.forecast import OracleBoard, oracle_latency
 from optfleet.problems.placement.predictor import Accuracy
@@ -313,9 +314,14 @@ def make_policy(problem: "PlacementProblem", name: str, params: dict[str, Any], 
     return POLICIES[name](problem, params, field)
 
 
-def route(problem: "PlacementProblem", policy: Any, progress: Callable[[float], None] | None = None) -> np.ndarray:
+def route(problem: "PlacementProblem", policy: Any, progress: Callable[[float], None] | None = None, engine: str = "auto") -> np.ndarray:
     """The placement ``policy`` makes online, request by request in arrival order; ``progress(share)`` (if given)
-    hears the share of requests placed every 1 % of them."""
+    hears the share of requests placed every 1 % of them.  The predicted-latency scorer with the oracle predictor
+    runs compiled when ``engine`` allows (engines.py; the same placement and accuracy, bit for bit)."""
+    if isinstance(policy, PredictedLatency) and policy.make_predictor is OraclePredictor:
+        compiled = compiled_engine(problem, engine)
+        if compiled is not None:
+            return compiled.route_oracle(problem, policy, progress)
     cluster = Cluster(problem)
     arrival = problem.requests.arrival_ms
     n = len(problem.requests)
