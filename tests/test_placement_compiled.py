@@ -5,6 +5,7 @@ answers, every SLO combination, exploration and the affinity gate)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -165,14 +166,43 @@ def test_the_compiled_choice_is_the_scorers(data, k, slo, explore, tau, penalty,
 
 
 def test_an_engine_is_named_or_refused(monkeypatch):
+    from optfleet.problems.placement import engines
     from optfleet.problems.placement.compiled import runs
 
     problem = optfleet.load(PLACEMENT / "tiny.yaml").problem
+    monkeypatch.delenv(engines.ENVIRONMENT, raising=False)
     assert compiled_engine(problem, "python") is None
-    assert compiled_engine(problem, "auto") is compiled_engine(problem, "compiled") is runs
+    assert compiled_engine(problem, "compiled") is runs
+    assert compiled_engine(problem) is compiled_engine(problem, "auto") is None  # 40 requests: below the floor, Python
+    monkeypatch.setattr(engines, "AUTO_MIN_REQUESTS", 40)
+    assert compiled_engine(problem, "auto") is runs
     with pytest.raises(InputError, match="engine = 'gpu': unknown simulator engine; known: auto, python, compiled"):
         compiled_engine(problem, "gpu")
+    monkeypatch.setenv(engines.ENVIRONMENT, "python")  # the command line's choice, when the caller names none
+    assert compiled_engine(problem) is None and compiled_engine(problem, "compiled") is runs
+    monkeypatch.setenv(engines.ENVIRONMENT, "numba")
+    with pytest.raises(InputError, match="OPTFLEET_PLACEMENT_ENGINE = 'numba': unknown simulator engine"):
+        compiled_engine(problem)
     monkeypatch.setattr(runs, "MAX_CELLS", 10)  # tables too large: auto falls back to Python, compiled says why not
     assert compiled_engine(problem, "auto") is None
     with pytest.raises(InputError, match="running slots exceed the compiled tables' 10 cells"):
         compiled_engine(problem, "compiled")
+
+
+def test_the_command_line_chooses_the_engine_by_environment(tmp_path, capsys, monkeypatch):
+    """OPTFLEET_PLACEMENT_ENGINE reaches the command line: both engines print the same result; a bad value is one
+    error naming the variable, exit 2, nothing on stdout."""
+    from optfleet.cli import main
+
+    tiny = str(PLACEMENT / "tiny.yaml")
+    outputs = []
+    for engine in ("python", "compiled"):
+        monkeypatch.setenv("OPTFLEET_PLACEMENT_ENGINE", engine)
+        assert main(["solve", tiny, "--method", "predicted_latency", "--json", "--quiet"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        outputs.append([{k: v for k, v in r.items() if k not in ("seconds", "time_s")} for r in document["results"]])
+    assert outputs[0] == outputs[1]
+    monkeypatch.setenv("OPTFLEET_PLACEMENT_ENGINE", "gpu")
+    assert main(["solve", tiny, "--method", "round_robin", "--json", "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "OPTFLEET_PLACEMENT_ENGINE = 'gpu'" in captured.err

@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "replays the instance's own workload")
     simulate.add_argument("--reps", type=int, default=None, help="replications, for 95 %% confidence intervals (default 3; a --plan "
                                                                  "of a placement instance is scored once)")
-    simulate.add_argument("--seed", type=int, default=None, help="seed of the first replication (default 0)")
+    simulate.add_argument("--seed", type=int, default=None, help="seed of the first replication (default 0; placement: replication i redraws the workload with this seed + i, in place of workload.seed)")
     simulate.add_argument("--mode", choices=["slots", "batching"], default=None,
                           help="fleet: slot servers, or continuous batching (default: the instance's slo.service_model)")
     simulate.add_argument("--out", default=None, metavar="DIR", help="folder to write simulation.json and report.txt")

@@ -108,7 +108,7 @@ def _head(placement: Any) -> Any:
     return list(placement[:8]) if not isinstance(placement, np.ndarray) else placement[:8].tolist()
 
 
-def replay(problem: "PlacementProblem", placement: np.ndarray, engine: str = "auto") -> Timeline:
+def replay(problem: "PlacementProblem", placement: np.ndarray, engine: str | None = None) -> Timeline:
     """Every server replays the requests placed on it (module docstring), compiled when ``engine`` allows
     (engines.py; the same timeline, bit for bit)."""
     n, k = len(problem.requests), len(problem.engines)
@@ -174,7 +174,7 @@ def metrics(problem: "PlacementProblem", t: Timeline, mask: np.ndarray) -> Metri
     )
 
 
-def evaluate(problem: "PlacementProblem", placement: np.ndarray, engine: str = "auto") -> Evaluation:
+def evaluate(problem: "PlacementProblem", placement: np.ndarray, engine: str | None = None) -> Evaluation:
     """Score ``placement`` with the simulator (module docstring; ``engine``: engines.py)."""
     return evaluation_of(problem, replay(problem, placement, engine))
 

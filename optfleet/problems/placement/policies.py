@@ -314,7 +314,7 @@ def make_policy(problem: "PlacementProblem", name: str, params: dict[str, Any], 
     return POLICIES[name](problem, params, field)
 
 
-def route(problem: "PlacementProblem", policy: Any, progress: Callable[[float], None] | None = None, engine: str = "auto") -> np.ndarray:
+def route(problem: "PlacementProblem", policy: Any, progress: Callable[[float], None] | None = None, engine: str | None = None) -> np.ndarray:
     """The placement ``policy`` makes online, request by request in arrival order; ``progress(share)`` (if given)
     hears the share of requests placed every 1 % of them.  The predicted-latency scorer with the oracle predictor
     runs compiled when ``engine`` allows (engines.py; the same placement and accuracy, bit for bit)."""
