@@ -165,6 +165,50 @@ def test_the_compiled_choice_is_the_scorers(data, k, slo, explore, tau, penalty,
     assert compiled_choice(*case) == python_choice(*case)
 
 
+def test_session_ids_up_to_2_53_name_no_other_server_s_cache():
+    """A trace's ids may reach 2**53; the compiled caches key an origin by server and id, renumbered densely first
+    (keyed by the raw id, server 1024 read server 0's blocks of session 7 through an int64 overflow)."""
+    rows = [(0.0, 200, 4, 0, -1, 7), (1000.0, 200, 4, 0, -1, 7), (2000.0, 20, 2, 0, -1, 2**53 - 1)]
+    doc = {"kind": "placement", "name": "t",
+           "servers": [{"count": 1025, "max_running_seqs": 2, "kv_capacity_blocks": 64, "prefill_budget_tokens": 512, "timing": TIMING}],
+           "workload": {"shared_prefix": {"num_groups": 1, "num_prompts_per_group": 1, "system_prompt_len": 0, "question_len": 8,
+                                          "output_len": 2}, "arrivals": {"process": "poisson", "rate_rps": 1, "requests": 1}},
+           "policies": ["round_robin"]}
+    problem = with_requests(doc, rows)
+    placement = np.array([0, 1024, 5])
+    same_timeline(problem, placement)
+    assert replay(problem, placement, engine="compiled").hit_tokens.tolist() == [0, 0, 0]
+
+
+def small_doc(timing: dict | None = None, kv: int = 19, seqs: int = 1) -> dict:
+    return {"kind": "placement", "name": "t",
+            "servers": [{"count": 2, "max_running_seqs": seqs, "kv_capacity_blocks": kv, "prefill_budget_tokens": 64, "timing": timing or TIMING}],
+            "workload": {"shared_prefix": {"num_groups": 1, "num_prompts_per_group": 1, "system_prompt_len": 0, "question_len": 8,
+                                           "output_len": 2}, "arrivals": {"process": "poisson", "rate_rps": 1, "requests": 1}},
+            "policies": ["round_robin"]}
+
+
+def test_iterations_below_the_times_resolution_leave_the_mape_defined():
+    """Picosecond iterations at t = 1e9 ms: arrival + step == arrival, so TTFT and TPOT are 0 and have no percentage
+    error; both engines leave them out of the MAPE (the reference divided by zero) and agree."""
+    timing = {"prefill_ms_per_token": 1e-12, "step_base_ms": 1e-12, "step_ms_per_seq": 0.0, "step_ms_per_kv_block": 0.0}
+    problem = with_requests(small_doc(timing, kv=64), [(1e9, 40, 5, 0, -1, 0), (1e9 + 1000, 40, 5, 0, -1, 1)])
+    same_timeline(problem, same_oracle_route(problem))
+    policy = PredictedLatency(problem, OraclePredictor, seed=problem.seed)
+    route(problem, policy, engine="compiled")
+    assert policy.summary() == {"predicted_requests": 2, "ttft_mape_pct": None, "tpot_mape_pct": None}
+
+
+def test_requests_that_disagree_on_their_origins_stop_both_engines():
+    """A session first without a group, then in group 0 (the trace loader refuses it; here built directly): the
+    Python cache raises KeyError, the compiled one a RuntimeError saying why (it used to loop for ever)."""
+    problem = with_requests(small_doc(), [(51.0, 144, 18, 0, -1, 0), (393.0, 199, 6, 16, 0, 0)])
+    with pytest.raises(KeyError):
+        replay(problem, np.array([0, 0]), engine="python")
+    with pytest.raises(RuntimeError, match="groups and sessions disagree"):
+        replay(problem, np.array([0, 0]), engine="compiled")
+
+
 def test_an_engine_is_named_or_refused(monkeypatch):
     from optfleet.problems.placement import engines
     from optfleet.problems.placement.compiled import runs

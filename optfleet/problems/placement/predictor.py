@@ -147,19 +147,22 @@ class Accuracy:
 
     def summary(self, cluster: "Cluster") -> dict[str, Any]:
         """MAPE of TTFT and TPOT over the recorded requests (the servers are drained first)."""
-        ttft_errors, tpot_errors = [], []
+        ttft_errors, tpot_errors, requests = [], [], 0
         for server in cluster.servers:
             server.drain()
             for r in server.finished:
                 if r.index not in self.predicted:
                     continue
+                requests += 1
                 ttft_p, tpot_p = self.predicted[r.index]
                 ttft = r.first_token_ms - r.arrival_ms
-                ttft_errors.append(abs(ttft_p - ttft) / ttft)
+                if ttft > 0:  # an observed 0 (iterations below the times' resolution) has no percentage error
+                    ttft_errors.append(abs(ttft_p - ttft) / ttft)
                 if r.output > 1:
                     tpot = (r.done_ms - r.first_token_ms) / (r.output - 1)
-                    tpot_errors.append(abs(tpot_p - tpot) / tpot)
-        return {"predicted_requests": len(ttft_errors),
+                    if tpot > 0:
+                        tpot_errors.append(abs(tpot_p - tpot) / tpot)
+        return {"predicted_requests": requests,
                 "ttft_mape_pct": 100.0 * float(np.mean(ttft_errors)) if ttft_errors else None,
                 "tpot_mape_pct": 100.0 * float(np.mean(tpot_errors)) if tpot_errors else None}
 

@@ -122,8 +122,10 @@ def _add_holder(O, H, free, o, end):
 @njit(cache=True)
 def _drop_holder(O, H, free, o, end):
     previous, node = -1, O[o, O_HOLDERS]
-    while H[node, H_END] != end:
+    while node >= 0 and H[node, H_END] != end:
         previous, node = node, H[node, H_NEXT]
+    if node < 0:  # the Python cache's KeyError: requests that disagree on their origins (a session in two groups)
+        raise RuntimeError("a released block range has no holder: the requests' groups and sessions disagree")
     H[node, H_COUNT] -= 1
     if H[node, H_COUNT] == 0:
         if previous < 0:

@@ -42,10 +42,11 @@ class _State:
         q, engines = problem.requests, problem.engines
         n, k = len(q), len(engines)
         self.block = problem.block_tokens
-        self.stride = 2 * (int(max(q.group.max(), q.session.max(), 0)) + 1)
+        group, session = _dense(q.group), _dense(q.session)  # origin keys server * stride + 2 id + kind stay below n * k * 4
+        self.stride = 2 * (int(max(group.max(initial=0), session.max(initial=0))) + 1)
         self.Q = np.zeros((n, 14), dtype=np.int64)
-        self.Q[:, PROMPT], self.Q[:, OUTPUT], self.Q[:, GROUP] = q.prompt_tokens, q.output_tokens, q.group
-        self.Q[:, SESSION], self.Q[:, SHARED], self.Q[:, TOTAL] = q.session, q.shared_tokens, problem.total_blocks
+        self.Q[:, PROMPT], self.Q[:, OUTPUT], self.Q[:, GROUP] = q.prompt_tokens, q.output_tokens, group
+        self.Q[:, SESSION], self.Q[:, SHARED], self.Q[:, TOTAL] = session, q.shared_tokens, problem.total_blocks
         self.QF = np.full((n, 3), np.nan)
         self.QF[:, ARRIVAL] = q.arrival_ms
         self.SI = np.zeros((k, 14), dtype=np.int64)
@@ -73,6 +74,15 @@ class _State:
 
     def drain(self) -> None:
         drain(*self.server_args(), self.block, self.stride)
+
+
+def _dense(ids: np.ndarray) -> np.ndarray:
+    """Ids renumbered 0, 1, ... in their order (-1, none, kept): only their equality matters to the caches, and a
+    trace's ids may reach 2**53, where the origin keys would overflow int64."""
+    dense = np.full(ids.shape, -1, dtype=np.int64)
+    named = ids >= 0
+    dense[named] = np.unique(ids[named], return_inverse=True)[1].ravel()
+    return dense
 
 
 def _pool(size: int, columns: int, next_column: int) -> np.ndarray:
@@ -119,10 +129,12 @@ def _accuracy(problem: "PlacementProblem", state: _State, placement: np.ndarray,
     output, arrival = problem.requests.output_tokens[order], problem.requests.arrival_ms[order]
     first, done = state.QF[order, FIRST], state.QF[order, DONE]
     ttft = first - arrival
-    ttft_errors = np.abs(predicted[order, 0] - ttft) / ttft
+    seen = ttft > 0  # an observed 0 has no percentage error (as in the reference)
+    ttft_errors = np.abs(predicted[order, 0][seen] - ttft[seen]) / ttft[seen]
     multi = output > 1
     tpot = (done[multi] - first[multi]) / (output[multi] - 1)
-    tpot_errors = np.abs(predicted[order, 1][multi] - tpot) / tpot
+    seen = tpot > 0
+    tpot_errors = np.abs(predicted[order, 1][multi][seen] - tpot[seen]) / tpot[seen]
     return {"predicted_requests": int(order.size),
             "ttft_mape_pct": 100.0 * float(np.mean(ttft_errors)) if ttft_errors.size else None,
             "tpot_mape_pct": 100.0 * float(np.mean(tpot_errors)) if tpot_errors.size else None}
