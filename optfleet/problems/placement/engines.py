@@ -9,7 +9,7 @@ workload has at least :data:`AUTO_MIN_REQUESTS` requests, else Python; ``"python
 
 Why a size floor for ``"auto"``: loading the compiled code from numba's cache takes about a second per process,
 and compiling it the first time (a fresh install) about 20 s, while the Python engine replays the shipped
-instances (at most a few thousand requests) in well under a second.  At 20,000 requests over 100 servers the Python
+instances (a few hundred requests each) in well under a second.  At 20,000 requests over 100 servers the Python
 oracle takes about 5 s and a Python replay about 0.5 s, and both grow linearly (bench_placement.py).
 """
 

@@ -162,9 +162,13 @@ def _refuse_mixed_origins(arrays: dict[str, np.ndarray], field: str, path) -> No
     clash = _first_disagreement(arrays["session"][named], group[named])
     if clash is not None:
         row, first = named[clash[0]], named[clash[1]]
-        name = (lambda g: "none" if g < 0 else f"group {int(g)}")
-        raise InputError(f"{field}:group", name(group[row]), f"session {int(arrays['session'][row])} is in {name(group[first])} in row "
-                         f"{first + 1} and in {name(group[row])} in row {row + 1} of {path}: a conversation's turns share their group")
+        raise InputError(f"{field}:group", _group_name(group[row]), f"session {int(arrays['session'][row])} is in "
+                         f"{_group_name(group[first])} in row {first + 1} and in {_group_name(group[row])} in row {row + 1} of {path}: "
+                         "a conversation's turns share their group")
+
+
+def _group_name(group: float) -> str:
+    return "none" if group < 0 else f"group {int(group)}"
 
 
 def load_trace(path, field: str) -> Requests:

@@ -117,7 +117,7 @@ def route_oracle(problem: "PlacementProblem", policy: "PredictedLatency", progre
     scratch, members, tier = np.zeros((5, k)), np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
     for start, stop in _chunks(n, progress):
         route_requests(start, stop, *state.server_args(), state.F, state.remaining, state.blocks, state.block, state.stride, draws,
-               float(policy.explore), settings, has_slo, placement, predicted, scratch, members, tier)
+                       float(policy.explore), settings, has_slo, placement, predicted, scratch, members, tier)
     state.drain()
     policy.accuracy = _accuracy(problem, state, placement, predicted)
     return placement
