@@ -26,7 +26,6 @@ FREE_ORIGIN, FREE_HOLDER, FREE_SEGMENT, FINISH_COUNT = range(4)
 # forecast rows (F): a running request's copy
 F_PROMPT, F_OUTPUT, F_COMPUTED, F_DECODED, F_ADDED, F_CHUNK, F_ROLE = range(7)
 NOT_FOUND = np.int64(-1)  # a missing origin (typed so a lookup's result is never optional)
-MAX_CELLS = 5_000_000  # servers x running slots beyond which the Python engine runs instead (the tables would take gigabytes)
 
 # ---------------------------------------------------------------------------------------------------- block cache
 
