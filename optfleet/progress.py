@@ -19,12 +19,22 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 Progress = Callable[[str, float, float], None]
 DELAY_S = 2.0  # runs shorter than this show nothing
 REDRAW_S = 1.0  # the line is redrawn this often while a step runs
+
+
+def percent_chunks(n: int, progress: Callable[[float], None] | None) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` over ``range(n)`` in steps of 1 % (at least one item), telling ``progress`` (if given) the
+    share done before each step: for loops that report as they go, item by item or a step at a time."""
+    every = max(1, n // 100)
+    for start in range(0, n, every):
+        if progress is not None:
+            progress(start / n)
+        yield start, min(n, start + every)
 
 
 def silent(label: str, done: float, total: float) -> None:

@@ -53,12 +53,13 @@ def test_every_shipped_instance_routes_and_replays_alike(path: Path):
 
 def test_progress_hears_every_percent_and_the_accuracy_counts_every_request():
     problem = optfleet.load(PLACEMENT / "sharegpt_like.yaml").problem
-    policy = make_policy(problem, "predicted_latency", {}, "test")
-    shares = []
-    route(problem, policy, shares.append, engine="compiled")
     n = len(problem.requests)
-    assert shares == [i / n for i in range(0, n, max(1, n // 100))]
-    assert policy.summary()["predicted_requests"] == n
+    for engine in ("compiled", "python"):
+        policy = make_policy(problem, "predicted_latency", {}, "test")
+        shares = []
+        route(problem, policy, shares.append, engine=engine)
+        assert shares == [i / n for i in range(0, n, max(1, n // 100))]
+        assert policy.summary()["predicted_requests"] == n
 
 
 SLOS = ({}, {"ttft_ms": 40.0}, {"tpot_ms": 9.0}, {"ttft_ms": 40.0, "tpot_ms": 9.0}, {"ttft_ms": 40.0, "tpot_ms": 9.0, "buffer": 0.9})

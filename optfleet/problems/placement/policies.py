@@ -29,6 +29,7 @@ from optfleet.problems.placement.evaluate import live_request, new_servers
 from optfleet.problems.placement.forecast import OracleBoard, oracle_latency
 from optfleet.problems.placement.predictor import Accuracy
 from optfleet.problems.placement.server import Live, Server
+from optfleet.progress import percent_chunks
 
 if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
@@ -324,13 +325,10 @@ def route(problem: "PlacementProblem", policy: Any, progress: Callable[[float], 
             return compiled.route_oracle(problem, policy, progress)
     cluster = Cluster(problem)
     arrival = problem.requests.arrival_ms
-    n = len(problem.requests)
-    every = max(1, n // 100)
-    for i in range(n):
-        if progress is not None and i % every == 0:
-            progress(i / n)
-        t = float(arrival[i])
-        cluster.dispatch(i, policy.choose(cluster, i, t), t)
+    for start, stop in percent_chunks(len(problem.requests), progress):
+        for i in range(start, stop):
+            t = float(arrival[i])
+            cluster.dispatch(i, policy.choose(cluster, i, t), t)
     finish = getattr(policy, "finish", None)
     if finish is not None:
         finish(cluster)

@@ -14,6 +14,7 @@ from optfleet.problems.placement.compiled.kernels import (
     ARRIVAL, BASE, BUDGET, CAPACITY, DONE, FINISHED_AT, FIRST, G_NEXT_FREE, GROUP, H_NEXT, HIT, LRU_NEW, LRU_OLD,
     O_NEXT_FREE, OUTPUT, PER_BLOCK, PER_SEQ, PER_TOKEN, PROMPT, Q_HEAD, Q_TAIL, SEATS, SESSION, SHARED, TOTAL, drain,
     replay_requests, route_requests)
+from optfleet.progress import percent_chunks
 
 if TYPE_CHECKING:
     from optfleet.problems.placement.policies import PredictedLatency
@@ -92,15 +93,6 @@ def _pool(size: int, columns: int, next_column: int) -> np.ndarray:
     return pool
 
 
-def _chunks(n: int, progress: Callable[[float], None] | None):
-    """``(start, stop)`` of every 1 % of ``n`` requests, telling ``progress`` the share placed before each."""
-    every = max(1, n // 100)
-    for start in range(0, n, every):
-        if progress is not None:
-            progress(start / n)
-        yield start, min(n, start + every)
-
-
 def route_oracle(problem: "PlacementProblem", policy: "PredictedLatency", progress: Callable[[float], None] | None = None) -> np.ndarray:
     """policies.route for the predicted-latency scorer with the oracle, compiled; sets the policy's accuracy summary
     (predictor.Accuracy over the same requests in the same order) and draws its exploration numbers from its own
@@ -115,7 +107,7 @@ def route_oracle(problem: "PlacementProblem", policy: "PredictedLatency", progre
     placement = np.full(n, -1, dtype=np.int64)
     predicted = np.zeros((n, 2))
     scratch, members, tier = np.zeros((5, k)), np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
-    for start, stop in _chunks(n, progress):
+    for start, stop in percent_chunks(n, progress):
         route_requests(start, stop, *state.server_args(), state.F, state.remaining, state.blocks, state.block, state.stride, draws,
                        float(policy.explore), settings, has_slo, placement, predicted, scratch, members, tier)
     state.drain()
