@@ -34,4 +34,5 @@ def lower_bounds(pyproject: Path, extras: list[str], build: bool = True) -> list
 
 if __name__ == "__main__":
     root = Path(__file__).resolve().parent.parent
-    print("\n".join(lower_bounds(root / "pyproject.toml", sys.argv[1:])))
+    arguments = [a for a in sys.argv[1:] if a != "--no-build"]
+    print("\n".join(lower_bounds(root / "pyproject.toml", arguments, build="--no-build" not in sys.argv[1:])))

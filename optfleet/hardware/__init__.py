@@ -1,4 +1,5 @@
-"""Hardware catalog (GPU and model specs, KV-slot formulas, instance cost) and derived GPU profiles."""
+"""Hardware catalog (GPU and model specs, KV-slot formulas, instance cost), models from a Hugging Face config.json,
+memory fit and derived GPU profiles."""
 
 from optfleet.hardware.catalog import (
     GPUS,
@@ -13,6 +14,8 @@ from optfleet.hardware.catalog import (
     slots_from_kv_tokens,
     slots_from_memory,
 )
+from optfleet.hardware.hf_config import model_from_hf_config
+from optfleet.hardware.memory import MemoryFit, memory_fit
 from optfleet.hardware.profiles import (
     GpuProfile,
     IterationTerms,
@@ -29,6 +32,7 @@ __all__ = [
     "GpuProfile",
     "GpuSpec",
     "IterationTerms",
+    "MemoryFit",
     "ModelSpec",
     "ProfileAssumptions",
     "ProfileOverrides",
@@ -38,6 +42,8 @@ __all__ = [
     "get_model",
     "instance_cost_per_hour",
     "kv_tokens_from_memory",
+    "memory_fit",
+    "model_from_hf_config",
     "pool_profiles",
     "profile_grid",
     "slots_from_kv_tokens",

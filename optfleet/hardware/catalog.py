@@ -25,8 +25,10 @@ pool's context window ``C``.  From memory, one instance of ``tp`` GPUs holds
 tokens, where ``u`` is the memory utilisation, ``M_gpu`` the HBM bytes per GPU,
 ``R`` the bytes reserved per GPU (activations, CUDA graphs, runtime),
 ``W_model`` the weight bytes and ``b_kv = 2 * layers * kv_heads * head_dim *
-dtype_bytes`` the KV bytes per token; the instance then has
-``floor(kv_tokens / C)`` slots.
+dtype_bytes`` the KV bytes per token (multi-head latent attention:
+``layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes``); the instance
+then has ``floor(kv_tokens / C)`` slots.  :mod:`optfleet.hardware.hf_config`
+builds a :class:`ModelSpec` from a Hugging Face ``config.json``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,18 @@ from typing import Any
 from optfleet.errors import InputError
 
 _BYTES_PER_GB = 1e9
+
+
+def check_positive_int(field: str, value: object) -> None:
+    """InputError on ``field`` unless ``value`` is an int >= 1 (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(field, value, "must be an integer >= 1")
+
+
+def check_positive_real(field: str, value: object) -> None:
+    """InputError on ``field`` unless ``value`` is a finite number > 0 (a bool is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise InputError(field, value, "must be finite and > 0")
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A decoder-only transformer, as far as KV-cache sizing needs it.
+    """A decoder-only transformer, as far as KV-cache sizing and the engine model need it.
 
     ``layers``, ``kv_heads`` and ``head_dim`` are the Hugging Face config.json
     fields ``num_hidden_layers``, ``num_key_value_heads`` and ``head_dim`` (or
@@ -82,10 +96,30 @@ class ModelSpec:
     weights (for a mixture-of-experts model, every expert: all must be
     resident).  ``hidden_size`` is config.json's ``hidden_size``;
     ``intermediate_size`` the MLP width one token passes through (for a
-    mixture of experts, ``num_experts_per_tok * moe_intermediate_size``);
+    mixture of experts, ``num_experts_per_tok * moe_intermediate_size`` plus
+    any shared experts' width);
     ``active_params_billion`` the weights one token multiplies (None: all of
     them, a dense model).  The three are optional for KV sizing and required
     by :mod:`optfleet.hardware.profiles`.
+
+    Optional, None by default (every use that predates them is unchanged):
+
+    * ``attention_heads``: query heads, config.json's ``num_attention_heads``
+      (prefill attention costs ``4 layers attention_heads head_dim`` FLOPs per
+      query-key pair);
+    * ``kv_elements_per_token_per_layer``: cached elements per token and layer
+      when they are not ``2 kv_heads head_dim`` -- multi-head latent attention
+      (DeepSeek-V2/V3) caches one compressed latent plus the shared RoPE key,
+      ``kv_lora_rank + qk_rope_head_dim``, and is described with
+      ``kv_heads = 1`` (one latent every query head reads, kept whole on every
+      tensor-parallel GPU);
+    * ``experts`` and ``experts_per_token``: routed experts per MoE layer and
+      how many one token uses (None: a dense model);
+    * ``architecture``: config.json's ``architectures[0]``;
+    * ``weight_bytes_per_param``: the checkpoint's mean bytes per weight (2.0
+      BF16/FP16, 1.0 FP8/INT8, ~0.5 4-bit; None: the caller's default);
+    * ``kv_dtype_bytes``: bytes per cached KV element (None: the caller's
+      default, 2 = BF16).
     """
 
     name: str
@@ -97,19 +131,51 @@ class ModelSpec:
     hidden_size: int | None = None
     intermediate_size: int | None = None
     active_params_billion: float | None = None
+    attention_heads: int | None = None
+    kv_elements_per_token_per_layer: int | None = None
+    experts: int | None = None
+    experts_per_token: int | None = None
+    architecture: str | None = None
+    weight_bytes_per_param: float | None = None
+    kv_dtype_bytes: int | None = None
 
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        """KV-cache bytes per token: ``2 * layers * kv_heads * head_dim * dtype_bytes``.
+    def __post_init__(self) -> None:
+        for name in ("attention_heads", "kv_elements_per_token_per_layer", "experts", "experts_per_token", "kv_dtype_bytes"):
+            value = getattr(self, name)
+            if value is not None:
+                check_positive_int(f"model.{name}", value)
+        if self.weight_bytes_per_param is not None:
+            check_positive_real("model.weight_bytes_per_param", self.weight_bytes_per_param)
+        if (self.experts is None) != (self.experts_per_token is None) or (self.experts or 0) < (self.experts_per_token or 0):
+            raise InputError("model.experts_per_token", self.experts_per_token, f"needs experts >= it (experts = {self.experts})")
 
-        The leading 2 counts K and V; ``dtype_bytes`` is 2 for BF16/FP16, 1
-        for FP8.
+    @property
+    def kv_elements_per_token(self) -> int:
+        """Cached elements per token and layer: ``kv_elements_per_token_per_layer``, else ``2 kv_heads head_dim``."""
+        if self.kv_elements_per_token_per_layer is not None:
+            return self.kv_elements_per_token_per_layer
+        return 2 * self.kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, dtype_bytes: int | None = None) -> int:
+        """KV-cache bytes per token: ``layers * e * dtype_bytes`` with ``e = 2 * kv_heads * head_dim``.
+
+        The 2 counts K and V; an MLA model's ``e`` is its latent width
+        (:attr:`kv_elements_per_token`).  ``dtype_bytes`` is 2 for BF16/FP16, 1
+        for FP8; None takes the spec's ``kv_dtype_bytes``, else 2.
         """
+        if dtype_bytes is None:
+            dtype_bytes = 2 if self.kv_dtype_bytes is None else self.kv_dtype_bytes
         if dtype_bytes < 1:
             raise InputError("dtype_bytes", dtype_bytes, "must be >= 1")
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+        return self.layers * self.kv_elements_per_token * dtype_bytes
 
-    def weight_bytes(self, bytes_per_param: float = 2.0) -> float:
-        """Weight bytes: ``params_billion * 1e9 * bytes_per_param`` (2.0 = BF16)."""
+    def weight_bytes(self, bytes_per_param: float | None = None) -> float:
+        """Weight bytes: ``params_billion * 1e9 * bytes_per_param``.
+
+        ``bytes_per_param`` None takes the spec's ``weight_bytes_per_param``, else 2.0 (BF16).
+        """
+        if bytes_per_param is None:
+            bytes_per_param = 2.0 if self.weight_bytes_per_param is None else self.weight_bytes_per_param
         if not bytes_per_param > 0:
             raise InputError("bytes_per_param", bytes_per_param, "must be > 0")
         return self.params_billion * 1e9 * bytes_per_param
@@ -125,10 +191,14 @@ class ModelSpec:
 
         Each GPU of a TP group holds whole KV heads: ``kv_heads / tp`` of them when ``tp`` divides ``kv_heads``,
         or one head replicated ``tp / kv_heads`` times when ``tp`` is a multiple of ``kv_heads`` (vLLM's rule).
-        Any other degree would split a head across GPUs, which no serving engine does.
+        Any other degree would split a head across GPUs, which no serving engine does.  Query heads are never
+        replicated: when ``attention_heads`` is known, ``tp`` must divide it (vLLM asserts
+        ``num_attention_heads % tp == 0``).
         """
         if self.kv_heads % tp != 0 and tp % self.kv_heads != 0:
             return f"does not divide {self.kv_heads} KV heads nor is a multiple of them"
+        if self.attention_heads is not None and self.attention_heads % tp != 0:
+            return f"does not divide {self.attention_heads} query heads"
         return None
 
 
@@ -304,10 +374,13 @@ _MODEL_LIST = (
         source=(
             "meta-llama/Meta-Llama-3-8B config.json (num_hidden_layers 32, "
             "num_key_value_heads 8, hidden_size 4096 / num_attention_heads 32 "
-            "= 128, intermediate_size 14336); 8.03B params (model card)"
+            "= 128, intermediate_size 14336, architectures LlamaForCausalLM); "
+            "8.03B params (model card)"
         ),
         hidden_size=4096,
         intermediate_size=14336,
+        attention_heads=32,
+        architecture="LlamaForCausalLM",
     ),
     ModelSpec(
         # num_hidden_layers 80, num_key_value_heads 8, 8192 / 64 heads = 128.
@@ -319,10 +392,13 @@ _MODEL_LIST = (
         source=(
             "meta-llama/Meta-Llama-3-70B config.json (num_hidden_layers 80, "
             "num_key_value_heads 8, hidden_size 8192 / num_attention_heads 64 "
-            "= 128, intermediate_size 28672); 70.6B params (model card)"
+            "= 128, intermediate_size 28672, architectures LlamaForCausalLM); "
+            "70.6B params (model card)"
         ),
         hidden_size=8192,
         intermediate_size=28672,
+        attention_heads=64,
+        architecture="LlamaForCausalLM",
     ),
     ModelSpec(
         # num_hidden_layers 64, num_key_value_heads 8, head_dim 128 (explicit).
@@ -333,11 +409,14 @@ _MODEL_LIST = (
         params_billion=32.8,
         source=(
             "Qwen/Qwen3-32B config.json (num_hidden_layers 64, "
-            "num_key_value_heads 8, head_dim 128, hidden_size 5120, "
-            "intermediate_size 25600); 32.8B params (model card)"
+            "num_key_value_heads 8, num_attention_heads 64, head_dim 128, "
+            "hidden_size 5120, intermediate_size 25600, architectures "
+            "Qwen3ForCausalLM); 32.8B params (model card)"
         ),
         hidden_size=5120,
         intermediate_size=25600,
+        attention_heads=64,
+        architecture="Qwen3ForCausalLM",
     ),
     ModelSpec(
         # MoE: num_hidden_layers 94, num_key_value_heads 4, head_dim 128;
@@ -349,14 +428,19 @@ _MODEL_LIST = (
         params_billion=235.0,
         source=(
             "Qwen/Qwen3-235B-A22B config.json (num_hidden_layers 94, "
-            "num_key_value_heads 4, head_dim 128, hidden_size 4096, "
-            "num_experts_per_tok 8 x moe_intermediate_size 1536 = 12288 per "
-            "token); 235B total params, 22B active per token (model card); "
-            "weights use the total"
+            "num_key_value_heads 4, num_attention_heads 64, head_dim 128, "
+            "hidden_size 4096, num_experts 128, num_experts_per_tok 8 x "
+            "moe_intermediate_size 1536 = 12288 per token, architectures "
+            "Qwen3MoeForCausalLM); 235B total params, 22B active per token "
+            "(model card); weights use the total"
         ),
         hidden_size=4096,
         intermediate_size=12288,
         active_params_billion=22.0,
+        attention_heads=64,
+        experts=128,
+        experts_per_token=8,
+        architecture="Qwen3MoeForCausalLM",
     ),
 )
 
@@ -396,12 +480,6 @@ def get_model(name: str, field: str = "hardware.model") -> ModelSpec:
     return _lookup(_MODEL_KEYS, MODELS, name, field, "model")
 
 
-def check_positive_int(field: str, value: object) -> None:
-    """InputError on ``field`` unless ``value`` is an int >= 1 (a bool is not a count)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(field, value, "must be an integer >= 1")
-
-
 def check_tensor_parallel(model: ModelSpec, tp: object, field: str = "hardware.tp") -> None:
     """InputError on ``field`` unless ``tp`` is a TP degree that can shard ``model``'s KV heads
     (:meth:`ModelSpec.tp_problem`), whatever the rest of the hardware block gives (a slot table, a KV budget)."""
@@ -409,7 +487,7 @@ def check_tensor_parallel(model: ModelSpec, tp: object, field: str = "hardware.t
     assert isinstance(tp, int)
     problem = model.tp_problem(tp)
     if problem is not None:
-        raise InputError(field, tp, f"{model.name}: tp {tp} {problem} (each GPU must hold whole KV heads)")
+        raise InputError(field, tp, f"{model.name}: tp {tp} {problem} (each GPU must hold whole heads)")
 
 
 def slots_from_kv_tokens(kv_tokens_per_gpu: int, window_tokens: int) -> int:

@@ -208,8 +208,10 @@ class ProfileAssumptions:
     """The knobs of a derivation; the defaults are the module constants above.
 
     ``allreduce_latency_ms`` None means "by the GPU's link family"
-    (:data:`ALLREDUCE_LATENCY_MS`).  Invalid values raise :class:`InputError`
-    on ``assumptions.<field>``.
+    (:data:`ALLREDUCE_LATENCY_MS`); ``weight_bytes_per_param`` and
+    ``kv_dtype_bytes`` None mean "the model's own" (a ``config.json``'s
+    quantisation, :func:`resolved_assumptions`), else BF16 (2 bytes).
+    Invalid values raise :class:`InputError` on ``assumptions.<field>``.
     """
 
     memory_utilisation: float = DEFAULT_MEMORY_UTILISATION
@@ -221,8 +223,8 @@ class ProfileAssumptions:
     tp_overhead_gb_per_gpu: float = TP_COMMUNICATION_OVERHEAD_GB_PER_GPU
     activation_tokens: int = ACTIVATION_PROFILE_TOKENS
     context_fraction: float = DEFAULT_CONTEXT_FRACTION
-    weight_bytes_per_param: float = 2.0
-    kv_dtype_bytes: int = 2
+    weight_bytes_per_param: float | None = None
+    kv_dtype_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -239,10 +241,12 @@ class ProfileAssumptions:
             value = getattr(self, name)
             if value is not None and not (_is_number(value) and value >= 0):
                 raise InputError(f"assumptions.{name}", value, "must be finite and >= 0")
-        if not (_is_number(self.weight_bytes_per_param) and self.weight_bytes_per_param > 0):
+        if self.weight_bytes_per_param is not None and not (_is_number(self.weight_bytes_per_param) and self.weight_bytes_per_param > 0):
             raise InputError("assumptions.weight_bytes_per_param", self.weight_bytes_per_param, "must be finite and > 0")
         for name in ("activation_tokens", "kv_dtype_bytes"):
             value = getattr(self, name)
+            if value is None and name == "kv_dtype_bytes":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"assumptions.{name}", value, "must be an integer >= 1")
 
@@ -379,6 +383,15 @@ def _require(model: ModelSpec, name: str) -> float:
     return value
 
 
+def resolved_assumptions(model: ModelSpec, assumptions: ProfileAssumptions | None = None) -> ProfileAssumptions:
+    """``assumptions`` (default: the module's) with the weight width and KV dtype settled: the assumption's when it
+    gives one, else the model's (a ``config.json``'s quantisation), else BF16 (2 bytes)."""
+    a = ProfileAssumptions() if assumptions is None else assumptions
+    weight = a.weight_bytes_per_param if a.weight_bytes_per_param is not None else model.weight_bytes_per_param
+    kv = a.kv_dtype_bytes if a.kv_dtype_bytes is not None else model.kv_dtype_bytes
+    return replace(a, weight_bytes_per_param=2.0 if weight is None else weight, kv_dtype_bytes=2 if kv is None else kv)
+
+
 def kv_head_replication(model: ModelSpec, tp: int) -> int:
     """``r = tp / kv_heads`` when ``tp > kv_heads`` (each GPU keeps a full KV head), else 1."""
     return tp // model.kv_heads if tp > model.kv_heads else 1
@@ -423,13 +436,17 @@ def weight_read_ms(gpu: GpuSpec, model: ModelSpec, tp: int, assumptions: Profile
     return model.weight_bytes(assumptions.weight_bytes_per_param) / _effective_bandwidth(gpu, tp, assumptions) * _MS_PER_S
 
 
+def kv_read_ms_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, assumptions: ProfileAssumptions) -> float:
+    """``b r / (tp B eta_bw)``: reading one cached token's KV in a decode step."""
+    kv_bytes = instance_kv_bytes_per_token(model, tp, assumptions.kv_dtype_bytes)
+    return kv_bytes / _effective_bandwidth(gpu, tp, assumptions) * _MS_PER_S
+
+
 def kv_read_ms_per_slot(
     gpu: GpuSpec, model: ModelSpec, tp: int, window_tokens: int, assumptions: ProfileAssumptions
 ) -> float:
     """``b r f C / (tp B eta_bw)``: one slot's KV cache read in one decode step."""
-    kv_bytes = instance_kv_bytes_per_token(model, tp, assumptions.kv_dtype_bytes)
-    context = assumptions.context_fraction * window_tokens
-    return kv_bytes * context / _effective_bandwidth(gpu, tp, assumptions) * _MS_PER_S
+    return kv_read_ms_per_token(gpu, model, tp, assumptions) * assumptions.context_fraction * window_tokens
 
 
 def _link_latency_ms(gpu: GpuSpec, assumptions: ProfileAssumptions) -> float:
@@ -471,7 +488,7 @@ def compute_ms_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, assumptions: P
 # ---------------------------------------------------------------------------
 
 
-def _structural_problem(gpu: GpuSpec, model: ModelSpec, tp: int) -> str | None:
+def structural_problem(gpu: GpuSpec, model: ModelSpec, tp: int) -> str | None:
     """Why (gpu, model, tp) cannot be derived at all, or None."""
     if tp > MAX_TENSOR_PARALLEL:
         return f"tp {tp} exceeds one {MAX_TENSOR_PARALLEL}-GPU node; cross-node tensor parallelism is not modelled"
@@ -510,12 +527,12 @@ def derive_profile(
     model_spec = model if isinstance(model, ModelSpec) else get_model(model, field="model")
     check_positive_int("tp", tp)
     check_positive_int("window_tokens", window_tokens)
-    a = ProfileAssumptions() if assumptions is None else assumptions
+    a = resolved_assumptions(model_spec, assumptions)
     o = ProfileOverrides() if overrides is None else overrides
     cost = instance_cost_per_hour(gpu_spec, tp, cost_per_gpu_hour)
 
     lines = [f"{gpu_spec.name} x{tp}, {model_spec.name}, window {window_tokens} tokens"]
-    reason = _structural_problem(gpu_spec, model_spec, tp)
+    reason = structural_problem(gpu_spec, model_spec, tp)
     if reason is not None:
         return _underivable(gpu_spec, model_spec, tp, window_tokens, cost, o, reason, lines)
     terms = _derive_terms(gpu_spec, model_spec, tp, window_tokens, a, lines)
