@@ -168,6 +168,8 @@ def build(
     goal.route_rows(m)
     add_load_rows(m)
     add_utilisation_cap(m)
+    if data.prefill_capacity is not None:
+        add_mean_tpot_rows(m)
     goal.compress_share_rows(m)
     add_opening_rows(m)
     add_floor_rows(m)
@@ -218,6 +220,17 @@ def add_utilisation_cap(m: pyo.ConcreteModel) -> None:
     data = m.data
     m.utilisation_cap = pyo.Constraint(
         range(len(data.pools)), rule=lambda m, j: m.load_erlangs[j] <= data.problem.rho_max * data.pools[j].slots_per_gpu * m.n[j]
+    )
+
+
+def add_mean_tpot_rows(m: pyo.ConcreteModel) -> None:
+    """(3') ``mean_tpot[j]: sum_k P[k,j] x[k,j] + P'[k,j] z[k,j] <= (1 - t_w,j / T) n[j]``: the prefill compute routed
+    to pool j (instance-seconds per second) leaves its decode steps a mean TPOT within the target (pool_stats.py)."""
+    data, index = m.data, m.share_index
+    m.mean_tpot = pyo.Constraint(
+        range(len(data.pools)),
+        rule=lambda m, j: weighted(m.x, index.x_of[j], j, data.prefill_load[:, j]) + weighted(m.z, index.z_of[j], j, data.compressed_prefill_load[:, j])
+        <= float(data.prefill_capacity[j]) * m.n[j],
     )
 
 

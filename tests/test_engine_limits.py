@@ -20,18 +20,20 @@ from optfleet.problems.fleet.simulate.run import simulate_plan
 from support import FLEET_INSTANCES
 
 
-def _toy(tmp_path, engine):
+def _toy(tmp_path, engine, chunk=1000):
     doc = yaml.safe_load((FLEET_INSTANCES / "toy.yaml").read_text())
     doc["hardware"]["engine"] = engine
+    if chunk is None:
+        del doc["hardware"]["iteration"]["chunk_tokens"]
     path = tmp_path / "toy_engine.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
 
 
 def test_toy_with_limits_by_hand(tmp_path):
-    # 3 sequences: 3 slots at 2000 tokens (KV 4), 2 at 4000 (KV 2); a 500-token budget: chunks of 500,
-    # S = (ceil(750/500) + 250) 1 ms = 252 ms and (ceil(3000/500) + 1000) = 1006 ms.
-    problem = prepare(load_instance(_toy(tmp_path, {"max_num_seqs": 3, "max_num_batched_tokens": 500})))
+    # 3 sequences: 3 slots at 2000 tokens (KV 4), 2 at 4000 (KV 2); a 500-token budget and no chunk given: the budget
+    # is the chunk, S = (ceil(750/500) + 250) 1 ms = 252 ms and (ceil(3000/500) + 1000) = 1006 ms.
+    problem = prepare(load_instance(_toy(tmp_path, {"max_num_seqs": 3, "max_num_batched_tokens": 500}, chunk=None)))
     short, long = problem.pool(2000), problem.pool(4000)
     assert (short.slots_per_gpu, long.slots_per_gpu, short.chunk_tokens) == (3, 2, 500)
     assert short.service_ms(750, 250) == pytest.approx(252.0) and long.service_ms(3000, 1000) == pytest.approx(1006.0)
@@ -79,9 +81,22 @@ def test_bad_limits_exit_2_naming_the_field(tmp_path, capsys, engine, message):
     assert message in capsys.readouterr().err
 
 
+def test_a_chunk_above_the_token_budget_is_refused(tmp_path):
+    with pytest.raises(InputError, match=r"hardware.iteration.chunk_tokens = 1000: is above the engine's token budget max_num_batched_tokens 500"):
+        prepare(load_instance(_toy(tmp_path, {"max_num_batched_tokens": 500})))
+
+
+def test_under_the_engine_model_the_token_budget_is_the_chunk():
+    loaded = load_instance(FLEET_INSTANCES / "azure_2023_catalog.yaml", preset="engine", hardware__iteration={},
+                           hardware__engine={"max_num_batched_tokens": 2048})
+    assert prepare(loaded).pool(8192).chunk_tokens == 2048
+
+
 def test_a_catalog_whose_types_get_different_chunks_is_refused(tmp_path):
+    # under the engine model a budget is the chunk: vLLM's defaults give the A100 2,048 tokens and the H100 8,192
     doc = yaml.safe_load((FLEET_INSTANCES / "toy.yaml").read_text())
-    doc["hardware"] = {"gpu": "A100-80GB", "model": "Llama-3-8B", "iteration": {"chunk_tokens": 4096}, "engine": {"defaults": "vllm"}}
+    doc["preset"] = "engine"
+    doc["hardware"] = {"gpu": "A100-80GB", "model": "Llama-3-8B", "engine": {"defaults": "vllm"}}
     doc["gpu_catalog"] = {"gpus": ["A100-80GB", "H100-SXM"]}
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(doc))

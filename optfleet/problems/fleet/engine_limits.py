@@ -6,7 +6,8 @@ cache could hold.  For a pool option with ``s_KV`` KV slots per instance and the
 instance's prefill chunk ``C``:
 
     slots per instance   n_max = min(s_KV, max_num_seqs)
-    prefill chunk        C'    = min(C, max_num_batched_tokens)
+    prefill chunk        C'    = max_num_batched_tokens when no chunk is given (the engine fills its budget),
+                               else the chunk given, which must not exceed the budget (problem.py refuses it)
 
 and everything else follows from these (pool_config.py): ``t_iter = W + H n_max``,
 ``S = (ceil(L_in / C') + L_out) t_iter``.  The evaluator, the sweep, the MILP and the
@@ -50,7 +51,7 @@ class EngineLimits:
         return kv_slots if self.max_num_seqs is None else min(kv_slots, self.max_num_seqs)
 
     def chunk_tokens(self, chunk_tokens: int) -> int:
-        """``min(C, max_num_batched_tokens)``."""
+        """``min(C, max_num_batched_tokens)``: the chunk a budget allows."""
         return chunk_tokens if self.max_num_batched_tokens is None else min(chunk_tokens, self.max_num_batched_tokens)
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching, state_at
 from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import PoolStats, pool_stats, size_pools
 from optfleet.problems.fleet.problem import HOURS_PER_YEAR, FleetProblem
 from optfleet.problems.fleet.routing import route
@@ -63,6 +64,8 @@ class PoolMetrics:
     meets_slo: bool
     binding: str
     cost_per_hour: float
+    tpot_bound_ms: float = 0.0
+    tpot_mean_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
     for pool_plan, served in zip(plan.pools, traffic, strict=True):
         config = problem.pool(pool_plan.window_tokens, pool_plan.gpu)
         stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
-        pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config.slots_per_gpu, config.gpu, config.cost_per_gpu_hour, pool_plan.window_tokens, stats, served.compressed_share))
+        pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config, stats, served.compressed_share))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)
 
 
@@ -166,21 +169,15 @@ def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> Flee
                            ttft_rule=problem.ttft_rule, service_model="batching")
 
 
-def _pool_metrics(
-    problem: FleetProblem,
-    name: str,
-    gpus: int,
-    slots_per_gpu: int,
-    gpu: str,
-    cost_per_gpu_hour: float,
-    window_tokens: int,
-    stats: PoolStats,
-    compressed_share: float,
-) -> PoolMetrics:
+def _pool_metrics(problem: FleetProblem, name: str, gpus: int, config: PoolConfig, stats: PoolStats, compressed_share: float) -> PoolMetrics:
+    slots_per_gpu = config.slots_per_gpu
     rate = problem.rate_rps * stats.share
     load = rate * stats.mean_service_ms / 1000.0
     servers = gpus * slots_per_gpu
-    need = int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms, problem.rho_max))
+    targets = problem.tpot_targets
+    tpot_need = int(targets.min_gpus(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms))
+    need = int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms,
+                          problem.rho_max, tpot_need))
     if servers > 0:
         utilisation = load / servers
         prob_wait = float(erlang_c(servers, load))
@@ -190,10 +187,14 @@ def _pool_metrics(
     ttft = wait_ms + stats.ttft_floor_ms if stats.share > 0 else 0.0
     cap_ok = utilisation <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
     ttft_ok = ttft <= problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)
+    busy = stats.share > 0
+    tpot_mean = float(config.mean_tpot_ms(rate / gpus, stats.mean_prefill_compute_ms)) if busy and gpus > 0 else (np.inf if busy else 0.0)
+    tpot_bound = config.tpot_bound_ms if busy else 0.0
+    tpot_ok = not busy or (bool(targets.bound_fits(tpot_bound)) and (targets.mean_ms is None or tpot_mean <= targets.mean_ms * (1.0 + RELATIVE_TOLERANCE)))
     return PoolMetrics(
         name=name,
-        gpu=gpu,
-        window_tokens=window_tokens,
+        gpu=config.gpu,
+        window_tokens=config.window_tokens,
         gpus=gpus,
         slots_per_gpu=slots_per_gpu,
         servers=servers,
@@ -210,9 +211,11 @@ def _pool_metrics(
         first_iteration_ms=stats.first_iteration_ms,
         ttft_p99_ms=ttft,
         min_gpus=need,
-        meets_slo=bool(cap_ok and ttft_ok),
-        binding=_binding(need, load, slots_per_gpu, problem.rho_max, cap_ok, ttft_ok, stats, problem.ttft_p99_ms),
-        cost_per_hour=gpus * cost_per_gpu_hour,
+        meets_slo=bool(cap_ok and ttft_ok and tpot_ok),
+        binding=_binding(need, load, slots_per_gpu, problem.rho_max, (cap_ok, ttft_ok, tpot_ok), stats, problem.ttft_p99_ms, tpot_need),
+        cost_per_hour=gpus * config.cost_per_gpu_hour,
+        tpot_bound_ms=tpot_bound,
+        tpot_mean_ms=tpot_mean,
     )
 
 
@@ -222,15 +225,24 @@ def floor_fits(ttft_floor_ms: float, slo_ms: float) -> bool:
     return ttft_floor_ms < slo_ms
 
 
-def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, cap_ok: bool, ttft_ok: bool, stats: PoolStats, slo_ms: float) -> str:
-    """Which term decides the pool: the violated one, else the one that sets its minimum GPU count."""
+def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, verdicts: tuple[bool, bool, bool], stats: PoolStats,
+             slo_ms: float, tpot_need: int) -> str:
+    """Which term decides the pool: the violated one, else the one that sets its minimum GPU count (``tpot`` when
+    the mean-TPOT target needs more instances than the utilisation cap and the TTFT)."""
     if stats.share <= 0:
         return "empty"
     if need == INFEASIBLE:
-        return "ttft floor" if not floor_fits(stats.ttft_floor_ms, slo_ms) else "gpu count limit"
+        if not floor_fits(stats.ttft_floor_ms, slo_ms):
+            return "ttft floor"
+        return "tpot" if tpot_need == INFEASIBLE else "gpu count limit"
+    cap_ok, ttft_ok, tpot_ok = verdicts
     if not cap_ok:
         return "utilisation (violated)"
     if not ttft_ok:
         return "ttft (violated)"
+    if not tpot_ok:
+        return "tpot (violated)"
     cap_only = int(np.ceil(load / (rho_max * slots_per_gpu) * (1.0 - RELATIVE_TOLERANCE)))
-    return "utilisation" if need <= max(cap_only, 1) else "ttft"
+    if need <= max(cap_only, 1):
+        return "utilisation"
+    return "tpot" if need <= tpot_need else "ttft"

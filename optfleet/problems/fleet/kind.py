@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from optfleet.errors import InfeasibleError, NotApplicableError
 from optfleet.problems.fleet.method_names import HEURISTICS
+from optfleet.problems.fleet.assumptions import assumption_lines, assumptions
 from optfleet.problems.fleet.presets import apply_defaults
 from optfleet.problems.fleet.problem import FleetProblem, prepare
 from optfleet.problems.fleet.schema import FleetInstanceSpec
@@ -183,7 +184,7 @@ def result_json(problem: FleetProblem, result: MethodResult) -> dict[str, Any]:
 
 def facts(problem: FleetProblem) -> dict[str, Any]:
     return {"rate_rps": problem.rate_rps, "ttft_p99_slo_ms": problem.ttft_p99_ms, "rho_max": problem.rho_max, "ttft_rule": problem.ttft_rule,
-            "service_model": problem.service_model}
+            "service_model": problem.service_model, "assumptions": assumptions(problem)}
 
 
 def describe(problem: FleetProblem) -> str:
@@ -200,6 +201,7 @@ def describe(problem: FleetProblem) -> str:
         f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
         f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",
         f"  solve: method {problem.method}, MILP routing {problem.milp_routing}, K = {problem.max_pools}, solver {problem.solver}",
+        *assumption_lines(problem),
     ]
     if problem.heterogeneous:
         lines.append(f"  gpu catalog: {len(problem.options)} configurations ({', '.join(o.label for o in problem.options)}) "

@@ -639,7 +639,12 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
     if customized:
         return (f"MILP {report.status} ({report.summary}): the constraints added in Python (customize) exclude every plan with at most "
                 "gpu_bound[j] instances in pool option j; a constraint that needs more raises m.gpu_bound[j] in the same hook")
-    return f"MILP {report.status} ({report.summary}); every request length has a pool option that meets the TTFT floor, so the user constraints together exclude every plan"
+    if problem.constraints:
+        return f"MILP {report.status} ({report.summary}); every request length has a pool option that meets the TTFT floor, so the user constraints together exclude every plan"
+    chunk = problem.pool(problem.long_window_tokens).chunk_tokens
+    return (f"MILP {report.status} ({report.summary}): TTFT floor constraints (4): every request length has a pool option whose floor "
+            f"meets the SLO, but no routing over at most {max_pools} pool options keeps the P99 TTFT floor of each open pool within "
+            f"{problem.ttft_p99_ms:g} ms (prefill in chunks of {chunk} tokens; a larger chunk, more windows or a looser SLO may help)")
 
 
 def _stranded_class(data: FleetMilpData) -> str | None:

@@ -45,6 +45,11 @@
   ``(1 + Cs^2) E[S]``), which depends on the routing: the solver driver
   re-computes it from each solution and re-solves until it is stable.
 
+* **Mean TPOT** (a ``slo.tpot_mean_ms`` target, pool_stats.py): per pool the
+  prefill compute routed there, ``sum_k lambda p_k E[P_kj] x[k,j]`` (+ the
+  compressed classes') in instance-seconds per second, is at most ``n_j (1 -
+  t_w,j / T)``; a TPOT percentile target closes every pool option whose
+  longest-iteration bound is above it.
 * **Batching service model** (``slo.service_model: batching``): the load is
   each request's slot-seconds at the occupancy cap with no prefill wait
   (``cap_seconds_per_request``, batching_pool.py), the floor levels are the
@@ -71,7 +76,7 @@ from optfleet.errors import NotApplicableError
 from optfleet.problems.fleet.batching_pool import cap_seconds_per_request
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
-from optfleet.queueing import wait_free_gpus
+from optfleet.queueing import RELATIVE_TOLERANCE, wait_free_gpus
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ class FleetMilpData:
     floor_bound: str
     floor_resolution: int
     level_caps: tuple[NDArray[np.float64], ...] | None = None
+    prefill_load: NDArray[np.float64] | None = None
+    compressed_prefill_load: NDArray[np.float64] | None = None
+    prefill_capacity: NDArray[np.float64] | None = None
 
     def gpu_caps(self, j: int) -> NDArray[np.float64]:
         """Pool j's load per GPU at each floor level, at every GPU count (the wait rows (7) beyond the table and the
@@ -190,6 +198,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     load = np.zeros((count, n_pools))
     can_compress = np.zeros((count, n_pools), dtype=bool)
     compressed_load = np.zeros((count, n_pools))
+    prefill_load = np.zeros((count, n_pools))
+    compressed_prefill_load = np.zeros((count, n_pools))
     compressed_floor_measure = np.zeros((count, n_pools, width))
     gamma_max = max(problem.gammas)
     second = np.zeros(n_pools)
@@ -205,6 +215,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     for j, (window, cfg) in enumerate(zip(windows, configs, strict=True)):
         service = seconds(cfg, mix.l_in, l_out)
         load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service, minlength=count)
+        prefill_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cfg.prefill_compute_ms(mix.l_in) / 1000.0, minlength=count)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
         second[j] = np.dot(w[fit_atoms], service[fit_atoms] ** 2)
@@ -217,6 +228,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
             compressed_s = seconds(cfg, window - l_out[band], l_out[band])
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
+            compressed_prefill_load[:, j] = problem.rate_rps * np.bincount(
+                class_of[band], weights=w[band] * cfg.prefill_compute_ms(window - l_out[band]) / 1000.0, minlength=count)
             compressed_floor_measure[:, j, :] = (_chunk_mass(class_of[band], k_comp, w[band], count, width) if mean_rule
                                                  else _mass_above(class_of[band], k_comp, w[band], count, k_max))
             ratios.append(_class_ratios_ms(class_of[band], w[band], compressed_s, count))
@@ -256,7 +269,18 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
+        **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None else {}),
     )
+
+
+def _mean_tpot_rows(problem: FleetProblem, configs: list[PoolConfig], prefill_load: NDArray[np.float64],
+                    compressed_prefill_load: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
+    """The mean-TPOT rows' numbers (pool_stats.py): per class and pool the prefill compute it brings per second
+    (instance-seconds per second per unit routed), and per pool the share of an instance's time prefill may take,
+    ``1 - t_w / T`` (a pool at or below 0 cannot open: its floor levels are empty)."""
+    capacity = problem.tpot_targets.mean_capacity(np.array([cfg.window_step_ms for cfg in configs]))
+    return {"prefill_load": prefill_load, "compressed_prefill_load": compressed_prefill_load,
+            "prefill_capacity": np.maximum(capacity, 0.0)}
 
 
 def _class_ratios_ms(class_of: NDArray[np.int64], w: NDArray[np.float64], service_s: NDArray[np.float64], count: int) -> NDArray[np.float64]:
@@ -330,9 +354,15 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
     """
     step = _floor_step_ms(problem, cfg)
     slo = problem.ttft_p99_ms
+    if not _tpot_can_open(problem, cfg):
+        return (), np.zeros(0)
     if problem.ttft_rule != "fleetsim":
-        levels = int(min(k_max + 1, np.floor(slo / step)))
-        return tuple((m + 1) * step for m in range(levels)), np.full(levels, 0.01)
+        if problem.service_model == "batching":
+            levels = int(min(k_max + 1, np.floor(slo / step)))
+            return tuple((m + 1) * step for m in range(levels)), np.full(levels, 0.01)
+        floors = cfg.chunk_floor_ms(np.arange(k_max + 1))
+        kept = floors[floors <= slo * (1 + RELATIVE_TOLERANCE)]
+        return tuple(float(f) for f in kept), np.full(len(kept), 0.01)
     tops = np.minimum(1.0 + np.arange(int(np.ceil((k_max - 1) * resolution)) + 1) / resolution, k_max)
     bottoms = np.concatenate(([1.0], tops[:-1]))
     if floor_bound == "relaxation":
@@ -340,6 +370,13 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
         return tuple(bottoms[keep] * step), np.minimum(tops[keep], slo / step)
     keep = tops * step <= slo
     return tuple(tops[keep] * step), tops[keep]
+
+
+def _tpot_can_open(problem: FleetProblem, cfg: PoolConfig) -> bool:
+    """Whether a pool on ``cfg`` can meet the TPOT targets at some count: its longest-iteration bound within the
+    strictest percentile target, its window step below the mean target (pool_stats.py)."""
+    targets = problem.tpot_targets
+    return bool(targets.bound_fits(cfg.tpot_bound_ms)) and float(targets.mean_capacity(cfg.window_step_ms)) > 0
 
 
 def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig,

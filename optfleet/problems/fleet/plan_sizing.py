@@ -6,7 +6,7 @@ import numpy as np
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.fleet.batching_pool import batching_workload, state_at
-from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate, floor_fits
+from optfleet.problems.fleet.evaluator import FleetEvaluation, PoolMetrics, evaluate, floor_fits
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.problems.fleet.routing import route
@@ -39,6 +39,9 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
         fits = floor_fits(pool.prefill_p99_ms + pool.first_iteration_ms, evaluation.ttft_slo_ms)
         floor = (f"mean prefill {pool.prefill_p99_ms:.1f} ms (fleetsim rule)" if evaluation.ttft_rule == "fleetsim"
                  else f"P99 prefill {pool.prefill_p99_ms:.1f} ms + one iteration {pool.first_iteration_ms:.1f} ms")
+    tpot = _tpot_reason(problem, pool)
+    if fits and tpot is not None:
+        return f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens): {tpot}"
     if fits:
         return (
             f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs more than {MAX_GPUS:,} GPUs (2^53), the "
@@ -50,6 +53,19 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
         f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs {floor} "
         f"> SLO {evaluation.ttft_slo_ms:g} ms, before any queueing"
     )
+
+
+def _tpot_reason(problem: FleetProblem, pool: PoolMetrics) -> str | None:
+    """Why the pool meets no TPOT target at any count (pool_stats.py), or None."""
+    targets = problem.tpot_targets
+    if targets.percentile_ms is not None and not bool(targets.bound_fits(pool.tpot_bound_ms)):
+        return (f"its longest iteration, {pool.tpot_bound_ms:.1f} ms (a full batch at the window plus the deepest prefill chunk), "
+                f"is above the TPOT target {targets.percentile_ms:g} ms, which every TPOT percentile must meet in the slot model; "
+                "a smaller chunk (hardware.engine.max_num_batched_tokens) or a smaller window lowers it")
+    config = problem.pool(pool.window_tokens, pool.gpu)
+    if targets.mean_ms is not None and float(targets.mean_capacity(config.window_step_ms)) <= 0:
+        return f"its decode step at the window, {config.window_step_ms:.1f} ms, is already above the mean TPOT target {targets.mean_ms:g} ms"
+    return None
 
 
 def _idle_batching_floor(problem: FleetProblem, plan: Plan, j: int) -> tuple[float, float]:

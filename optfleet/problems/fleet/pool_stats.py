@@ -16,6 +16,15 @@ and the load-independent part of the P99 TTFT, by the instance's TTFT rule:
 The P99 TTFT is then ``W99(n) + floor`` (Kimura's W99, queueing/kimura.py) and
 the pool needs the smallest ``n`` with ``a / (n n_max) <= rho_max`` and
 ``W99 <= SLO - floor`` (queueing/sizing.py).
+
+Time per output token (pool_config.py), when the instance sets targets: the
+longest iteration bounds every TPOT percentile, so a pool whose bound is
+above the strictest percentile target meets it at no count; the mean TPOT
+``t_w / (1 - lambda E[P] / n)`` meets a target ``T`` from
+
+    n >= lambda E[P] / (1 - t_w / T)      (E[P] in seconds; none when t_w >= T),
+
+with ``E[P]`` the pool's mean prefill compute per request (0 under the paper's model).
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
-from optfleet.queueing import min_gpus
+from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, min_gpus
+from optfleet.queueing.sizing import MAX_GPUS
 
 QUANTILE = 0.99
 _QUANTILE_TOLERANCE = 1e-9
@@ -41,6 +51,7 @@ class PoolStats:
     service_scv: float
     prefill_ms: float
     first_iteration_ms: float
+    mean_prefill_compute_ms: float = 0.0
 
     @property
     def ttft_floor_ms(self) -> float:
@@ -69,10 +80,11 @@ def pool_stats(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, weight: Ar
         prefill = float(np.dot(weight, chunks) / share) * (config.w_ms + config.h_ms_per_slot)
         return PoolStats(share, mean, scv, prefill, 0.0)
     iteration = config.iteration_ms(np.asarray(l_in) + np.asarray(l_out))
-    floor = (chunks + 1) * iteration
+    floor = config.first_token_ms(l_in, l_out)
     order = np.argsort(floor, kind="stable")
     at = order[weighted_quantile_index(weight[order], share)]
-    return PoolStats(share, mean, scv, float(chunks[at] * iteration[at]), float(iteration[at]))
+    compute = float(np.dot(weight, config.prefill_compute_ms(l_in)) / share)
+    return PoolStats(share, mean, scv, float(floor[at] - iteration[at]), float(iteration[at]), compute)
 
 
 def size_pools(
@@ -83,9 +95,49 @@ def size_pools(
     slots_per_gpu: ArrayLike,
     ttft_p99_ms: float,
     rho_max: float,
+    tpot_gpus: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
-    """Minimum GPUs per pool (vectorised); ``-1`` where the TTFT floor alone breaks the SLO."""
+    """Minimum GPUs per pool (vectorised); ``-1`` where the TTFT floor alone breaks the SLO.  ``tpot_gpus`` is
+    :meth:`TpotTargets.min_gpus` (the feasible counts of both are up-sets of ``n``: the least count meeting both is
+    the larger least count)."""
     rate = np.asarray(rate_rps, dtype=np.float64)
     mean_s = np.asarray(mean_service_ms, dtype=np.float64) / 1000.0
     budget_s = (ttft_p99_ms - np.asarray(ttft_floor_ms, dtype=np.float64)) / 1000.0
-    return min_gpus(rate * mean_s, slots_per_gpu, mean_s, service_scv, budget_s, rho_max)
+    need = min_gpus(rate * mean_s, slots_per_gpu, mean_s, service_scv, budget_s, rho_max)
+    if tpot_gpus is None:
+        return need
+    tpot = np.asarray(tpot_gpus, dtype=np.int64)
+    return np.where((need < 0) | (tpot < 0), INFEASIBLE, np.maximum(need, tpot)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class TpotTargets:
+    """The instance's time-per-output-token targets: the strictest percentile target and the mean's (None: none)."""
+
+    percentile_ms: float | None = None
+    mean_ms: float | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.percentile_ms is not None or self.mean_ms is not None
+
+    def bound_fits(self, tpot_bound_ms: ArrayLike) -> NDArray[np.bool_]:
+        """Whether the longest-iteration bound meets the strictest percentile target."""
+        bound = np.asarray(tpot_bound_ms, dtype=np.float64)
+        return bound <= self.percentile_ms * (1 + RELATIVE_TOLERANCE) if self.percentile_ms is not None else np.ones(bound.shape, bool)
+
+    def mean_capacity(self, window_step_ms: ArrayLike) -> NDArray[np.float64]:
+        """``1 - t_w / T``: the share of an instance's time prefill compute may take for the mean target (1 without
+        one; <= 0 when no count meets it)."""
+        step = np.asarray(window_step_ms, dtype=np.float64)
+        return 1.0 - step / self.mean_ms if self.mean_ms is not None else np.ones(step.shape)
+
+    def min_gpus(self, rate_rps: ArrayLike, mean_prefill_compute_ms: ArrayLike, window_step_ms: ArrayLike,
+                 tpot_bound_ms: ArrayLike) -> NDArray[np.int64]:
+        """Fewest instances meeting the targets (module docstring): 0 for an idle pool, -1 where none does."""
+        load = np.asarray(rate_rps, dtype=np.float64) * np.asarray(mean_prefill_compute_ms, dtype=np.float64) / 1000.0
+        capacity = self.mean_capacity(window_step_ms)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            need = np.where(load > 0, np.ceil(load / capacity * (1.0 - RELATIVE_TOLERANCE)), 0.0)
+        ok = (load <= 0) | (self.bound_fits(tpot_bound_ms) & (capacity > 0) & (need <= MAX_GPUS))
+        return np.where(ok, np.where(load > 0, need, 0.0), INFEASIBLE).astype(np.int64)

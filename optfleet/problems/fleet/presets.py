@@ -12,12 +12,20 @@
   fraction, the peer's slot formula ``min(128*8192 // C, 65536 // ceil(C/16))``
   and its TTFT check (P99 wait + mean prefill at one active slot,
   ``ceil(L_in/chunk) (W + H)``, no first-decode iteration).
-* ``preset: paper`` (default) — FleetOpt, Chen et al. 2026: flat iteration
-  ``W + H n_max``, TTFT = P99 wait + P99 over the pool of (prefill + one iteration).
+* ``preset: engine`` (default) — the engine model (optfleet/engine/,
+  pool_config.py): iteration times from ``hardware.performance`` (first
+  principles by default), prefill compute charged to the iterations that
+  carry each chunk, decode steps reading each request's own context.
+* ``preset: paper`` — FleetOpt, Chen et al. 2026: flat iteration
+  ``W + H n_max``, TTFT = P99 wait + P99 over the pool of (prefill + one
+  iteration), and **no prefill compute** (a chunk costs one decode iteration).
+  The FleetOpt hardware profile fills it in when the file names no preset,
+  since its W and H are that model's calibration.
 
 Precedence: a hardware profile only fills what the file leaves out; a
-preset other than ``paper`` overrides the service-model fields it names
-(that is what switching the model means), whatever the file or profile say.
+preset other than ``paper`` and ``engine`` overrides the service-model fields
+it names (that is what switching the model means), whatever the file or
+profile say.
 """
 
 from __future__ import annotations
@@ -35,10 +43,14 @@ HARDWARE_PROFILES: dict[str, dict[str, Any]] = {
         "iteration": {"w_ms": 8.0, "h_ms_per_slot": 0.65, "chunk_tokens": 512, "scaling": "flat"},
         "slots": {"kv_tokens_per_gpu": 1048576},
         "cost_per_gpu_hour": 2.21,
+        "preset": "paper",
     },
 }
 
+DEFAULT_PRESET = "engine"
+
 PRESETS: dict[str, dict[str, Any]] = {
+    "engine": {},
     "paper": {},
     "fleetsim_compatible": {
         "workload": {"split": {"rule": "fixed_output_fraction", "output_fraction": 0.2}},
@@ -61,11 +73,12 @@ def apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
             raise InputError("hardware.profile", name, f"unknown hardware profile; known: {', '.join(HARDWARE_PROFILES)}")
         profile = dict(HARDWARE_PROFILES[name])
         price = profile.pop("cost_per_gpu_hour")
+        merged.setdefault("preset", profile.pop("preset"))
         merged["hardware"] = _merge(profile, hardware, ("hardware",))  # the file wins; its slots block replaces the profile's whole
         cost = merged.setdefault("cost", {})
         if isinstance(cost, dict):
             cost.setdefault("cost_per_gpu_hour", price)
-    preset = merged.get("preset", "paper")
+    preset = merged.setdefault("preset", DEFAULT_PRESET)
     if not isinstance(preset, str) or preset not in PRESETS:
         raise InputError("preset", preset, f"unknown preset; known: {', '.join(PRESETS)}")
     return _merge(merged, PRESETS[preset], ())

@@ -16,12 +16,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from optfleet.errors import InputError
-from optfleet.hardware import GpuSpec, get_gpu, get_model, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
+from optfleet.hardware import GpuSpec, ModelSpec, get_gpu, instance_cost_per_hour, slots_from_kv_tokens, slots_from_memory
 from optfleet.hardware.catalog import check_tensor_parallel
+from optfleet.engine.reduce import affine_reduction
+from optfleet.engine.step import EngineModel
 from optfleet.hardware.profiles import GpuProfile, derive_profile
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.problems.fleet.pool_stats import TpotTargets
 from optfleet.problems.fleet.engine_limits import EngineLimits, resolve_limits
+from optfleet.problems.fleet.performance import ENGINE_PRESET, check_preset_fields, engine_of, model_of
 from optfleet.problems.fleet.schema import CatalogOverrideSpec, FleetInstanceSpec, HardwareSpec, IterationSpec, SlotsSpec
 from optfleet.problems.fleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.problems.fleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
@@ -51,6 +55,11 @@ class FleetProblem:
     rho_max: float
     ttft_rule: str
     hardware: "PoolFactory"
+    preset: str = ENGINE_PRESET
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    tpot_mean_ms: float | None = None
     service_model: str = "slots"
     method: str = "sweep"
     solver: str = "highs"
@@ -84,6 +93,24 @@ class FleetProblem:
         return _label(name, tp if tp is not None else self.hardware.tp)
 
     @property
+    def tpot_percentile_targets(self) -> dict[str, float]:
+        """The TPOT percentile targets given (``{"p99": 50.0}``), strictest first."""
+        given = {"p50": self.tpot_p50_ms, "p90": self.tpot_p90_ms, "p99": self.tpot_p99_ms}
+        return dict(sorted(((k, v) for k, v in given.items() if v is not None), key=lambda kv: kv[1]))
+
+    @property
+    def tpot_targets(self) -> TpotTargets:
+        """The strictest TPOT percentile target (the slot model's longest-iteration bound must meet it: it bounds
+        every percentile) and the mean TPOT target."""
+        targets = self.tpot_percentile_targets
+        return TpotTargets(min(targets.values()) if targets else None, self.tpot_mean_ms)
+
+    @property
+    def charges_prefill(self) -> bool:
+        """True under the engine model (``preset: engine``)."""
+        return self.preset == ENGINE_PRESET
+
+    @property
     def heterogeneous(self) -> bool:
         """True when the MILP chooses among GPU configurations (a ``gpu_catalog``)."""
         return bool(self.options)
@@ -97,13 +124,16 @@ class FleetProblem:
 class PoolFactory:
     """Builds the :class:`PoolConfig` of one GPU configuration at any window (memoised).
 
-    ``cost_per_gpu_hour`` is the price of one instance (``tp`` GPUs).  Iteration
-    constants missing from ``spec.iteration`` are derived per window from first
-    principles (:func:`optfleet.hardware.profiles.derive_profile`).
+    ``cost_per_gpu_hour`` is the price of one instance (``tp`` GPUs).  Under the engine model (``engine`` given)
+    each window's iteration is the engine reduced over that pool's region (engine/reduce.py); under the paper's,
+    iteration constants missing from ``spec.iteration`` are derived per window from first principles
+    (:func:`optfleet.hardware.profiles.derive_profile`).
     """
 
     spec: HardwareSpec
     cost_per_gpu_hour: float
+    model: ModelSpec
+    engine: EngineModel | None = None
     _cache: dict[int, PoolConfig] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -136,23 +166,38 @@ class PoolFactory:
             w_ms = it.w_ms if it.w_ms is not None else profile.iteration_base_ms
             h_ms = it.h_ms_per_slot if it.h_ms_per_slot is not None else profile.per_slot_ms
             limits = self.engine_limits
+            chunk = self.chunk_tokens
+            step = None
+            if self.engine is not None:
+                step = affine_reduction(self.engine, max(limits.slots(slots), 1), window_tokens, chunk)
+                w_ms, h_ms = step.base_ms, float(step.seq_step_ms(window_tokens))
             self._cache[window_tokens] = PoolConfig(
                 window_tokens=window_tokens,
                 slots_per_gpu=limits.slots(slots),
                 w_ms=float(w_ms),
                 h_ms_per_slot=float(h_ms),
-                chunk_tokens=limits.chunk_tokens(it.chunk_tokens),
+                chunk_tokens=chunk,
                 length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
                 cost_per_gpu_hour=self.cost_per_gpu_hour,
                 gpu=self.label,
+                step=step,
             )
         return self._cache[window_tokens]
+
+    @property
+    def chunk_tokens(self) -> int:
+        """The prefill chunk: ``hardware.iteration.chunk_tokens`` within the engine's token budget (engine_limits.py);
+        a budget given with no chunk is the chunk (the engine fills its budget)."""
+        budget = self.engine_limits.max_num_batched_tokens
+        if budget is not None and "chunk_tokens" not in self.spec.iteration.model_fields_set:
+            return budget
+        return self.engine_limits.chunk_tokens(self.spec.iteration.chunk_tokens)
 
     def profile(self, window_tokens: int) -> GpuProfile | None:
         """The first-principles profile, when W, H or the slots are to be derived."""
         it = self.spec.iteration
-        if it.w_ms is None or it.h_ms_per_slot is None or self.spec.slots.formula == "profile":
-            return derive_profile(self.spec.gpu, self.spec.model, self.spec.tp, window_tokens)
+        if self.engine is not None or it.w_ms is None or it.h_ms_per_slot is None or self.spec.slots.formula == "profile":
+            return derive_profile(self.spec.gpu, self.model, self.spec.tp, window_tokens)
         return None
 
     def _slots(self, window_tokens: int) -> int:
@@ -168,7 +213,7 @@ class PoolFactory:
         assert memory is not None  # the schema guarantees exactly one rule
         return slots_from_memory(
             get_gpu(self.spec.gpu),
-            get_model(self.spec.model),
+            self.model,
             window_tokens,
             tp=self.spec.tp,
             memory_utilisation=memory.memory_utilisation,
@@ -182,14 +227,22 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     """Build the FleetProblem of a loaded instance, checking cross-field consistency."""
     spec: FleetInstanceSpec = loaded.spec
     gpu = get_gpu(spec.hardware.gpu)
-    check_tensor_parallel(get_model(spec.hardware.model), spec.hardware.tp)
-    hardware = PoolFactory(spec.hardware, _instance_price(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour, "cost.cost_per_gpu_hour"))
+    model = model_of(spec.hardware, loaded.resolve)
+    check_tensor_parallel(model, spec.hardware.tp)
+    check_preset_fields(spec.preset, spec.hardware)
+    _check_token_budget(spec.hardware)
+    if spec.preset == ENGINE_PRESET and spec.slo.service_model == "batching":
+        raise InputError("slo.service_model", "batching", "the batching model does not charge prefill compute yet: under preset engine "
+                         "use service_model: slots, or set preset: paper for the batching model without prefill compute")
+    engine = engine_of(spec.hardware, model, loaded.resolve) if spec.preset == ENGINE_PRESET else None
+    price = _instance_price(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour, "cost.cost_per_gpu_hour")
+    hardware = PoolFactory(spec.hardware, price, model, engine)
     long_window = spec.pools.long_window_tokens
     if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
         raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
     if hardware.slots_per_gpu(long_window) < 1:
         raise InputError(
-            "hardware.model", spec.hardware.model,
+            "hardware.model", model.name,
             f"does not fit: 0 KV slots per {hardware.pool(long_window).gpu} instance at the long window {long_window} tokens",
         )
     mix, breakpoints = _request_mix(loaded)
@@ -206,7 +259,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     for i, constraint in enumerate(spec.constraints):
         if getattr(constraint, "gpu", None) is not None:
             get_gpu(constraint.gpu, f"constraints[{i}].gpu")  # an unknown GPU name is refused here, naming its constraint
-    options, windows, skipped = _catalog_options(spec, hardware, candidates) if spec.gpu_catalog is not None else ((), (), ())
+    options, windows, skipped = _catalog_options(loaded, hardware, candidates) if spec.gpu_catalog is not None else ((), (), ())
     return FleetProblem(
         name=spec.name,
         rate_rps=spec.workload.rate_rps,
@@ -222,6 +275,11 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         rho_max=spec.slo.rho_max,
         ttft_rule=spec.slo.ttft_rule,
         hardware=hardware,
+        preset=spec.preset,
+        tpot_p50_ms=spec.slo.tpot_p50_ms,
+        tpot_p90_ms=spec.slo.tpot_p90_ms,
+        tpot_p99_ms=spec.slo.tpot_p99_ms,
+        tpot_mean_ms=spec.slo.tpot_mean_ms,
         service_model=spec.slo.service_model,
         method=spec.solve.method,
         solver=spec.solve.solver,
@@ -237,12 +295,24 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     )
 
 
+def _check_token_budget(hardware: HardwareSpec) -> None:
+    """A chunk given explicitly must fit the engine's token budget (``max_num_batched_tokens``): an engine never
+    schedules more prompt tokens in one iteration than its budget."""
+    budget = resolve_limits(hardware.engine, get_gpu(hardware.gpu)).max_num_batched_tokens
+    chunk = hardware.iteration.chunk_tokens
+    if budget is not None and "chunk_tokens" in hardware.iteration.model_fields_set and chunk > budget:
+        raise InputError("hardware.iteration.chunk_tokens", chunk,
+                         f"is above the engine's token budget max_num_batched_tokens {budget}: no iteration carries more prompt "
+                         "tokens than the budget (lower the chunk, or raise hardware.engine.max_num_batched_tokens)")
+
+
 def _label(gpu_name: str, tp: int) -> str:
     return f"{gpu_name} x{tp}" if tp > 1 else gpu_name
 
 
-def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates: tuple[int, ...]) -> tuple[tuple[PoolFactory, ...], tuple[int, ...], tuple[str, ...]]:
+def _catalog_options(loaded: LoadedInstance, hardware: PoolFactory, candidates: tuple[int, ...]) -> tuple[tuple[PoolFactory, ...], tuple[int, ...], tuple[str, ...]]:
     """GPU configurations of ``gpu_catalog`` (gpu x tp), the windows offered, and the configurations left out (why)."""
+    spec: FleetInstanceSpec = loaded.spec
     catalog = spec.gpu_catalog
     assert catalog is not None
     long_window = spec.pools.long_window_tokens
@@ -251,7 +321,7 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
         if not 0 < w <= long_window:
             raise InputError(f"gpu_catalog.windows[{i}]", w, f"must lie in (0, {long_window}] (the long window)")
     names = [get_gpu(g, f"gpu_catalog.gpus[{i}]").name for i, g in enumerate(catalog.gpus)]
-    model = get_model(spec.hardware.model)
+    model = hardware.model
     for i, tp in enumerate(catalog.tp):
         check_tensor_parallel(model, tp, f"gpu_catalog.tp[{i}]")
     for i, ov in enumerate(catalog.overrides):
@@ -260,6 +330,11 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
             raise InputError(f"gpu_catalog.overrides[{i}].gpu", ov.gpu, f"is not in gpu_catalog.gpus {catalog.gpus}")
         if (name, ov.tp) == (hardware.gpu_name, hardware.tp):
             raise InputError(f"gpu_catalog.overrides[{i}]", f"{ov.gpu} tp {ov.tp}", "is the hardware block's own configuration: set its numbers in hardware")
+        for paper_field in ("w_ms", "h_ms_per_slot"):
+            if spec.preset == ENGINE_PRESET and getattr(ov, paper_field) is not None:
+                raise InputError(f"gpu_catalog.overrides[{i}].{paper_field}", getattr(ov, paper_field),
+                                 "is a constant of the paper's service model, which charges no prefill compute; set preset: paper, "
+                                 "or leave it out (under preset engine each GPU type's iteration comes from its engine)")
     options: list[PoolFactory] = []
     skipped: list[str] = []
     for name in dict.fromkeys(names):
@@ -269,15 +344,15 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
             else:
                 matching = [ov for ov in catalog.overrides if get_gpu(ov.gpu).name == name and ov.tp in (None, tp)]
                 override = max(matching, key=lambda ov: ov.tp is not None, default=None)
-                option = _catalog_option(spec, name, tp, override, catalog.overrides.index(override) if override is not None else None)
+                option = _catalog_option(loaded, hardware, name, tp, override, catalog.overrides.index(override) if override is not None else None)
             if max(option.slots_per_gpu(w) for w in windows) < 1:
                 profile = option.profile(windows[0])
                 why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot at any window"
-                skipped.append(f"{option.label}: {spec.hardware.model}: {why}")
+                skipped.append(f"{option.label}: {model.name}: {why}")
                 continue
             options.append(option)
     if not options:
-        raise InputError("gpu_catalog", catalog.gpus, f"no GPU configuration holds {spec.hardware.model}: {'; '.join(skipped)}")
+        raise InputError("gpu_catalog", catalog.gpus, f"no GPU configuration holds {model.name}: {'; '.join(skipped)}")
     chunks = {option.label: option.pool(long_window).chunk_tokens for option in options}
     if len(set(chunks.values())) > 1:  # the MILP's floor levels count prefill chunks of one size for every option
         raise InputError("hardware.engine.max_num_batched_tokens", spec.hardware.engine.max_num_batched_tokens,
@@ -286,22 +361,26 @@ def _catalog_options(spec: FleetInstanceSpec, hardware: PoolFactory, candidates:
     return tuple(options), windows, tuple(skipped)
 
 
-def _catalog_option(spec: FleetInstanceSpec, gpu: str, tp: int, override: CatalogOverrideSpec | None, position: int | None) -> PoolFactory:
+def _catalog_option(loaded: LoadedInstance, hardware: PoolFactory, gpu: str, tp: int, override: CatalogOverrideSpec | None,
+                    position: int | None) -> PoolFactory:
     """One catalog configuration: the reference's model and chunking, derived or overridden W/H/slots
     (``override`` is ``gpu_catalog.overrides[position]``)."""
+    spec: FleetInstanceSpec = loaded.spec
     reference = spec.hardware.iteration
     iteration = IterationSpec(
         w_ms=None if override is None else override.w_ms,
         h_ms_per_slot=None if override is None else override.h_ms_per_slot,
-        chunk_tokens=reference.chunk_tokens,
         scaling=reference.scaling,
         length_scale_tokens=reference.length_scale_tokens,
+        **({"chunk_tokens": reference.chunk_tokens} if "chunk_tokens" in reference.model_fields_set else {}),
     )
     kv = None if override is None else override.kv_tokens_per_gpu
     slots = SlotsSpec(kv_tokens_per_gpu=kv) if kv is not None else SlotsSpec(formula="profile")
-    config = HardwareSpec(gpu=gpu, model=spec.hardware.model, tp=tp, iteration=iteration, slots=slots, engine=spec.hardware.engine)
+    config = HardwareSpec(gpu=gpu, model=spec.hardware.model, config_json=spec.hardware.config_json, tp=tp, iteration=iteration,
+                          slots=slots, engine=spec.hardware.engine, performance=spec.hardware.performance)
     price = None if override is None else override.cost_per_gpu_hour
-    return PoolFactory(config, _instance_price(get_gpu(gpu), tp, price, f"gpu_catalog.overrides[{position}].cost_per_gpu_hour"))
+    engine = engine_of(config, hardware.model, loaded.resolve, own=False) if spec.preset == ENGINE_PRESET else None
+    return PoolFactory(config, _instance_price(get_gpu(gpu), tp, price, f"gpu_catalog.overrides[{position}].cost_per_gpu_hour"), hardware.model, engine)
 
 
 MAX_INSTANCE_PRICE_PER_HOUR = 1e270

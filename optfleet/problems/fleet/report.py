@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from optfleet import tables
+from optfleet.problems.fleet.assumptions import assumption_lines
 from optfleet.problems.fleet.evaluator import FleetEvaluation, PoolMetrics
 from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
 from optfleet.problems.fleet.problem import FleetProblem
@@ -52,6 +53,9 @@ def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
             "cost": format_cost(p.cost_per_hour),
         })
     frame = pd.DataFrame(rows)
+    if problem.charges_prefill or problem.tpot_targets.any:  # the slot model's TPOT: the longest iteration (every percentile), the mean
+        frame.insert(frame.columns.get_loc("binding"), "TPOT bound ms", [p.tpot_bound_ms for p in evaluation.pools])
+        frame.insert(frame.columns.get_loc("binding"), "mean TPOT ms", [p.tpot_mean_ms for p in evaluation.pools])
     if (frame["instances"] == frame["GPUs"]).all():
         frame = frame.drop(columns=["instances"]).rename(columns={"slots/instance": "slots/GPU"})
     if evaluation.service_model == "batching":  # the same fields, read by the batching model (evaluator.py)
@@ -93,6 +97,7 @@ def render_solve(outcome: "SolveOutcome") -> str:
     lines = [
         f"instance {problem.name}: lambda = {problem.rate_rps:g} req/s, P99 TTFT SLO {problem.ttft_p99_ms:g} ms "
         f"(rule: {problem.ttft_rule}{', service model: batching' if problem.service_model == 'batching' else ''}), rho_max {problem.rho_max:g}",
+        *assumption_lines(problem),
         "",
     ]
     if main.evaluation is None:
@@ -132,7 +137,9 @@ def render_solve(outcome: "SolveOutcome") -> str:
 
 def render_gap(outcome: "GapOutcome") -> str:
     """The ``optfleet gap`` text: the core columns and the kind's own (see optfleet/tables.py)."""
-    return tables.single_group_gap(outcome, {"pools": ("pools", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text)})
+    text = tables.single_group_gap(outcome, {"pools": ("pools", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text)})
+    head, _, rest = text.partition("\n")
+    return "\n".join([head, *assumption_lines(outcome.loaded.problem), rest])
 
 
 def solve_files(outcome: SolveOutcome) -> dict[str, str]:

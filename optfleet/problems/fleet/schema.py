@@ -143,16 +143,87 @@ class EngineLimitsSpec(Strict):
         return self
 
 
+Efficiency = Annotated[Real, Field(gt=0.0, le=1.0)]
+StepCoefficient = Annotated[Real, Field(ge=0.0), at_most(1e5, "ms", "a 100 s iteration")]
+
+
+class PerformanceSpec(Strict):
+    """Where an iteration's time comes from under ``preset: engine`` (optfleet/engine/): one source.
+
+    * ``roofline`` (default): first principles from the GPU's and the model's specs (engine/roofline.py); the
+      efficiency factors default to the calibrated values of optfleet/hardware/profiles.py;
+    * ``measured``: NVIDIA aiconfigurator's per-operation database measured on real GPUs (engine/measured.py; the
+      ``measured`` extra): ``system`` (default: the GPU's, e.g. ``h100_sxm``), ``backend``, ``version`` (default:
+      the database's current one), ``model`` (a Hugging Face id it bundles, or a folder holding a config.json), and
+      for a mixture of experts ``ep``; the ``*_quant`` modes default to the checkpoint's;
+    * ``fit``: a least-squares fit to the user's measurements (engine/fit.py): ``file`` (one or several: tables of
+      measured iterations, or vLLM ``bench serve``, AIPerf or GuideLLM result files), ``fixed`` pins coefficients;
+    * ``affine``: the iteration time given directly, ``base_ms + per_seq_ms b + per_kv_token_ms k +
+      per_prefill_token_ms p + per_prefill_pair_ms pairs(p, o)`` (engine/step.py).
+    """
+
+    source: Literal["roofline", "measured", "fit", "affine"] = "roofline"
+    bandwidth_efficiency: Efficiency | None = None
+    compute_efficiency: Efficiency | None = None
+    allreduce_bandwidth_efficiency: Efficiency | None = None
+    system: str | None = None
+    backend: Literal["vllm", "sglang", "trtllm"] | None = None
+    version: str | None = None
+    model: str | None = None
+    ep: GpusPerInstance | None = Field(None, ge=1)
+    gemm_quant: str | None = None
+    moe_quant: str | None = None
+    kvcache_quant: str | None = None
+    fmha_quant: str | None = None
+    file: Annotated[list[str], Field(min_length=1)] | str | None = None
+    fixed: dict[Literal["base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms"], StepCoefficient] | None = None
+    base_ms: Annotated[Real, Field(gt=0.0), at_most(1e5, "ms", "a 100 s iteration")] | None = None
+    per_seq_ms: StepCoefficient | None = None
+    per_kv_token_ms: StepCoefficient | None = None
+    per_prefill_token_ms: StepCoefficient | None = None
+    per_prefill_pair_ms: StepCoefficient | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_the_source(self) -> "PerformanceSpec":
+        own = {
+            "roofline": ("bandwidth_efficiency", "compute_efficiency", "allreduce_bandwidth_efficiency"),
+            "measured": ("system", "backend", "version", "model", "ep", "gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant"),
+            "fit": ("file", "fixed"),
+            "affine": ("base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms"),
+        }
+        foreign = [k for source, names in own.items() if source != self.source for k in names if getattr(self, k) is not None]
+        if foreign:
+            raise ValueError(f"{', '.join(foreign)} do not apply to source {self.source}")
+        if self.source == "affine" and self.base_ms is None:
+            raise ValueError("source affine needs base_ms (and any of per_seq_ms, per_kv_token_ms, per_prefill_token_ms, "
+                             "per_prefill_pair_ms; those left out are 0)")
+        if self.source == "fit" and self.file is None:
+            raise ValueError("source fit needs file: a table of measured iterations or a serving benchmark's results (or a list of them)")
+        if self.source == "measured" and self.model is None:
+            raise ValueError("source measured needs model: the Hugging Face id of the measured model (or a folder holding its config.json)")
+        return self
+
+
 class HardwareSpec(Strict):
-    """One GPU configuration: catalog names, tensor-parallel degree, iteration constants, slot rule, engine limits."""
+    """One GPU configuration: catalog names (or a model's ``config.json`` in ``config_json``, read locally: ``model`` then
+    only names it), tensor-parallel degree, iteration constants, slot rule, engine limits and, under ``preset: engine``, where
+    iteration times come from (``performance``)."""
 
     profile: str | None = None
     gpu: str
-    model: str
+    model: str | None = None
+    config_json: str | None = None
     tp: GpusPerInstance = Field(1, ge=1)
     iteration: IterationSpec = IterationSpec()
     slots: SlotsSpec = SlotsSpec(formula="profile")
     engine: EngineLimitsSpec | None = None
+    performance: PerformanceSpec = PerformanceSpec()
+
+    @model_validator(mode="after")
+    def _a_model(self) -> "HardwareSpec":
+        if self.model is None and self.config_json is None:
+            raise ValueError("give model (a catalog name: optfleet catalog lists them) or config_json (a Hugging Face model's config.json)")
+        return self
 
 
 class CatalogOverrideSpec(Strict):
@@ -213,7 +284,7 @@ class CompressionSpec(Strict):
 
 
 class SloSpec(Strict):
-    """P99 TTFT target and utilisation cap.
+    """P99 TTFT target, time-per-output-token targets (each optional) and utilisation cap.
 
     ``ttft_rule: paper`` checks ``W99 + P99_pool(prefill + one iteration)``;
     ``fleetsim`` checks inference-fleet-sim's ``W99 + mean_pool(ceil(L_in/chunk)) (W + H)``.
@@ -223,6 +294,10 @@ class SloSpec(Strict):
     """
 
     ttft_p99_ms: Real = Field(gt=0.0)
+    tpot_p50_ms: Real | None = Field(None, gt=0.0)
+    tpot_p90_ms: Real | None = Field(None, gt=0.0)
+    tpot_p99_ms: Real | None = Field(None, gt=0.0)
+    tpot_mean_ms: Real | None = Field(None, gt=0.0)
     rho_max: Real = Field(0.85, gt=0.0, lt=1.0)
     ttft_rule: Literal["paper", "fleetsim"] = "paper"
     service_model: Literal["slots", "batching"] = "slots"
@@ -304,7 +379,7 @@ class FleetInstanceSpec(Strict):
     kind: Literal["fleet"]
     name: str
     description: str = ""
-    preset: Literal["paper", "fleetsim_compatible"] = "paper"
+    preset: Literal["engine", "paper", "fleetsim_compatible"] = "engine"
     workload: WorkloadSpec
     hardware: HardwareSpec
     gpu_catalog: GpuCatalogSpec | None = None

@@ -40,13 +40,11 @@ def pool_latency(config: PoolConfig, gpus: int, arrival_s: NDArray[np.float64], 
                  mode: str, measured_from_s: float, rng: np.random.Generator) -> PoolLatency:
     """TTFT and TPOT of one pool's requests (module docstring)."""
     if mode == "slots":
-        iteration_s = config.iteration_ms(l_in + l_out) / 1000.0
-        chunks = config.prefill_chunks(l_in)
-        service = (chunks + l_out) * iteration_s
+        service = config.service_ms(l_in, l_out) / 1000.0
         span = max(float(arrival_s[-1]), 1e-9)
         backlog = stationary_backlog(service, len(arrival_s) / span, gpus * config.slots_per_gpu, rng)
         start = fcfs_starts(arrival_s, service, gpus * config.slots_per_gpu, backlog)
-        first, finish = start + (chunks + 1) * iteration_s, start + service
+        first, finish = start + config.first_token_ms(l_in, l_out) / 1000.0, start + service
     else:
         times = simulate_batching(config, gpus, arrival_s, l_in, l_out)
         first, finish = times.first_token_s, times.finish_s

@@ -12,7 +12,7 @@ evaluator, like every other plan.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from optfleet.problems.fleet.evaluator import evaluate
 from optfleet.problems.fleet.heuristics.candidate_stats import CandidateStats, CandidateTables
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
+from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import size_pools
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.problems.fleet.routing import route
@@ -56,10 +57,9 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
     else:
         tables = CandidateTables(problem, boundaries, gammas)
         short, long = tables.two_pool()
-        empty = CandidateStats(*(np.zeros(1) for _ in range(4)))
-        short_slots = np.repeat([p.slots_per_gpu for p in short_pools], per_boundary)
-        n_short = _size(problem, _stack([empty, short]), short_slots)
-        n_long = _size(problem, _stack([tables.homogeneous(), long]), tables.long.slots_per_gpu)
+        empty = CandidateStats(*(np.zeros(1) for _ in fields(CandidateStats)))
+        n_short = _size(problem, _stack([empty, short]), [p for p, count in zip(short_pools, per_boundary, strict=True) for _ in range(count)])
+        n_long = _size(problem, _stack([tables.homogeneous(), long]), [tables.long] * len(b))
     feasible = (n_short >= 0) & (n_long >= 0)
     return pd.DataFrame({
         "B": b,
@@ -73,14 +73,16 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
 
 
 def _stack(stats: list[CandidateStats]) -> CandidateStats:
-    return CandidateStats(*(np.concatenate([getattr(s, f) for s in stats]) for f in ("share", "mean_service_ms", "service_scv", "ttft_floor_ms")))
+    return CandidateStats(*(np.concatenate([getattr(s, f.name) for s in stats]) for f in fields(CandidateStats)))
 
 
-def _size(problem: FleetProblem, stats: CandidateStats, slots_per_gpu: np.ndarray | int) -> np.ndarray:
-    return size_pools(
-        problem.rate_rps * stats.share, stats.mean_service_ms, stats.service_scv,
-        stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms, problem.rho_max,
-    )
+def _size(problem: FleetProblem, stats: CandidateStats, pools: list[PoolConfig]) -> np.ndarray:
+    """Each candidate's pool sized (``pools[i]`` its configuration), TTFT and TPOT targets included."""
+    rate = problem.rate_rps * stats.share
+    tpot = problem.tpot_targets.min_gpus(rate, stats.mean_prefill_compute_ms, np.array([p.window_step_ms for p in pools]),
+                                         np.array([p.tpot_bound_ms for p in pools])) if problem.tpot_targets.any else None
+    return size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, np.array([p.slots_per_gpu for p in pools]),
+                      problem.ttft_p99_ms, problem.rho_max, tpot)
 
 
 def _size_batching(problem: FleetProblem, boundaries: np.ndarray, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

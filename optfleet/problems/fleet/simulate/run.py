@@ -180,14 +180,12 @@ def _one_replication(
             raise InputError(f"plan.pools[{j}].gpus", pool.gpus, f"pool {pool.name} receives requests but has no GPU")
         arrival, l_in, l_out = stream.arrival_s[mine], stream.l_in[mine], stream.l_out[mine]
         slots = pool.gpus * config.slots_per_gpu
-        iteration_s = config.iteration_ms(l_in + l_out) / 1000.0
-        chunks = config.prefill_chunks(l_in)
         backlog = np.zeros(0)
         if mode == "slots":
-            service = (chunks + l_out) * iteration_s
+            service = config.service_ms(l_in, l_out) / 1000.0
             backlog = stationary_backlog(service, len(arrival) / window_end, slots, rng)
             start = fcfs_starts(arrival, service, slots, backlog)
-            first = start + (chunks + 1) * iteration_s
+            first = start + config.first_token_ms(l_in, l_out) / 1000.0
             finish = start + service
         else:
             times = simulate_batching(config, pool.gpus, arrival, l_in, l_out)

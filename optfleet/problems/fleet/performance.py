@@ -1,0 +1,111 @@
+"""The model and the engine of one GPU configuration of a fleet instance (``hardware.model`` or ``hardware.config_json``,
+``hardware.performance``).
+
+Under ``preset: engine`` every pool option's iteration time comes from an
+:class:`~optfleet.engine.step.EngineModel` (optfleet/engine/), reduced per
+pool to the affine form the slot model uses (engine/reduce.py).  The other
+presets are the paper's model, which charges no prefill compute and uses the
+``hardware.iteration`` constants instead.
+
+Sources: ``roofline`` for any catalog GPU; ``measured`` (aiconfigurator's
+database) for the GPU types it measured, each catalog GPU mapped to its
+system (:data:`MEASURED_SYSTEMS`); ``fit`` and ``affine`` describe one
+configuration, the hardware block's, so a ``gpu_catalog`` refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from optfleet.engine.roofline import roofline_engine
+from optfleet.engine.step import AffineStep, EngineModel
+from optfleet.errors import InputError
+from optfleet.hardware.catalog import ModelSpec, get_gpu, get_model
+from optfleet.hardware.hf_config import model_from_hf_config
+from optfleet.hardware.profiles import ProfileAssumptions
+from optfleet.problems.fleet.schema import HardwareSpec, PerformanceSpec
+
+ENGINE_PRESET = "engine"
+PAPER_ITERATION_FIELDS = ("w_ms", "h_ms_per_slot")
+ONE_CONFIGURATION_SOURCES = ("fit", "affine")
+MEASURED_SYSTEMS = {"A100-80GB": "a100_sxm", "H100-SXM": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "L40S": "l40s"}
+"""aiconfigurator's system for each catalog GPU it measured (SXM parts; its PCIe A100/H100 are other systems)."""
+DEFAULT_MEASURED_BACKEND = "vllm"
+
+
+def model_of(spec: HardwareSpec, resolve: Callable[[str], Path]) -> ModelSpec:
+    """The served model: read from ``config_json`` (``model`` then names it), else the catalog's ``model``."""
+    if spec.config_json is not None:
+        return model_from_hf_config(resolve(spec.config_json), name=spec.model, field="hardware.config_json")
+    assert spec.model is not None  # the schema asks for one of the two
+    return get_model(spec.model)
+
+
+def engine_of(spec: HardwareSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool = True,
+              field: str = "hardware.performance") -> EngineModel:
+    """The engine model of ``spec``'s GPU configuration; ``own`` is False for a catalog option other than the
+    hardware block's (module docstring)."""
+    performance = spec.performance
+    if not own and performance.source in ONE_CONFIGURATION_SOURCES:
+        raise InputError(f"{field}.source", performance.source,
+                         f"describes one configuration ({spec.gpu} x{spec.tp} is another in gpu_catalog); use roofline or measured with a gpu_catalog")
+    if performance.source == "affine":
+        return _affine(performance, field)
+    if performance.source == "fit":
+        return _fit(performance, resolve, field)
+    if performance.source == "measured":
+        return _measured(performance, spec, resolve, own, field)
+    given = {name: getattr(performance, name) for name in ("bandwidth_efficiency", "compute_efficiency", "allreduce_bandwidth_efficiency")
+             if getattr(performance, name) is not None}
+    return roofline_engine(get_gpu(spec.gpu), model, spec.tp, ProfileAssumptions(**given))
+
+
+def _affine(performance: PerformanceSpec, field: str) -> AffineStep:
+    coefficients = {name: getattr(performance, name) or 0.0
+                    for name in ("per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms")}
+    return AffineStep(base_ms=float(performance.base_ms), **coefficients, label=f"affine: given in {field}")
+
+
+def _fit(performance: PerformanceSpec, resolve: Callable[[str], Path], field: str) -> AffineStep:
+    from optfleet.engine.fit import fit_performance_files  # pandas readers: loaded only for a fit
+
+    files = [performance.file] if isinstance(performance.file, str) else list(performance.file or [])
+    return fit_performance_files([resolve(name) for name in files], fixed=performance.fixed, field=f"{field}.file").step
+
+
+def _measured(performance: PerformanceSpec, spec: HardwareSpec, resolve: Callable[[str], Path], own: bool, field: str) -> EngineModel:
+    from optfleet.engine.measured import MeasuredEngine  # aiconfigurator: imported only for a measured source
+
+    gpu = get_gpu(spec.gpu).name
+    system = performance.system if own and performance.system is not None else MEASURED_SYSTEMS.get(gpu)
+    if system is None:
+        raise InputError(f"{field}.system" if own else "gpu_catalog.gpus", gpu,
+                         f"aiconfigurator's database has no system for it; measured GPUs: {', '.join(MEASURED_SYSTEMS)}"
+                         + (" (or name its system)" if own else ""))
+    model = performance.model
+    assert model is not None  # the schema asks for it
+    local = resolve(model)
+    return MeasuredEngine.build(system, performance.backend or DEFAULT_MEASURED_BACKEND, performance.version,
+                                str(local) if local.is_dir() else model, spec.tp, ep=performance.ep or 1,
+                                gemm_quant=performance.gemm_quant, moe_quant=performance.moe_quant,
+                                kvcache_quant=performance.kvcache_quant, fmha_quant=performance.fmha_quant)
+
+
+def check_preset_fields(preset: str, spec: HardwareSpec, field: str = "hardware") -> None:
+    """Refuse a block that belongs to the other service model: the paper's W and H (or its length-scaled iteration)
+    under ``preset: engine``, a ``performance`` block under the paper's presets."""
+    iteration = spec.iteration
+    if preset == ENGINE_PRESET:
+        for name in PAPER_ITERATION_FIELDS:
+            if getattr(iteration, name) is not None:
+                raise InputError(f"{field}.iteration.{name}", getattr(iteration, name),
+                                 "is a constant of the paper's service model, which charges no prefill compute; under preset engine give "
+                                 f"{field}.performance (source: affine, base_ms, per_seq_ms, ...) or set preset: paper")
+        if iteration.scaling != "flat":
+            raise InputError(f"{field}.iteration.scaling", iteration.scaling,
+                             "belongs to the paper's service model; under preset engine each decode step reads each request's own "
+                             "context (set preset: paper or fleetsim_compatible for length_scaled)")
+    elif "performance" in spec.model_fields_set:
+        raise InputError(f"{field}.performance", spec.performance.source,
+                         f"applies under preset engine; preset {preset} is the paper's model (hardware.iteration's W and H, no prefill compute)")
