@@ -223,3 +223,26 @@ def test_catalog_lists_systems_backends_versions_and_models():
     assert {"trtllm", "vllm", "sglang"} <= set(catalog["systems"]["h100_sxm"])
     assert any("current" in slots for slots in catalog["systems"]["h100_sxm"]["vllm"].values())
     assert LLAMA in catalog["models"] and "Qwen/Qwen3-30B-A3B" in catalog["models"]
+
+
+def test_a_fleet_plans_on_the_measured_engine(tmp_path, monkeypatch):
+    """A fleet instance with ``hardware.performance.source: measured`` solves, its header names the database, and the
+    pool's affine form is the measured engine's reduction."""
+    import yaml
+
+    from optfleet.instance import load_instance
+    from optfleet.problems.fleet import evaluate
+    from optfleet.problems.fleet.heuristics import sweep
+    from optfleet.problems.fleet.problem import prepare
+
+    from support import FLEET_INSTANCES
+
+    monkeypatch.setenv("OPTFLEET_CACHE_DIR", str(tmp_path))
+    document = yaml.safe_load((FLEET_INSTANCES / "azure_2023_h100_engine.yaml").read_text())
+    document["workload"]["lengths"]["cdf_file"] = str(FLEET_INSTANCES / "data" / "azure_2023_cdf.json")
+    document["hardware"].update(model="Llama-3-8B", tp=1,
+                                performance={"source": "measured", "backend": "vllm", "model": "meta-llama/Meta-Llama-3.1-8B"})
+    problem = prepare(load_instance(document))
+    step = problem.pool(8192).step
+    assert step.source.startswith("measured: aiconfigurator-core") and "h100_sxm" in step.source and step.max_error < 0.1
+    assert evaluate(problem, sweep(problem).plan).meets_slo

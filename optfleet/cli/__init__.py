@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                          ) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.add_argument("file", help="instance file (YAML or JSON); its kind decides the methods")
-        command.add_argument("--preset", default=None, help="fleet instances: service-model preset (paper or fleetsim_compatible)")
+        command.add_argument("--preset", default=None, help="fleet instances: service-model preset (engine, the default; paper; or fleetsim_compatible)")
         command.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
         command.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
         command.add_argument("--quiet", action="store_true", help="no progress display on stderr")

@@ -231,14 +231,19 @@ def _check_columns(frame: pd.DataFrame, path: Path, field: str) -> None:
                          f"{KV_COLUMNS[1]!r} (their mean per sequence); give exactly one")
 
 
+MAX_MEASURED_VALUE = 1e9
+"""The largest count or time a measurement file may hold: a billion tokens or sequences in one run, or an iteration of
+11.6 days, is a unit or export error; far larger values overflow the fit's attention pairs."""
+
+
 def _cells(frame: pd.DataFrame, name: str, field: str, path: Path, positive: bool = False) -> NDArray[np.float64]:
-    """The column as floats: finite and >= 0 (> 0 with ``positive``)."""
+    """The column as floats: finite, >= 0 (> 0 with ``positive``) and at most :data:`MAX_MEASURED_VALUE`."""
     import pandas as pd
 
     raw = frame[name]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values) | ((values <= 0) if positive else (values < 0))
-    refuse_cells(f"{field}:{name}", raw, bad, f"must be a finite number {'> 0' if positive else '>= 0'}", path)
+    bad = ~np.isfinite(values) | ((values <= 0) if positive else (values < 0)) | (values > MAX_MEASURED_VALUE)
+    refuse_cells(f"{field}:{name}", raw, bad, f"must be a finite number {'> 0' if positive else '>= 0'} and at most {MAX_MEASURED_VALUE:g}", path)
     return values
 
 
@@ -321,8 +326,8 @@ class _Doc:
         """The finite number at ``keys``, > 0 (or >= 0 without ``positive``)."""
         value = self.get(*keys, hint=hint)
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
-        if not number or value < 0 or (positive and value == 0):
-            self.refuse(".".join(keys), f"{value!r} is not a finite number {'> 0' if positive else '>= 0'}")
+        if not number or value < 0 or (positive and value == 0) or value > MAX_MEASURED_VALUE:
+            self.refuse(".".join(keys), f"{value!r} is not a finite number {'> 0' if positive else '>= 0'} and at most {MAX_MEASURED_VALUE:g}")
         return float(value)
 
     def child(self, key: str, index: int) -> _Doc:
@@ -380,7 +385,8 @@ def _vllm_lengths(doc: _Doc, completed: float) -> tuple[ArrayLike, ArrayLike]:
     if doc.has("input_lens") and doc.has("output_lens"):
         prompt = np.asarray(doc.get("input_lens"), dtype=np.float64)
         output = np.asarray(doc.get("output_lens"), dtype=np.float64)
-        if prompt.shape != output.shape or prompt.ndim != 1 or not (np.isfinite(prompt).all() and np.isfinite(output).all()):
+        if (prompt.shape != output.shape or prompt.ndim != 1 or not (np.isfinite(prompt).all() and np.isfinite(output).all())
+                or max(prompt.max(initial=0.0), output.max(initial=0.0)) > MAX_MEASURED_VALUE):
             doc.refuse("input_lens", "input_lens and output_lens must be lists of token counts of one length")
         done = output > 0
         return prompt[done], output[done]

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.engine.benchmark_files import Observation, read_performance_files
-from optfleet.engine.step import AFFINE_FIELDS, AffineStep
+from optfleet.engine.step import AFFINE_FIELDS, MIN_BASE_MS, AffineStep
 from optfleet.errors import InputError
 
 # What excites each coefficient: said when the data leave it unidentified.
@@ -91,8 +91,8 @@ def fit_affine_step(observations: Sequence[Observation], label: str | None = Non
     _refuse_unidentified(scaled, [AFFINE_FIELDS[j] for j in free], field, sources)
     coefficients = pinned_column.copy()
     coefficients[free] = _nnls_columns(scaled, (y - a @ pinned_column) / y)
-    if coefficients[0] <= 0:
-        raise InputError(field, sources, "the best non-negative fit puts base_ms at 0 (an iteration with nothing in it "
+    if coefficients[0] < MIN_BASE_MS:
+        raise InputError(field, sources, f"the best non-negative fit puts base_ms at {coefficients[0]:.3g} ms, below {MIN_BASE_MS:g} ms (an iteration with nothing in it "
                          "would take no time): check that the times are in ms, add small iterations, or pin base_ms "
                          "with fixed={'base_ms': value}")
     predicted = a @ coefficients

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import nnls
 
-from optfleet.engine.step import AffineStep, EngineModel, prefill_pairs
+from optfleet.engine.step import MIN_BASE_MS, AffineStep, EngineModel, prefill_pairs
 
 BATCH_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 CONTEXT_FRACTIONS = (0.125, 0.5, 1.0)
@@ -60,5 +60,5 @@ def affine_reduction(engine: EngineModel, slots: int, window_tokens: int, chunk_
     coefficients = solution / scale
     fitted = design @ coefficients
     error = float(np.max(np.abs(fitted / observed - 1.0)))
-    base = max(float(coefficients[0]), float(np.min(observed)) * 1e-6)  # an iteration always takes time
+    base = max(float(coefficients[0]), MIN_BASE_MS)  # an iteration always takes time
     return AffineStep(base, *(float(c) for c in coefficients[1:]), label=engine.source, max_error=error)

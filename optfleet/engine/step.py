@@ -68,6 +68,10 @@ class EngineModel(ABC):
         return self.step_ms(0, b, b * np.asarray(context_tokens, dtype=np.float64), 0)
 
 
+MIN_BASE_MS = 1e-3
+"""The least base step, 1 us: no GPU forward pass is shorter (a kernel launch alone takes a few us), and the queueing
+models divide by moments of the iteration time."""
+
 AFFINE_FIELDS = ("base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms")
 
 
@@ -93,8 +97,8 @@ class AffineStep(EngineModel):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"step.{name}", value, "must be a finite number >= 0")
-        if self.base_ms <= 0:
-            raise InputError("step.base_ms", self.base_ms, "must be > 0: no iteration takes no time")
+        if self.base_ms < MIN_BASE_MS:
+            raise InputError("step.base_ms", self.base_ms, f"must be at least {MIN_BASE_MS:g} ms: no GPU iteration is shorter")
 
     @property
     def source(self) -> str:

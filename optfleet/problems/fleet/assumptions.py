@@ -19,7 +19,8 @@ def _engine(problem: FleetProblem, factory: PoolFactory) -> dict[str, Any]:
     config = factory.pool(problem.long_window_tokens)
     if config.step is None:
         return {"gpu": factory.label, "source": f"paper: W {config.w_ms:.4g} ms + H {config.h_ms_per_slot:.4g} ms/slot, no prefill compute"}
-    return {"gpu": factory.label, "source": config.step.source, "affine_max_error": config.step.max_error}
+    return {"gpu": factory.label, "source": config.step.source, "affine_max_error": config.step.max_error,
+            "coefficients_at_long_window": config.step.coefficients()}
 
 
 def assumptions(problem: FleetProblem) -> dict[str, Any]:

@@ -622,10 +622,14 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
     homogeneous pool, or the user constraints whose removal helps (with a Python hook, which can only be judged
     within the model's ``gpu_bound``).  The homogeneous pool is checked first when the instance has one GPU
     configuration (its message names the pool and the prefill it needs)."""
+    closed = _closed_by_tpot(problem, data)
+    if closed is not None:
+        return f"MILP {report.status}: TPOT targets: {closed}"
     if not problem.heterogeneous:
         evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
         if evaluation.pools[0].min_gpus < 0:
-            return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {infeasible_pool_message(problem, evaluation, 'long')}"
+            rows = "TPOT targets" if evaluation.pools[0].binding == "tpot" else "TTFT floor constraints (4) cannot hold"
+            return f"MILP {report.status}: {rows}; {infeasible_pool_message(problem, evaluation, 'long')}"
     floor = _stranded_class(data) or _floor_tail(data)
     if floor is not None:
         return f"MILP {report.status}: TTFT floor constraints (4) cannot hold; {floor}"
@@ -645,6 +649,26 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
     return (f"MILP {report.status} ({report.summary}): TTFT floor constraints (4): every request length has a pool option whose floor "
             f"meets the SLO, but no routing over at most {max_pools} pool options keeps the P99 TTFT floor of each open pool within "
             f"{problem.ttft_p99_ms:g} ms (prefill in chunks of {chunk} tokens; a larger chunk, more windows or a looser SLO may help)")
+
+
+def _closed_by_tpot(problem: FleetProblem, data: FleetMilpData) -> str | None:
+    """Why no pool option can open when the TPOT targets close every one of them (milp_data.py), or None."""
+    targets = problem.tpot_targets
+    if not targets.any:
+        return None
+    configs = [problem.pool(o.window_tokens, o.gpu if problem.heterogeneous else None) for o in data.pools]
+    if any(o.levels > 0 for o in data.pools):
+        return None
+    if targets.percentile_ms is not None and not targets.bound_fits(np.array([c.tpot_bound_ms for c in configs])).any():
+        best = min(configs, key=lambda c: c.tpot_bound_ms)
+        return (f"every pool option's longest iteration is above the TPOT target {targets.percentile_ms:g} ms (the least, "
+                f"{best.tpot_bound_ms:.1f} ms, is {best.gpu} at {best.window_tokens} tokens); "
+                + ("a smaller chunk or smaller windows lower it" if problem.charges_prefill else "the paper's t_iter does not depend on the chunk"))
+    if targets.mean_ms is not None:
+        best = min(configs, key=lambda c: c.window_step_ms)
+        return (f"every pool option's decode step at its window is at or above the mean TPOT target {targets.mean_ms:g} ms "
+                f"(the least, {best.window_step_ms:.1f} ms, is {best.gpu} at {best.window_tokens} tokens)")
+    return None
 
 
 def _stranded_class(data: FleetMilpData) -> str | None:

@@ -55,7 +55,7 @@ def engine_of(spec: HardwareSpec, model: ModelSpec, resolve: Callable[[str], Pat
     if performance.source == "fit":
         return _fit(performance, resolve, field)
     if performance.source == "measured":
-        return _measured(performance, spec, resolve, own, field)
+        return _measured(performance, spec, model, resolve, own, field)
     given = {name: getattr(performance, name) for name in ("bandwidth_efficiency", "compute_efficiency", "allreduce_bandwidth_efficiency")
              if getattr(performance, name) is not None}
     return roofline_engine(get_gpu(spec.gpu), model, spec.tp, ProfileAssumptions(**given))
@@ -74,7 +74,8 @@ def _fit(performance: PerformanceSpec, resolve: Callable[[str], Path], field: st
     return fit_performance_files([resolve(name) for name in files], fixed=performance.fixed, field=f"{field}.file").step
 
 
-def _measured(performance: PerformanceSpec, spec: HardwareSpec, resolve: Callable[[str], Path], own: bool, field: str) -> EngineModel:
+def _measured(performance: PerformanceSpec, spec: HardwareSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool,
+              field: str) -> EngineModel:
     from optfleet.engine.measured import MeasuredEngine  # aiconfigurator: imported only for a measured source
 
     gpu = get_gpu(spec.gpu).name
@@ -83,13 +84,38 @@ def _measured(performance: PerformanceSpec, spec: HardwareSpec, resolve: Callabl
         raise InputError(f"{field}.system" if own else "gpu_catalog.gpus", gpu,
                          f"aiconfigurator's database has no system for it; measured GPUs: {', '.join(MEASURED_SYSTEMS)}"
                          + (" (or name its system)" if own else ""))
-    model = performance.model
-    assert model is not None  # the schema asks for it
-    local = resolve(model)
-    return MeasuredEngine.build(system, performance.backend or DEFAULT_MEASURED_BACKEND, performance.version,
-                                str(local) if local.is_dir() else model, spec.tp, ep=performance.ep or 1,
-                                gemm_quant=performance.gemm_quant, moe_quant=performance.moe_quant,
-                                kvcache_quant=performance.kvcache_quant, fmha_quant=performance.fmha_quant)
+    if gpu in MEASURED_SYSTEMS and system != MEASURED_SYSTEMS[gpu]:
+        raise InputError(f"{field}.system", system, f"is not hardware.gpu {gpu}'s system ({MEASURED_SYSTEMS[gpu]}): the plan would be "
+                         "priced and sized on one GPU and timed on another")
+    name = performance.model
+    assert name is not None  # the schema asks for it
+    local = resolve(name)
+    engine = MeasuredEngine.build(system, performance.backend or DEFAULT_MEASURED_BACKEND, performance.version,
+                                  str(local) if local.is_dir() else name, spec.tp, ep=performance.ep or 1,
+                                  gemm_quant=performance.gemm_quant, moe_quant=performance.moe_quant,
+                                  kvcache_quant=performance.kvcache_quant, fmha_quant=performance.fmha_quant)
+    _check_same_model(engine, model, spec.tp, field)
+    return engine
+
+
+MODEL_WEIGHT_TOLERANCE = 0.15
+"""How far the measured model's weights may be from the served model's (parameter counting conventions differ by a
+few per cent: tied embeddings, norms); further apart, they are not the same model or not the same precision."""
+
+
+def _check_same_model(engine: EngineModel, model: ModelSpec, tp: int, field: str) -> None:
+    """Refuse a measured model whose weights (aiconfigurator's memory estimate, when it gives one) are not the served
+    model's: its times would size another model's fleet."""
+    memory = getattr(engine, "memory", None)
+    if memory is None:
+        return
+    measured_gb = memory.weights_bytes * tp / 1e9
+    served_gb = model.weight_bytes() / 1e9
+    if abs(measured_gb / served_gb - 1.0) > MODEL_WEIGHT_TOLERANCE:
+        raise InputError(f"{field}.model", engine.source.split(", ")[-1],
+                         f"holds {measured_gb:.1f} GB of weights over TP {tp}, the served model ({model.name}) {served_gb:.1f} GB: "
+                         "they must be the same model at the same precision (set hardware.model or hardware.config_json to the "
+                         "measured model)")
 
 
 def check_preset_fields(preset: str, spec: HardwareSpec, field: str = "hardware") -> None:

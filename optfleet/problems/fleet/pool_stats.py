@@ -135,9 +135,10 @@ class TpotTargets:
     def min_gpus(self, rate_rps: ArrayLike, mean_prefill_compute_ms: ArrayLike, window_step_ms: ArrayLike,
                  tpot_bound_ms: ArrayLike) -> NDArray[np.int64]:
         """Fewest instances meeting the targets (module docstring): 0 for an idle pool, -1 where none does."""
-        load = np.asarray(rate_rps, dtype=np.float64) * np.asarray(mean_prefill_compute_ms, dtype=np.float64) / 1000.0
+        rate = np.asarray(rate_rps, dtype=np.float64)
+        load = rate * np.asarray(mean_prefill_compute_ms, dtype=np.float64) / 1000.0
         capacity = self.mean_capacity(window_step_ms)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             need = np.where(load > 0, np.ceil(load / capacity * (1.0 - RELATIVE_TOLERANCE)), 0.0)
-        ok = (load <= 0) | (self.bound_fits(tpot_bound_ms) & (capacity > 0) & (need <= MAX_GPUS))
+        ok = (rate <= 0) | (self.bound_fits(tpot_bound_ms) & (capacity > 0) & (need <= MAX_GPUS))
         return np.where(ok, np.where(load > 0, need, 0.0), INFEASIBLE).astype(np.int64)

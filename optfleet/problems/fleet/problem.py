@@ -231,6 +231,10 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     check_tensor_parallel(model, spec.hardware.tp)
     check_preset_fields(spec.preset, spec.hardware)
     _check_token_budget(spec.hardware)
+    tpot_given = [name for name in ("tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tpot_mean_ms") if getattr(spec.slo, name) is not None]
+    if tpot_given and spec.slo.service_model == "batching":
+        raise InputError(f"slo.{tpot_given[0]}", getattr(spec.slo, tpot_given[0]), "TPOT targets are checked by the slot model "
+                         "(service_model: slots); the batching model's TPOT is not built yet")
     if spec.preset == ENGINE_PRESET and spec.slo.service_model == "batching":
         raise InputError("slo.service_model", "batching", "the batching model does not charge prefill compute yet: under preset engine "
                          "use service_model: slots, or set preset: paper for the batching model without prefill compute")
@@ -241,9 +245,12 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
         raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
     if hardware.slots_per_gpu(long_window) < 1:
+        profile = hardware.profile(long_window)
+        why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot"
         raise InputError(
-            "hardware.model", model.name,
-            f"does not fit: 0 KV slots per {hardware.pool(long_window).gpu} instance at the long window {long_window} tokens",
+            "hardware.config_json" if spec.hardware.config_json is not None else "hardware.model", model.name,
+            f"does not fit: 0 KV slots per {hardware.pool(long_window).gpu} instance at the long window {long_window} tokens ({why}); "
+            "raise hardware.tp, pick a larger GPU or a shorter pools.long_window_tokens",
         )
     mix, breakpoints = _request_mix(loaded)
     if mix.max_total_tokens > long_window:
@@ -298,7 +305,12 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
 def _check_token_budget(hardware: HardwareSpec) -> None:
     """A chunk given explicitly must fit the engine's token budget (``max_num_batched_tokens``): an engine never
     schedules more prompt tokens in one iteration than its budget."""
-    budget = resolve_limits(hardware.engine, get_gpu(hardware.gpu)).max_num_batched_tokens
+    limits = resolve_limits(hardware.engine, get_gpu(hardware.gpu))
+    budget = limits.max_num_batched_tokens
+    if budget is not None and limits.max_num_seqs is not None and budget < limits.max_num_seqs:
+        raise InputError("hardware.engine.max_num_batched_tokens", budget,
+                         f"is below max_num_seqs {limits.max_num_seqs} (given or vLLM's default for {get_gpu(hardware.gpu).name}): every "
+                         "running sequence needs a token in an iteration (vLLM refuses this too); lower max_num_seqs or raise the budget")
     chunk = hardware.iteration.chunk_tokens
     if budget is not None and "chunk_tokens" in hardware.iteration.model_fields_set and chunk > budget:
         raise InputError("hardware.iteration.chunk_tokens", chunk,

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from optfleet.engine.step import MIN_BASE_MS
 from optfleet.instance.shared_schema import (
     AvailabilityConstraint,
     GpuCount,
@@ -143,7 +144,7 @@ class EngineLimitsSpec(Strict):
         return self
 
 
-Efficiency = Annotated[Real, Field(gt=0.0, le=1.0)]
+Efficiency = Annotated[Real, Field(ge=0.01, le=1.0)]  # a share of peak; below 1 % is a misconfiguration, not a GPU
 StepCoefficient = Annotated[Real, Field(ge=0.0), at_most(1e5, "ms", "a 100 s iteration")]
 
 
@@ -177,7 +178,7 @@ class PerformanceSpec(Strict):
     fmha_quant: str | None = None
     file: Annotated[list[str], Field(min_length=1)] | str | None = None
     fixed: dict[Literal["base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms"], StepCoefficient] | None = None
-    base_ms: Annotated[Real, Field(gt=0.0), at_most(1e5, "ms", "a 100 s iteration")] | None = None
+    base_ms: Annotated[Real, Field(ge=MIN_BASE_MS), at_most(1e5, "ms", "a 100 s iteration")] | None = None
     per_seq_ms: StepCoefficient | None = None
     per_kv_token_ms: StepCoefficient | None = None
     per_prefill_token_ms: StepCoefficient | None = None

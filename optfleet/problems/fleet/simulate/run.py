@@ -16,7 +16,7 @@ a run too short for that is refused.
 * SLO attainment = share of requests with TTFT <= the SLO;
 * queue length seen by arriving requests at P50/P90/P99 (per pool).
 
-In slot mode the first token comes ``(ceil(L_in/C_chunk) + 1) t_iter``
+In slot mode the first token comes at the pool model's TTFT floor (``(ceil(L_in/C_chunk) + 1) t_iter``
 after admission, the evaluator's TTFT model (pool_stats.py); in batching mode
 it is simulated (batching.py).  With ``R`` replications (seeds ``seed..seed+R-1``)
 each metric is reported as a mean and a 95 % Student-t half-width.
