@@ -151,6 +151,7 @@ def test_a_config_json_is_the_model():
     ({"hardware__performance": {"source": "roofline", "compute_efficiency": 1e-300}}, "hardware.performance.compute_efficiency",
      "greater than or equal to 0.01"),
     ({"slo": {"ttft_p99_ms": 1000, "tpot_p99_ms": 50, "service_model": "batching"}}, "slo.tpot_p99_ms", "checked by the slot model"),
+    ({"slo": {"ttft_p99_ms": 1000, "ttft_rule": "fleetsim"}}, "slo.ttft_rule", "under preset engine the TTFT floor is the engine's"),
 ])
 def test_bad_engine_input_names_the_field(changes, field, says):
     with pytest.raises(InputError, match=field.replace(".", r"\.")) as error:

@@ -235,6 +235,9 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     if tpot_given and spec.slo.service_model == "batching":
         raise InputError(f"slo.{tpot_given[0]}", getattr(spec.slo, tpot_given[0]), "TPOT targets are checked by the slot model "
                          "(service_model: slots); the batching model's TPOT is not built yet")
+    if spec.preset == ENGINE_PRESET and spec.slo.ttft_rule == "fleetsim":
+        raise InputError("slo.ttft_rule", "fleetsim", "is inference-fleet-sim's check on the paper's iteration (preset fleetsim_compatible); "
+                         "under preset engine the TTFT floor is the engine's (ttft_rule: paper)")
     if spec.preset == ENGINE_PRESET and spec.slo.service_model == "batching":
         raise InputError("slo.service_model", "batching", "the batching model does not charge prefill compute yet: under preset engine "
                          "use service_model: slots, or set preset: paper for the batching model without prefill compute")
