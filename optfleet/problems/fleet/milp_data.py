@@ -354,7 +354,7 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
     """
     step = _floor_step_ms(problem, cfg)
     slo = problem.ttft_p99_ms
-    if not _tpot_can_open(problem, cfg):
+    if not problem.tpot_targets.reachable(cfg.tpot_bound_ms, cfg.window_step_ms):
         return (), np.zeros(0)
     if problem.ttft_rule != "fleetsim":
         if problem.service_model == "batching":
@@ -370,13 +370,6 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
         return tuple(bottoms[keep] * step), np.minimum(tops[keep], slo / step)
     keep = tops * step <= slo
     return tuple(tops[keep] * step), tops[keep]
-
-
-def _tpot_can_open(problem: FleetProblem, cfg: PoolConfig) -> bool:
-    """Whether a pool on ``cfg`` can meet the TPOT targets at some count: its longest-iteration bound within the
-    strictest percentile target, its window step below the mean target (pool_stats.py)."""
-    targets = problem.tpot_targets
-    return bool(targets.bound_fits(cfg.tpot_bound_ms)) and float(targets.mean_capacity(cfg.window_step_ms)) > 0
 
 
 def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optfleet.engine.roofline import roofline_engine
-from optfleet.engine.step import AffineStep, EngineModel
+from optfleet.engine.step import AFFINE_FIELDS, AffineStep, EngineModel
 from optfleet.errors import InputError
 from optfleet.hardware.catalog import ModelSpec, get_gpu, get_model
 from optfleet.hardware.hf_config import model_from_hf_config
@@ -62,9 +62,8 @@ def engine_of(spec: HardwareSpec, model: ModelSpec, resolve: Callable[[str], Pat
 
 
 def _affine(performance: PerformanceSpec, field: str) -> AffineStep:
-    coefficients = {name: getattr(performance, name) or 0.0
-                    for name in ("per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms")}
-    return AffineStep(base_ms=float(performance.base_ms), **coefficients, label=f"affine: given in {field}")
+    """The coefficients given (those left out are 0; the schema asks for ``base_ms``)."""
+    return AffineStep(**{name: float(getattr(performance, name) or 0.0) for name in AFFINE_FIELDS}, label=f"affine: given in {field}")
 
 
 def _fit(performance: PerformanceSpec, resolve: Callable[[str], Path], field: str) -> AffineStep:

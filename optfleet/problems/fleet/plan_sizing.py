@@ -62,7 +62,7 @@ def _tpot_reason(problem: FleetProblem, pool: PoolMetrics) -> str | None:
         if not problem.charges_prefill:
             return (f"its iteration, {pool.tpot_bound_ms:.1f} ms (the paper's full-batch t_iter at the window), is above the TPOT "
                     f"target {targets.percentile_ms:g} ms; a smaller window lowers it")
-        return (f"its longest iteration, {pool.tpot_bound_ms:.1f} ms (a full batch at the window plus the deepest prefill chunk), "
+        return (f"its longest iteration, {pool.tpot_bound_ms:.1f} ms (a full batch at the window plus a full budget of prompt tokens), "
                 f"is above the TPOT target {targets.percentile_ms:g} ms, which every TPOT percentile must meet in the slot model; "
                 "a smaller chunk (hardware.engine.max_num_batched_tokens) or a smaller window lowers it")
     config = problem.pool(pool.window_tokens, pool.gpu)

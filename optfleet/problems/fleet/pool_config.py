@@ -44,7 +44,7 @@ of ``s`` sequences and charges
   on the shipped ``azure_2023_h100_engine`` plan, whose instances spend about
   75 % of their time on prefill, the batching simulator measures P99 TTFT
   379 and 633 ms where this floor gives 278 and 497 ms (60,000 requests, 2
-  replications);
+  replications; benchmarks/bench_engine.py);
 * **time per output token**: every iteration is at most ``t_w`` plus a full
   budget of prompt tokens at their deepest, ``t_w + per_prefill_token C +
   per_prefill_pair C (C_w + 1/2)`` (pieces ``p_i`` of prompts at offsets
@@ -54,8 +54,8 @@ of ``s`` sequences and charges
   lambda_g E[P])`` (the full-window decode step stretched by the prefill
   compute it carries), an upper estimate.  Both are loose: on the shipped
   ``azure_2023_h100_engine`` plan the batching simulator measures mean TPOT
-  35 and 22 ms, P99 46 and 25 ms, against 86 and 52 ms (mean) and 121 and
-  128 ms (bound) here.
+  34 and 22 ms, P99 46 and 24 ms, against 86 and 52 ms (mean) and 121 and
+  127 ms (bound) here (benchmarks/bench_engine.py).
 
 With ``per_kv_token = per_prefill_token = per_prefill_pair = 0`` and
 ``per_seq = H`` the engine model is the paper's flat model.  Each instance is

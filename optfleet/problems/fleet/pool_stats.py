@@ -132,6 +132,11 @@ class TpotTargets:
         step = np.asarray(window_step_ms, dtype=np.float64)
         return 1.0 - step / self.mean_ms if self.mean_ms is not None else np.ones(step.shape)
 
+    def reachable(self, tpot_bound_ms: ArrayLike, window_step_ms: ArrayLike) -> NDArray[np.bool_]:
+        """Whether a pool can meet the targets at some count: its longest iteration within the strictest percentile
+        target and its window step below the mean target."""
+        return self.bound_fits(tpot_bound_ms) & (self.mean_capacity(window_step_ms) > 0)
+
     def min_gpus(self, rate_rps: ArrayLike, mean_prefill_compute_ms: ArrayLike, window_step_ms: ArrayLike,
                  tpot_bound_ms: ArrayLike) -> NDArray[np.int64]:
         """Fewest instances meeting the targets (module docstring): 0 for an idle pool, -1 where none does."""
@@ -140,5 +145,5 @@ class TpotTargets:
         capacity = self.mean_capacity(window_step_ms)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             need = np.where(load > 0, np.ceil(load / capacity * (1.0 - RELATIVE_TOLERANCE)), 0.0)
-        ok = (rate <= 0) | (self.bound_fits(tpot_bound_ms) & (capacity > 0) & (need <= MAX_GPUS))
+        ok = (rate <= 0) | (self.reachable(tpot_bound_ms, window_step_ms) & (need <= MAX_GPUS))
         return np.where(ok, np.where(load > 0, need, 0.0), INFEASIBLE).astype(np.int64)

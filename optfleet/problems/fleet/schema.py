@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from optfleet.engine.step import MIN_BASE_MS
+from optfleet.engine.step import AFFINE_FIELDS, MIN_BASE_MS
 from optfleet.instance.shared_schema import (
     AvailabilityConstraint,
     GpuCount,
@@ -190,7 +190,7 @@ class PerformanceSpec(Strict):
             "roofline": ("bandwidth_efficiency", "compute_efficiency", "allreduce_bandwidth_efficiency"),
             "measured": ("system", "backend", "version", "model", "ep", "gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant"),
             "fit": ("file", "fixed"),
-            "affine": ("base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms"),
+            "affine": AFFINE_FIELDS,
         }
         foreign = [k for source, names in own.items() if source != self.source for k in names if getattr(self, k) is not None]
         if foreign:

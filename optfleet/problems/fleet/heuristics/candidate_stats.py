@@ -167,12 +167,12 @@ class CandidateTables:
     def homogeneous(self) -> CandidateStats:
         """Statistics of the single long pool serving everything."""
         sums = self._prefix_at[-1:]
-        share, mean, scv, prefill = _moments(sums, self.long.base_ms, self.long.slots_per_gpu, self.long.slot_work_coefficients)
+        moments = _moments(sums, self.long.base_ms, self.long.slots_per_gpu, self.long.slot_work_coefficients)
         hist = self._hist_at[-1:] if self._hist_at is not None else None
         floor = self._floor(sums, [self.long], hist)
         if floor is None:
             floor = np.array([self._exact_floor(Plan((PoolPlan("long", self.problem.long_window_tokens, 0),)))[0]])
-        return CandidateStats(share, mean, scv, floor, prefill)
+        return _stats(moments, floor)
 
     def two_pool(self) -> tuple[CandidateStats, CandidateStats]:
         """(short, long) statistics of every candidate row.
