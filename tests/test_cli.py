@@ -70,9 +70,9 @@ def test_catalog_lists_gpus_and_models_with_sources(capsys):
     out = capsys.readouterr().out
     for name in ("A10G", "H100-SXM", "MI300X", "Llama-3-70B", "Qwen3-235B-A22B"):
         assert name in out
-    assert main(["catalog", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert all(row["source"] for row in rows)
+    assert main(["catalog", "--source", "roofline", "--json"]) == 0
+    roofline = json.loads(capsys.readouterr().out)["roofline"]
+    assert all(row["source"] for row in roofline["gpus"] + roofline["models"])
 
 
 def test_out_pointing_at_a_file_or_an_unwritable_folder_is_refused_before_any_work(tmp_path, capsys):

@@ -246,3 +246,17 @@ def test_a_fleet_plans_on_the_measured_engine(tmp_path, monkeypatch):
     step = problem.pool(8192).step
     assert step.source.startswith("measured: aiconfigurator-core") and "h100_sxm" in step.source and step.max_error < 0.1
     assert evaluate(problem, sweep(problem).plan).meets_slo
+
+
+@pytest.mark.unit
+def test_optfleet_catalog_lists_the_measured_systems_with_their_gpus_and_the_bundled_models(capsys):
+    from optfleet.cli import main
+    from optfleet.engine.sources import source_catalog
+
+    section = source_catalog("measured")["measured"]
+    assert section["installed"] is True and section["database"] == measured_catalog()["source"]
+    assert section["systems"]["h100_sxm"]["gpu"] == "H100-SXM" and "vllm" in section["systems"]["h100_sxm"]["backends"]
+    assert LLAMA in section["models"] and "Qwen/Qwen3-30B-A3B" in section["models"]
+    assert main(["catalog", "--source", "measured"]) == 0
+    out = capsys.readouterr().out
+    assert "h100_sxm" in out and "H100-SXM" in out and "Qwen/Qwen3-30B-A3B" in out and "not available" not in out

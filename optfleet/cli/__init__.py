@@ -128,8 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     compress.add_argument("--quiet", action="store_true", help="no summary on stderr")
     compress.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
-    catalog = sub.add_parser("catalog", help="list the GPU and model catalog with sources", description="list the GPU and model catalog with sources")
-    catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
+    catalog = sub.add_parser("catalog", help="list what each performance source knows (the GPU and model catalog first)",
+                             description="list what each performance source (hardware.performance.source) knows: the GPU "
+                                         "and model catalog with sources (roofline), aiconfigurator's database (measured), "
+                                         "the files a fit reads (fit), the coefficients given directly (affine)")
+    # optfleet.engine.sources.SOURCES and "all", spelled out: start-up imports only argparse (tests/test_catalog_sources.py runs each)
+    catalog.add_argument("--source", choices=("roofline", "measured", "fit", "affine", "all"), default="all",
+                         help="list one source only (default: all)")
+    catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout, keyed by source, instead of tables")
     catalog.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     return parser
 

@@ -190,23 +190,92 @@ def simulate_command(args: argparse.Namespace) -> int:
 
 
 def catalog_command(args: argparse.Namespace) -> int:
-    import pandas as pd
+    """``optfleet catalog [--source S]``: what each performance source knows (optfleet.engine.sources), one section
+    per source under a ``SOURCE: about`` heading, or ``--json``: one document keyed by source."""
+    from optfleet.engine.sources import source_catalog
 
-    from optfleet.hardware import catalog_rows
-
-    rows = catalog_rows()
+    catalog = source_catalog(args.source)
     if args.json:
-        print(dump(rows))
+        print(dump(catalog))
         return EXIT_OK
-    for kind in ("gpu", "model"):
-        frame = pd.DataFrame([r for r in rows if r["kind"] == kind]).drop(columns=["kind"])
-        print(f"{kind.upper()}S")
-        print(frame.drop(columns=["source"]).to_string(index=False, float_format=lambda v: f"{v:g}", na_rep="-"))
-        print("sources:")
-        for name, source in zip(frame["name"], frame["source"], strict=True):
-            print(f"  {name}: {source}")
+    for name, section in catalog.items():
+        print(f"{name.upper()}: {section['about']}")
+        _CATALOG_SECTIONS[name](section)
         print()
     return EXIT_OK
+
+
+def _print_roofline(section: dict[str, Any]) -> None:
+    """The GPU and model tables with their sources, the efficiencies and what a config.json may hold."""
+    _print_spec_table("GPUS", section["gpus"])
+    _print_spec_table("MODELS", section["models"])
+    efficiencies = ", ".join(f"{name} {value:g}" for name, value in section["efficiencies"].items())
+    print(f"  efficiencies (defaults; override under hardware.performance): {efficiencies}")
+    for what, names in section["config_json"].items():
+        _print_wrapped(f"hardware.config_json {what.replace('_', ' ')}", names)
+
+
+def _print_spec_table(title: str, rows: list[dict[str, Any]]) -> None:
+    """A catalog table without its ``source`` column, then one ``name: source`` line per row."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    print(title)
+    print(frame.drop(columns=["source"]).to_string(index=False, float_format=lambda v: f"{v:g}", na_rep="-"))
+    print("sources:")
+    for name, source in zip(frame["name"], frame["source"], strict=True):
+        print(f"  {name}: {source}")
+    print()
+
+
+def _print_measured(section: dict[str, Any]) -> None:
+    """One row per system and backend with its versions (slot names in brackets) and the bundled models; or why the
+    database is unavailable."""
+    if not section["installed"]:
+        print(f"  not available: {section['problem']}")
+        print("  catalog GPUs it times: " + ", ".join(f"{gpu} ({system})" for gpu, system in section["gpu_systems"].items()))
+        return
+    import pandas as pd
+
+    print(f"  database: {section['database']}")
+    rows = [{"system": system, "gpu": entry["gpu"], "backend": backend,
+             "versions": ", ".join(f"{v} ({', '.join(slots)})" if slots else v for v, slots in versions.items())}
+            for system, entry in section["systems"].items() for backend, versions in entry["backends"].items()]
+    print(pd.DataFrame(rows).to_string(index=False, na_rep="-"))
+    _print_wrapped(f"bundled models ({len(section['models'])})", section["models"])
+
+
+def _print_fit(section: dict[str, Any]) -> None:
+    """The file formats with their columns or tools, and what identifies each coefficient."""
+    table, benchmarks = section["iteration_table"], section["serving_benchmarks"]
+    _print_named(f"iteration tables ({', '.join(table['suffixes'])}): {table['note']}; columns", table["columns"])
+    _print_named(f"serving benchmark results ({', '.join(benchmarks['suffixes'])})", benchmarks["formats"])
+    _print_named("what identifies each coefficient", section["identified_by"])
+
+
+def _print_affine(section: dict[str, Any]) -> None:
+    """Each coefficient with its meaning."""
+    _print_named("coefficients (hardware.performance.<name>)", section["coefficients"])
+
+
+def _print_named(title: str, meanings: dict[str, str]) -> None:
+    """``  title:`` then one ``    name: meaning`` line per entry."""
+    print(f"  {title}:")
+    for name, meaning in meanings.items():
+        print(f"    {name}: {meaning}")
+
+
+def _print_wrapped(label: str, names: list[str]) -> None:
+    """``  label: a, b, c`` wrapped at 110 columns, continuation lines indented."""
+    import textwrap
+
+    print(textwrap.fill(", ".join(names), width=110, initial_indent=f"  {label}: ", subsequent_indent="    ",
+                        break_on_hyphens=False))
+
+
+_CATALOG_SECTIONS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "roofline": _print_roofline, "measured": _print_measured, "fit": _print_fit, "affine": _print_affine,
+}
 
 
 _COMPRESS_OPTIONS = {"budget_tokens": "--budget-tokens", "output_tokens": "--output-tokens", "category": "--category",

@@ -73,6 +73,9 @@ ATTENTION_PER_OCTAVE = 8
 ATTENTION_DENSE = 16  # the attention grids hold every integer up to here, then ATTENTION_PER_OCTAVE per doubling
 PROBES = 8  # lines along which an attention grid's axis is refined
 REFINE_RTOL = 2e-3  # refine an attention axis where a straight line between grid points misses by more
+MEASURED_SYSTEMS = {"A100-80GB": "a100_sxm", "H100-SXM": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "L40S": "l40s"}
+"""aiconfigurator's system for each catalog GPU it measured (SXM parts; its PCIe A100/H100 are other systems)."""
+DEFAULT_MEASURED_BACKEND = "vllm"
 TABLE_FORMAT = 1  # bump when the grid or the decomposition changes: old cache files are then ignored
 
 DEFAULT_MAX_TOKENS = 131072

@@ -94,7 +94,7 @@ left out: FP8 block scales (4 bytes per 128 x 128 block, 0.02 %), INT4
 group scales (GPTQ/AWQ, ~2.5 bytes per group of 128, 2-3 % of the INT4
 bytes)."""
 
-_CHECKPOINT_DTYPES: Mapping[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16"}
+CHECKPOINT_DTYPES: Mapping[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16"}
 _DEFAULT_DTYPE = "bf16"
 _QUANTISABLE = frozenset({"attention", "dense_mlp", "routed_experts", "shared_experts"})
 _METHOD_GROUPS: Mapping[str, frozenset[str]] = {"mxfp4": frozenset({"routed_experts"})}
@@ -464,9 +464,9 @@ def checkpoint_dtype(config: Mapping[str, Any], field: str = "hardware.model_con
     value = config.get(key)
     if value is None:
         return _DEFAULT_DTYPE
-    if not isinstance(value, str) or value not in _CHECKPOINT_DTYPES:
-        raise InputError(c.at(key), value, "unknown dtype; known: " + ", ".join(_CHECKPOINT_DTYPES))
-    return _CHECKPOINT_DTYPES[value]
+    if not isinstance(value, str) or value not in CHECKPOINT_DTYPES:
+        raise InputError(c.at(key), value, "unknown dtype; known: " + ", ".join(CHECKPOINT_DTYPES))
+    return CHECKPOINT_DTYPES[value]
 
 
 def _by_bits(q: _Fields, key: str, formats: Mapping[int, str]) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from optfleet.engine.measured import DEFAULT_MEASURED_BACKEND, MEASURED_SYSTEMS
 from optfleet.engine.roofline import roofline_engine
 from optfleet.engine.step import AFFINE_FIELDS, AffineStep, EngineModel
 from optfleet.errors import InputError
@@ -29,9 +30,6 @@ from optfleet.problems.fleet.schema import HardwareSpec, PerformanceSpec
 ENGINE_PRESET = "engine"
 PAPER_ITERATION_FIELDS = ("w_ms", "h_ms_per_slot")
 ONE_CONFIGURATION_SOURCES = ("fit", "affine")
-MEASURED_SYSTEMS = {"A100-80GB": "a100_sxm", "H100-SXM": "h100_sxm", "H200": "h200_sxm", "B200": "b200_sxm", "L40S": "l40s"}
-"""aiconfigurator's system for each catalog GPU it measured (SXM parts; its PCIe A100/H100 are other systems)."""
-DEFAULT_MEASURED_BACKEND = "vllm"
 
 
 def model_of(spec: HardwareSpec, resolve: Callable[[str], Path]) -> ModelSpec:
