@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.simulate.batching import simulate_batching
+from optfleet.problems.fleet.simulate.run import request_tpot_ms
 from optfleet.problems.fleet.simulate.slots import fcfs_starts, stationary_backlog
 
 
@@ -49,9 +50,7 @@ def pool_latency(config: PoolConfig, gpus: int, arrival_s: NDArray[np.float64], 
         times = simulate_batching(config, gpus, arrival_s, l_in, l_out)
         first, finish = times.first_token_s, times.finish_s
     keep = arrival_s >= measured_from_s
-    decoding = keep & (l_out >= 2)
-    tpot = 1000.0 * (finish - first)[decoding] / (l_out[decoding] - 1)
-    return PoolLatency(1000.0 * (first - arrival_s)[keep], tpot)
+    return PoolLatency(1000.0 * (first - arrival_s)[keep], request_tpot_ms(first[keep], finish[keep], l_out[keep]))
 
 
 def fewest_gpus(config: PoolConfig, arrival_s: NDArray[np.float64], l_in: NDArray[np.int64], l_out: NDArray[np.int64],

@@ -19,6 +19,10 @@ from optfleet.progress import Progress
 from optfleet.results import json_safe
 
 
+NO_TPOT_IN_SLOTS = ("no TPOT in slots mode: a slot holds a request for its whole service time, with no per-token timing "
+                    "(--mode batching measures it)")
+
+
 @dataclass(frozen=True)
 class SimulationOutcome:
     """A simulated plan, the evaluator's verdict on it and the analytic-vs-simulated table."""
@@ -58,6 +62,7 @@ class SimulationOutcome:
             + f"; {spread}",
             "",
             render_simulation(r),
+            *([NO_TPOT_IN_SLOTS] if r.mode == "slots" else []),
             "",
             "analytic (evaluator) vs simulated (rel_error: relative error, - where the analytic value is 0):",
             self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="-"),

@@ -14,7 +14,17 @@ a run too short for that is refused.
 * utilisation = busy slot-time inside the measured window / (slots x window);
 * wait (arrival to slot admission), TTFT (arrival to first token) at P50/P90/P99;
 * SLO attainment = share of requests with TTFT <= the SLO;
-* queue length seen by arriving requests at P50/P90/P99 (per pool).
+* queue length seen by arriving requests at P50/P90/P99 (per pool);
+* batching mode only, time per output token of each measured request with
+  ``L_out >= 2``: ``TPOT = (finish - first token) / (L_out - 1)`` (the decode
+  time per token after the first), as ``tpot_mean_ms``, ``tpot_p{50,90,99}_ms``
+  and ``tpot_max_ms``, and ``tpot_attainment`` = share of those requests with
+  ``TPOT <= T``, ``T`` the strictest of the instance's TPOT percentile targets
+  (``TpotTargets.percentile_ms``: a request within it is within every one of
+  them).  A mean target alone gives no per-request verdict, so no attainment
+  then.  Slot mode reports no TPOT: it times a request's slot as a whole
+  (its service time), not token by token, so its decode has no per-token
+  timing to measure.
 
 In slot mode the first token comes at the pool model's TTFT floor (``(ceil(L_in/C_chunk) + 1) t_iter``
 after admission, the evaluator's TTFT model (pool_stats.py); in batching mode
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -168,7 +179,8 @@ def _one_replication(
 ) -> dict[str, dict[str, float]]:
     measured_from = _warmup_end_s(problem, plan, stream, mode, warmup_share)
     window_end = stream.arrival_s[-1]
-    waits, ttfts = [], []
+    tpot_target_ms = problem.tpot_targets.percentile_ms
+    waits, ttfts, tpots = [], [], []
     busy_total = capacity_total = 0.0
     result: dict[str, dict[str, float]] = {}
     for j, pool in enumerate(plan.pools):
@@ -196,28 +208,54 @@ def _one_replication(
         capacity = slots * (window_end - measured_from)
         wait_ms, ttft_ms = 1000.0 * (start - arrival)[keep], 1000.0 * (first - arrival)[keep]
         queue = queue_lengths(arrival, start)[keep]
-        result[pool.name] = _summary(busy / capacity, wait_ms, ttft_ms, queue, problem.ttft_p99_ms)
+        tpot = request_tpot_ms(first[keep], finish[keep], l_out[keep]) if mode == "batching" else None
+        result[pool.name] = _summary(busy / capacity, wait_ms, ttft_ms, queue, problem.ttft_p99_ms, tpot, tpot_target_ms)
         waits.append(wait_ms)
         ttfts.append(ttft_ms)
+        tpots.append(tpot)
         busy_total += busy
         capacity_total += capacity
-    result["fleet"] = _summary(busy_total / capacity_total, np.concatenate(waits), np.concatenate(ttfts), None, problem.ttft_p99_ms)
+    fleet_tpot = np.concatenate(tpots) if mode == "batching" else None
+    result["fleet"] = _summary(busy_total / capacity_total, np.concatenate(waits), np.concatenate(ttfts), None, problem.ttft_p99_ms,
+                               fleet_tpot, tpot_target_ms)
     return result
 
 
-def _summary(utilisation: float, wait_ms: NDArray, ttft_ms: NDArray, queue: NDArray | None, slo_ms: float) -> dict[str, float]:
-    """Metrics of one scope; queue percentiles only for a pool (the fleet has no single queue).  A scope whose
-    requests all arrived in the warm-up has no latency figure (NaN: null in JSON, "-" in tables)."""
+def request_tpot_ms(first_token_s: NDArray[np.float64], finish_s: NDArray[np.float64], l_out: NDArray[np.int64]) -> NDArray[np.float64]:
+    """``1000 (finish - first token) / (L_out - 1)`` ms for each request with ``L_out >= 2`` (the others have no
+    token after the first), in the requests' order."""
+    decoding = l_out >= 2
+    return 1000.0 * (finish_s - first_token_s)[decoding] / (l_out[decoding] - 1)
+
+
+def _measured(values: NDArray, statistic: Callable[[NDArray], float]) -> float:
+    """``statistic(values)``; NaN for no value (no measured request: null in JSON, "-" in tables)."""
+    return float(statistic(values)) if len(values) else float("nan")
+
+
+def _summary(utilisation: float, wait_ms: NDArray, ttft_ms: NDArray, queue: NDArray | None, slo_ms: float,
+             tpot_ms: NDArray | None = None, tpot_target_ms: float | None = None) -> dict[str, float]:
+    """Metrics of one scope; queue percentiles only for a pool (the fleet has no single queue), TPOT only when given
+    (batching mode).  A scope whose requests all arrived in the warm-up has no latency figure (NaN: null in JSON,
+    "-" in tables)."""
     out = {"utilisation": float(utilisation), "requests": float(len(wait_ms))}
-    measured = len(wait_ms) > 0
-
-    def percentile(values: NDArray, p: int) -> float:
-        return float(np.percentile(values, p)) if measured else float("nan")
-
     for p in PERCENTILES:
-        out[f"wait_p{p}_ms"] = percentile(wait_ms, p)
-        out[f"ttft_p{p}_ms"] = percentile(ttft_ms, p)
+        out[f"wait_p{p}_ms"] = _measured(wait_ms, partial(np.percentile, q=p))
+        out[f"ttft_p{p}_ms"] = _measured(ttft_ms, partial(np.percentile, q=p))
         if queue is not None:
-            out[f"queue_p{p}"] = percentile(queue, p)
-    out["slo_attainment"] = float(np.mean(ttft_ms <= slo_ms)) if measured else float("nan")
+            out[f"queue_p{p}"] = _measured(queue, partial(np.percentile, q=p))
+    out["slo_attainment"] = _measured(ttft_ms <= slo_ms, np.mean)
+    if tpot_ms is not None:
+        out.update(_tpot_summary(tpot_ms, tpot_target_ms))
+    return out
+
+
+def _tpot_summary(tpot_ms: NDArray, target_ms: float | None) -> dict[str, float]:
+    """Mean, P50/P90/P99 and largest TPOT of a scope's measured requests, and the share within ``target_ms`` (the
+    strictest percentile target, module docstring; left out without one)."""
+    out = {"tpot_mean_ms": _measured(tpot_ms, np.mean)}
+    out.update({f"tpot_p{p}_ms": _measured(tpot_ms, partial(np.percentile, q=p)) for p in PERCENTILES})
+    out["tpot_max_ms"] = _measured(tpot_ms, np.max)
+    if target_ms is not None:
+        out["tpot_attainment"] = _measured(tpot_ms <= target_ms, np.mean)
     return out
