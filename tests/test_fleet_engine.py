@@ -143,14 +143,15 @@ def test_a_config_json_is_the_model():
      "applies under preset engine"),
     ({"hardware__performance": {"source": "roofline", "base_ms": 3.0}}, "hardware.performance", "do not apply to source roofline"),
     ({"hardware__performance": {"source": "fit"}}, "hardware.performance", "source fit needs file"),
-    ({"slo": {"ttft_p99_ms": 1000, "service_model": "batching"}}, "slo.service_model", "does not charge prefill compute yet"),
     ({"hardware__engine": {"max_num_batched_tokens": 256}}, "hardware.iteration.chunk_tokens", "above the engine's token budget"),
     ({"hardware__engine": {"defaults": "vllm", "max_num_batched_tokens": 200}}, "hardware.engine.max_num_batched_tokens",
      "below max_num_seqs 256 (given or vLLM's default for A100-80GB)"),
     ({"hardware__performance": {"source": "affine", "base_ms": 1e-300}}, "hardware.performance.base_ms", "greater than or equal to 0.001"),
     ({"hardware__performance": {"source": "roofline", "compute_efficiency": 1e-300}}, "hardware.performance.compute_efficiency",
      "greater than or equal to 0.01"),
-    ({"slo": {"ttft_p99_ms": 1000, "tpot_p99_ms": 50, "service_model": "batching"}}, "slo.tpot_p99_ms", "checked by the slot model"),
+    ({"preset": "paper", "hardware": {"gpu": "A100-80GB", "model": "Llama-3-8B", "slots": {"table": {2000: 4}},
+                                      "iteration": {"w_ms": 8.0, "h_ms_per_slot": 0.5, "chunk_tokens": 500}},
+      "slo": {"ttft_p99_ms": 1000, "tpot_p99_ms": 50, "service_model": "batching"}}, "slo.tpot_p99_ms", "need preset engine"),
     ({"slo": {"ttft_p99_ms": 1000, "ttft_rule": "fleetsim"}}, "slo.ttft_rule", "under preset engine the TTFT floor is the engine's"),
 ])
 def test_bad_engine_input_names_the_field(changes, field, says):

@@ -120,6 +120,12 @@ class AffineStep(EngineModel):
         """What one decoding sequence of ``context_tokens`` adds to an iteration: ``per_seq + per_kv_token x context``."""
         return self.per_seq_ms + self.per_kv_token_ms * np.asarray(context_tokens, dtype=np.float64)
 
+    def decode_work_ms(self, prompt_tokens: ArrayLike, decode_steps: ArrayLike) -> NDArray[np.float64]:
+        """What a request adds to the ``L`` decode steps it takes part in, its context growing from ``L_in``:
+        ``per_seq L + per_kv_token (L L_in + L (L - 1) / 2)``."""
+        steps = np.asarray(decode_steps, dtype=np.float64)
+        return self.per_seq_ms * steps + self.per_kv_token_ms * (steps * np.asarray(prompt_tokens, dtype=np.float64) + steps * (steps - 1.0) / 2.0)
+
     def coefficients(self) -> dict[str, float]:
         """The five coefficients by name."""
         return {f.name: float(getattr(self, f.name)) for f in fields(self) if f.name in AFFINE_FIELDS}

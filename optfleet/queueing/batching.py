@@ -54,7 +54,8 @@ Kimura's scaling), validated against the batching simulator by ``benchmarks/benc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -62,6 +63,7 @@ from scipy import stats
 
 from optfleet.queueing.erlang import erlang_c
 
+W = TypeVar("W")
 QUANTILE = 0.99
 JOIN_ITERATIONS = 0.5  # mean wait for the next iteration boundary (uniform over one iteration)
 FIXED_POINT_STEPS = 2000
@@ -112,6 +114,11 @@ class BatchingState:
         return self.wait_p99_ms + self.in_gpu_p99_ms
 
 
+def take_rows(load: W, rows: NDArray[np.int64]) -> W:
+    """The pools ``rows`` of a workload (a dataclass of arrays over pools)."""
+    return type(load)(*(np.asarray(getattr(load, f.name))[rows] for f in fields(load)))
+
+
 def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_gpu: ArrayLike, w_ms: ArrayLike, h_ms: ArrayLike) -> BatchingState:
     """Evaluate the model (module docstring) for ``gpus`` GPUs per pool (``gpus >= 1``)."""
     n = np.maximum(np.asarray(gpus, dtype=np.float64), 1.0)  # an empty pool (no GPU, no traffic) as one idle GPU
@@ -144,7 +151,7 @@ def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_gpu: Array
         held = lam_gpu * hold * t
     stable = (t <= full_s * (1.0 + 1e-12)) & (u < 1.0) & (held <= s) & (lam * hold * full_s < n * s)
     held = np.where(stable, held, s)
-    p_wait = _wait_probability(lam, hold, n, s, w, hphi, stable)
+    p_wait = slot_wait_probability(lam, hold, n, s, w, hphi, stable)
     with np.errstate(divide="ignore", invalid="ignore"):
         drain = n * s / (full_s * hold) - lam
         wait_s = np.where(p_wait > 1.0 - QUANTILE,
@@ -163,7 +170,7 @@ def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_gpu: Array
     )
 
 
-def _wait_probability(lam: NDArray, hold: NDArray, n: NDArray, s: NDArray, w: NDArray, hphi: NDArray, stable: NDArray) -> NDArray:
+def slot_wait_probability(lam: NDArray, hold: NDArray, n: NDArray, s: NDArray, w: NDArray, hphi: NDArray, stable: NDArray) -> NDArray:
     """``P_wait`` of the birth-death chain (module docstring); 1 where unstable."""
     c = n * s
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -196,30 +203,43 @@ def in_gpu_quantile(chunk_share: NDArray, prefill_share: NDArray, prefill_load: 
     # J uniform over [0, 1)) sits at the bin's midpoint, so the sum of terms has no rounding bias.
     step = 2 * PREFILL_BINS  # grid points per iteration
     offsets = (np.arange(chunk_share.shape[-1]) + 1) * step  # first token: (chunks + 1) iterations after join and wait
-    join = np.zeros(step + 1)
-    join[1:step:2] = 1.0 / PREFILL_BINS
+    first = np.zeros((len(u), offsets[-1] + 1))
+    first[:, offsets] = chunk_share
+    return pk_quantile_points(first, midpoints(np.full(PREFILL_BINS, 1.0 / PREFILL_BINS)), midpoints(residual), u, stable) / step
+
+
+def midpoints(cell_mass: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Masses of cells of two grid points each, placed at the cells' midpoints (the odd points): a law uniform within
+    each cell keeps its mean on the grid."""
+    grid = np.zeros(np.shape(cell_mass)[:-1] + (2 * np.shape(cell_mass)[-1],))
+    grid[..., 1::2] = cell_mass
+    return grid
+
+
+def pk_quantile_points(first: NDArray, join: NDArray, residual: NDArray, prefill_load: NDArray, stable: NDArray) -> NDArray[np.float64]:
+    """The 0.99 point, in grid points, of ``F + J + Q`` per row: ``F`` with law ``first[row]``, ``J`` with law ``join``
+    (one row for all) and ``Q`` the Pollaczek-Khinchine waiting time of an M/G/1 queue at load ``prefill_load[row]``
+    whose residual work has law ``residual[row]``: ``Q^(z) = (1 - u) / (1 - u R^(z))``.  One FFT per row, on a circle
+    of radius ``a < 1`` so the wrapped-around tail weighs at most ``a^N = ALIASING``; the grid doubles while the point
+    lies beyond 90 % of it.  ``inf`` where not ``stable`` or beyond 2^22 points."""
+    u = np.asarray(prefill_load, dtype=np.float64)
     result = np.full(len(u), np.inf)
     todo = np.asarray(stable, dtype=bool).reshape(-1) & np.ones(len(u), dtype=bool)
     points = GRID_POINTS
     while todo.any():
-        points = max(points, int(2 ** np.ceil(np.log2(offsets[-1] + 2 * step + 2 * residual.shape[-1] + 1))))
+        points = max(points, int(2 ** np.ceil(np.log2(first.shape[-1] + len(join) + residual.shape[-1] + 1))))
         tilt = (ALIASING ** (1.0 / points)) ** np.arange(points)
         rows = np.flatnonzero(todo)
-        first = np.zeros((len(rows), points))
-        first[:, offsets] = chunk_share[rows]
-        res = np.zeros((len(rows), points))
-        res[:, 1 : 2 * residual.shape[-1] : 2] = residual[rows]
         rho = u[rows][:, None]
-        join_grid = np.zeros(points)
-        join_grid[: len(join)] = join
-        transform = np.fft.rfft(first * tilt) * np.fft.rfft(join_grid * tilt) * (1.0 - rho) / (1.0 - rho * np.fft.rfft(res * tilt))
+        transform = (np.fft.rfft(first[rows] * tilt[: first.shape[-1]], n=points) * np.fft.rfft(join * tilt[: len(join)], n=points)
+                     * (1.0 - rho) / (1.0 - rho * np.fft.rfft(residual[rows] * tilt[: residual.shape[-1]], n=points)))
         cdf = np.cumsum(np.fft.irfft(transform, n=points) / tilt, axis=-1)
         reached = cdf >= QUANTILE
         index = np.argmax(reached, axis=-1)
         found = reached.any(axis=-1) & (index < 0.9 * points)
-        result[rows[found]] = index[found] / step
+        result[rows[found]] = index[found]
         todo[rows[found]] = False
-        if points >= 2**22:  # 0.99 point beyond 200,000 iterations: as good as never
+        if points >= 2**22:  # 0.99 point beyond 2^22 points: as good as never
             break
         points *= 2
     return result

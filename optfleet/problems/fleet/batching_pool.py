@@ -1,8 +1,11 @@
-"""Pools under the continuous-batching service model (``slo.service_model: batching``; optfleet/queueing/batching.py).
+"""Pools under the continuous-batching service model (``slo.service_model: batching``): the paper's iteration
+(optfleet/queueing/batching.py) or, under ``preset: engine``, the engine model (optfleet/queueing/batching_engine.py).
 
-A pool meets the SLO at ``n`` GPUs when the model is stable there, its slot occupancy is at most ``rho_max``
-and its P99 TTFT (slot wait + in-GPU time to first token) is at most the SLO.  More GPUs lower the per-GPU
-arrival rate, hence the iteration time, the prefill load, the occupancy and both waits, so the feasible
+A pool meets the SLO at ``n`` GPUs when the model is stable there, its slot occupancy is at most ``rho_max``,
+its P99 TTFT (slot wait + in-GPU time to first token) is at most the SLO and, under the engine model, its P99
+TPOT at most the strictest TPOT percentile target (conservative for a P50 or P90 target) and its mean TPOT at most
+the mean target.  More GPUs lower the per-GPU
+arrival rate, hence the iteration time, the prefill load, the occupancy, both waits and the TPOT, so the feasible
 counts are an up-set of ``n`` and the minimum is found by doubling and bisection (queueing/sizing.py),
 vectorised over pools.  The evaluator and the sweep size every pool with :func:`min_gpus_batching`.
 """
@@ -10,14 +13,19 @@ vectorised over pools.  The evaluator and the sweep size every pool with :func:`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
+from optfleet.problems.fleet.pool_stats import TpotTargets
 from optfleet.queueing import RELATIVE_TOLERANCE
-from optfleet.queueing.batching import JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, workload_moments
+from optfleet.queueing.batching import (JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, take_rows,
+                                        workload_moments)
+from optfleet.queueing.batching_engine import EngineBatchingWorkload, engine_batching_state, engine_workload_row, tpot_columns
+
+Workload = BatchingWorkload | EngineBatchingWorkload
 from optfleet.queueing.sizing import MAX_GPUS, smallest_feasible
 
 
@@ -27,9 +35,12 @@ def chunk_columns(configs: Sequence[PoolConfig]) -> int:
 
 
 def batching_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[ArrayLike, ArrayLike, ArrayLike]],
-                      rate_rps: ArrayLike) -> BatchingWorkload:
-    """The :class:`BatchingWorkload` of pools ``configs`` serving ``traffic`` (per pool: ``l_in, l_out, weight``)
-    at ``rate_rps`` requests per second each (a pool with no traffic gets zero moments)."""
+                      rate_rps: ArrayLike) -> Workload:
+    """The workload of pools ``configs`` serving ``traffic`` (per pool: ``l_in, l_out, weight``) at ``rate_rps``
+    requests per second each (a pool with no traffic gets zero moments): a :class:`BatchingWorkload` under the
+    paper's iteration, an :class:`EngineBatchingWorkload` under the engine model."""
+    if configs[0].charges_prefill:
+        return _engine_workload(configs, traffic, rate_rps)
     columns = chunk_columns(configs)
     rows = []
     for config, (l_in, l_out, weight) in zip(configs, traffic, strict=True):
@@ -42,9 +53,19 @@ def batching_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[Arr
                             np.vstack(prefill), np.vstack(shares))
 
 
-def take(workload: BatchingWorkload, rows: NDArray[np.int64]) -> BatchingWorkload:
-    """The pools ``rows`` of ``workload``."""
-    return BatchingWorkload(*(np.asarray(getattr(workload, f.name))[rows] for f in fields(workload)))
+def _engine_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[ArrayLike, ArrayLike, ArrayLike]],
+                     rate_rps: ArrayLike) -> EngineBatchingWorkload:
+    """:func:`batching_workload` under the engine model: each pool's moments of its requests under its step."""
+    prefill_columns = chunk_columns(configs) * PREFILL_BINS
+    groups = tpot_columns(max(c.window_tokens for c in configs))
+    rows = []
+    for config, (l_in, l_out, weight) in zip(configs, traffic, strict=True):
+        assert config.step is not None
+        if float(np.sum(weight)) <= 0:  # an idle pool: one request of one prompt token and one output token
+            l_in, l_out, weight = np.ones(1), np.ones(1), np.ones(1)
+        rows.append(engine_workload_row(config.step, config.chunk_tokens, config.window_tokens, l_in, l_out, weight, prefill_columns, groups))
+    stacked = {name: np.array([row[name] for row in rows]) for name in rows[0]}
+    return EngineBatchingWorkload(rate_rps=np.asarray(rate_rps, dtype=np.float64) * np.ones(len(rows)), **stacked)
 
 
 def pool_arrays(configs: Sequence[PoolConfig]) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
@@ -52,21 +73,38 @@ def pool_arrays(configs: Sequence[PoolConfig]) -> tuple[NDArray[np.int64], NDArr
     return (np.array([c.slots_per_gpu for c in configs]), np.array([c.w_ms for c in configs]), np.array([c.h_ms_per_slot for c in configs]))
 
 
-def state_at(workload: BatchingWorkload, configs: Sequence[PoolConfig], gpus: ArrayLike) -> BatchingState:
+def state_at(workload: Workload, configs: Sequence[PoolConfig], gpus: ArrayLike) -> BatchingState:
     """The model of every pool at ``gpus`` GPUs (each at least 1)."""
     slots, w_ms, h_ms = pool_arrays(configs)
+    return _state(workload, gpus, slots, w_ms, h_ms)
+
+
+def _state(workload: Workload, gpus: ArrayLike, slots: ArrayLike, w_ms: ArrayLike, h_ms: ArrayLike, slo_ms: float = np.inf) -> BatchingState:
+    """The paper's model or the engine's, whichever ``workload`` is for (the engine's may stop early on a pool whose
+    TTFT is above ``slo_ms``)."""
+    if isinstance(workload, EngineBatchingWorkload):
+        return engine_batching_state(workload, gpus, slots, slo_ms)
     return batching_state(workload, gpus, slots, w_ms, h_ms)
 
 
-def meets_slo(state: BatchingState, slo_ms: float, rho_max: float) -> NDArray[np.bool_]:
-    """Stable, occupancy within ``rho_max`` and P99 TTFT within the SLO (relative tolerance as in sizing.py)."""
-    return state.stable & (state.utilisation <= rho_max * (1 + RELATIVE_TOLERANCE)) & (state.ttft_p99_ms <= slo_ms * (1 + RELATIVE_TOLERANCE))
+def meets_slo(state: BatchingState, slo_ms: float, rho_max: float, tpot: TpotTargets | None = None) -> NDArray[np.bool_]:
+    """Stable, occupancy within ``rho_max``, P99 TTFT within the SLO and, under the engine model, the TPOT targets
+    (module docstring; relative tolerance as in sizing.py)."""
+    ok = state.stable & (state.utilisation <= rho_max * (1 + RELATIVE_TOLERANCE)) & (state.ttft_p99_ms <= slo_ms * (1 + RELATIVE_TOLERANCE))
+    if tpot is not None and hasattr(state, "tpot_p99_ms"):
+        if tpot.percentile_ms is not None:
+            ok &= state.tpot_p99_ms <= tpot.percentile_ms * (1 + RELATIVE_TOLERANCE)
+        if tpot.mean_ms is not None:
+            ok &= state.tpot_mean_ms <= tpot.mean_ms * (1 + RELATIVE_TOLERANCE)
+    return ok
 
 
-def min_gpus_batching(workload: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float) -> NDArray[np.int64]:
+def min_gpus_batching(workload: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
+                      tpot: TpotTargets | None = None) -> NDArray[np.int64]:
     """Fewest GPUs per pool meeting the SLO under the batching model; 0 for a pool with no traffic, -1 for none.
 
-    The search starts at the full-batch bound: a pool needs ``lambda E[X] (W + H phi s) < n s`` to be stable.
+    The search starts at a necessary count: a pool needs ``lambda E[X] (W + H phi s) < n s`` to be stable (the
+    paper's iteration), ``lambda E[D + P] < n`` (the engine's: its GPUs' time).
     A pool whose in-GPU time to first token alone breaks the SLO at any count is answered -1 at once: as
     ``n`` grows the model tends to the idle pool (iteration ``W``, no prefill wait, no slot wait), which is
     checked first.
@@ -74,13 +112,15 @@ def min_gpus_batching(workload: BatchingWorkload, configs: Sequence[PoolConfig],
     slots, w_ms, h_ms = pool_arrays(configs)
     lam = np.asarray(workload.rate_rps, dtype=np.float64)
     busy = lam > 0
-    full_s = (w_ms + h_ms * workload.phi * slots) / 1000.0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        lo = np.floor(lam * workload.mean_iterations * full_s / slots) + 1.0
+        if isinstance(workload, EngineBatchingWorkload):
+            lo = np.floor(lam * (workload.decode_ms + workload.prefill_ms) / 1000.0) + 1.0
+        else:
+            lo = np.floor(lam * workload.mean_iterations * (w_ms + h_ms * workload.phi * slots) / 1000.0 / slots) + 1.0
     countable = ~busy | (lo <= MAX_GPUS)
     lo = np.where(busy & countable, lo, 1.0).astype(np.int64)
-    idle = batching_state(replace(workload, rate_rps=np.zeros(len(slots))), np.ones(len(slots)), slots, w_ms, h_ms)
-    reachable = meets_slo(idle, slo_ms, rho_max)
+    idle = _state(replace(workload, rate_rps=np.zeros(len(slots))), np.ones(len(slots)), slots, w_ms, h_ms)
+    reachable = meets_slo(idle, slo_ms, rho_max, tpot)
 
     known: dict[tuple[int, int], bool] = {}  # (pool, count) -> verdict: the search asks settled pools again
 
@@ -88,7 +128,7 @@ def min_gpus_batching(workload: BatchingWorkload, configs: Sequence[PoolConfig],
         asked = [(j, int(c)) for j, c in enumerate(n)]
         new = np.array([j for j, key in enumerate(asked) if busy[j] and key not in known], dtype=np.int64)
         if len(new):
-            verdict = meets_slo(batching_state(take(workload, new), n[new], slots[new], w_ms[new], h_ms[new]), slo_ms, rho_max)
+            verdict = meets_slo(_state(take_rows(workload, new), n[new], slots[new], w_ms[new], h_ms[new], slo_ms), slo_ms, rho_max, tpot)
             known.update(zip((asked[j] for j in new), verdict.tolist(), strict=True))
         return np.array([not busy[j] or known[key] for j, key in enumerate(asked)], dtype=bool)
 
@@ -128,7 +168,7 @@ def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms:
     ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
     ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
 
-    At a fixed per-GPU rate only the slot wait depends on ``n`` (the operating point, the prefill wait and the
+    At a fixed per-GPU rate only the slot wait depends on ``n`` (the operating point, the prefill wait, the
     in-GPU time to first token are per GPU), and it falls as ``n`` grows (more slots, a faster drain), so the
     rate ``r(n)`` rises with ``n`` towards ``r_inf``, the rate of a pool without slot wait.  ``N_p`` is the least
     ``n`` that meets the SLO at ``r_inf`` (then ``r(n) = r_inf`` from there on), capped at ``TABLE_GPU_LIMIT``
@@ -139,7 +179,7 @@ def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms:
     slots, w_ms, h_ms = pool_arrays(configs)
 
     def feasible(rows: NDArray[np.int64], gpus: NDArray[np.float64], rate_per_gpu: NDArray[np.float64]) -> NDArray[np.bool_]:
-        workload = replace(take(unit, rows), rate_rps=rate_per_gpu * gpus)
+        workload = replace(take_rows(unit, rows), rate_rps=rate_per_gpu * gpus)
         return meets_slo(batching_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows]), slo_ms, rho_max)
 
     def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -23,12 +23,12 @@ in-GPU P99 time to first token.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching, state_at
+from optfleet.problems.fleet.batching_pool import batching_workload, meets_slo, min_gpus_batching, state_at
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import PoolStats, pool_stats, size_pools
@@ -36,6 +36,7 @@ from optfleet.problems.fleet.problem import HOURS_PER_YEAR, FleetProblem
 from optfleet.problems.fleet.routing import route
 from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, erlang_c, wait_quantile_s
 from optfleet.queueing.batching import JOIN_ITERATIONS
+from optfleet.queueing.batching_engine import EngineBatchingState
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class PoolMetrics:
     cost_per_hour: float
     tpot_bound_ms: float = 0.0
     tpot_mean_ms: float = 0.0
+    tpot_p99_ms: float | None = None  # the batching model's under the engine model (the slot model has the bound)
 
 
 @dataclass(frozen=True)
@@ -130,43 +132,66 @@ def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> Flee
     workload = batching_workload(configs, [(t.l_in, t.l_out, t.weight) for t in traffic], problem.rate_rps * shares)
     gpus = np.array([p.gpus for p in plan.pools])
     state = state_at(workload, configs, np.maximum(gpus, 1))
-    need = min_gpus_batching(workload, configs, problem.ttft_p99_ms, problem.rho_max)
+    engine = isinstance(state, EngineBatchingState)
+    targets = problem.tpot_targets if engine else None
+    need = min_gpus_batching(workload, configs, problem.ttft_p99_ms, problem.rho_max, targets)
     below = state_at(workload, configs, np.maximum(need - 1, 1))  # what breaks one GPU short of the minimum
+    below_ok = {"utilisation": meets_slo(below, np.inf, problem.rho_max), "ttft": meets_slo(below, problem.ttft_p99_ms, problem.rho_max)}
+    idle = state_at(replace(workload, rate_rps=np.zeros(len(configs))), configs, np.ones(len(configs)))
+    idle_ttft_ok = meets_slo(idle, problem.ttft_p99_ms, problem.rho_max)
+    tpot_ok = meets_slo(state, np.inf, np.inf, targets)
     pools = []
     for j, (pool_plan, config, served) in enumerate(zip(plan.pools, configs, traffic, strict=True)):
         rate = float(workload.rate_rps[j])
         empty = rate <= 0
         working = pool_plan.gpus >= 1 or empty
-        hold_ms = float((workload.mean_iterations[j] + JOIN_ITERATIONS + state.prefill_wait_iterations[j]) * state.iteration_ms[j])
+        if engine:
+            hold_ms, scv = float(state.hold_ms[j]), float(state.hold_scv[j])
+        else:
+            hold_ms = float((workload.mean_iterations[j] + JOIN_ITERATIONS + state.prefill_wait_iterations[j]) * state.iteration_ms[j])
+            scv = float(workload.iterations_scv[j])
         utilisation = float(state.utilisation[j]) if working and not empty else (0.0 if empty else np.inf)
         ttft = 0.0 if empty else (float(state.ttft_p99_ms[j]) if working else np.inf)
         cap_ok = utilisation <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
         ttft_ok = ttft <= problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)
+        tpot_met = empty or (working and bool(tpot_ok[j]))
         if empty:
             binding = "empty"
         elif need[j] == INFEASIBLE:
-            binding = "ttft floor"
+            binding = "tpot" if bool(idle_ttft_ok[j]) else "ttft floor"
         elif not working or not bool(state.stable[j]) or not cap_ok:
             binding = "utilisation (violated)"
         elif not ttft_ok:
             binding = "ttft (violated)"
+        elif not tpot_met:
+            binding = "tpot (violated)"
+        elif need[j] <= 1 or not bool(below_ok["utilisation"][j]):
+            binding = "utilisation"
         else:
-            short_of = need[j] > 1 and bool(below.stable[j]) and float(below.utilisation[j]) <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
-            binding = "ttft" if short_of else "utilisation"
+            binding = "tpot" if bool(below_ok["ttft"][j]) else "ttft"
         pools.append(PoolMetrics(
             name=pool_plan.name, gpu=config.gpu, window_tokens=pool_plan.window_tokens, gpus=pool_plan.gpus,
             slots_per_gpu=config.slots_per_gpu, servers=pool_plan.gpus * config.slots_per_gpu, share=float(shares[j]),
             compressed_share=served.compressed_share, rate_rps=rate, mean_service_ms=0.0 if empty else hold_ms,
-            service_scv=float(workload.iterations_scv[j]), load_erlangs=0.0 if empty else rate * hold_ms / 1000.0,
+            service_scv=scv, load_erlangs=0.0 if empty else rate * hold_ms / 1000.0,
             utilisation=utilisation, erlang_c=0.0 if empty else (float(state.wait_probability[j]) if working else 1.0),
             wait_p99_ms=0.0 if empty else (float(state.wait_p99_ms[j]) if working else np.inf),
             prefill_p99_ms=0.0 if empty else float(state.in_gpu_p99_ms[j] - state.iteration_ms[j]),
             first_iteration_ms=0.0 if empty else float(state.iteration_ms[j]), ttft_p99_ms=ttft, min_gpus=int(need[j]),
-            meets_slo=bool(empty or (working and state.stable[j] and cap_ok and ttft_ok)), binding=binding,
+            meets_slo=bool(empty or (working and state.stable[j] and cap_ok and ttft_ok and tpot_met)), binding=binding,
             cost_per_hour=pool_plan.gpus * config.cost_per_gpu_hour,
+            **(_batching_tpot(config, state, j, empty, working) if engine else {}),
         ))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max,
                            ttft_rule=problem.ttft_rule, service_model="batching")
+
+
+def _batching_tpot(config: PoolConfig, state: EngineBatchingState, j: int, empty: bool, working: bool) -> dict[str, float]:
+    """Pool ``j``'s TPOT figures under the engine's batching model: its P99 and mean, and the longest iteration."""
+    if empty:
+        return {"tpot_bound_ms": 0.0, "tpot_mean_ms": 0.0, "tpot_p99_ms": 0.0}
+    return {"tpot_bound_ms": config.tpot_bound_ms, "tpot_mean_ms": float(state.tpot_mean_ms[j]) if working else np.inf,
+            "tpot_p99_ms": float(state.tpot_p99_ms[j]) if working else np.inf}
 
 
 def _pool_metrics(problem: FleetProblem, name: str, gpus: int, config: PoolConfig, stats: PoolStats, compressed_share: float) -> PoolMetrics:

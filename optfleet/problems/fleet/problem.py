@@ -232,15 +232,12 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     check_preset_fields(spec.preset, spec.hardware)
     _check_token_budget(spec.hardware)
     tpot_given = [name for name in ("tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tpot_mean_ms") if getattr(spec.slo, name) is not None]
-    if tpot_given and spec.slo.service_model == "batching":
-        raise InputError(f"slo.{tpot_given[0]}", getattr(spec.slo, tpot_given[0]), "TPOT targets are checked by the slot model "
-                         "(service_model: slots); the batching model's TPOT is not built yet")
+    if tpot_given and spec.slo.service_model == "batching" and spec.preset != ENGINE_PRESET:
+        raise InputError(f"slo.{tpot_given[0]}", getattr(spec.slo, tpot_given[0]), f"TPOT targets under the batching model need "
+                         f"preset engine (the paper's batching iteration, preset {spec.preset}, has no TPOT model); or use service_model: slots")
     if spec.preset == ENGINE_PRESET and spec.slo.ttft_rule == "fleetsim":
         raise InputError("slo.ttft_rule", "fleetsim", "is inference-fleet-sim's check on the paper's iteration (preset fleetsim_compatible); "
                          "under preset engine the TTFT floor is the engine's (ttft_rule: paper)")
-    if spec.preset == ENGINE_PRESET and spec.slo.service_model == "batching":
-        raise InputError("slo.service_model", "batching", "the batching model does not charge prefill compute yet: under preset engine "
-                         "use service_model: slots, or set preset: paper for the batching model without prefill compute")
     engine = engine_of(spec.hardware, model, loaded.resolve) if spec.preset == ENGINE_PRESET else None
     price = _instance_price(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour, "cost.cost_per_gpu_hour")
     hardware = PoolFactory(spec.hardware, price, model, engine)

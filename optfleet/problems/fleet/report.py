@@ -56,10 +56,13 @@ def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
     if problem.charges_prefill or problem.tpot_targets.any:  # the slot model's TPOT: the longest iteration (every percentile), the mean
         frame.insert(frame.columns.get_loc("binding"), "TPOT bound ms", [p.tpot_bound_ms for p in evaluation.pools])
         frame.insert(frame.columns.get_loc("binding"), "mean TPOT ms", [p.tpot_mean_ms for p in evaluation.pools])
+    if any(p.tpot_p99_ms is not None for p in evaluation.pools):  # the batching model's, under the engine model
+        frame.insert(frame.columns.get_loc("mean TPOT ms"), "P99 TPOT ms", [p.tpot_p99_ms for p in evaluation.pools])
     if (frame["instances"] == frame["GPUs"]).all():
         frame = frame.drop(columns=["instances"]).rename(columns={"slots/instance": "slots/GPU"})
     if evaluation.service_model == "batching":  # the same fields, read by the batching model (evaluator.py)
-        frame = frame.rename(columns={"E[S] s": "slot hold s", "Cs^2": "Cs^2 iters", "TTFT floor ms": "in-GPU P99 ms"})
+        frame = frame.rename(columns={"E[S] s": "slot hold s", "Cs^2": "Cs^2 hold" if problem.charges_prefill else "Cs^2 iters",
+                                      "TTFT floor ms": "in-GPU P99 ms"})
         frame.insert(frame.columns.get_loc("in-GPU P99 ms"), "iteration ms", [p.first_iteration_ms for p in evaluation.pools])
     return frame.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
 
@@ -159,8 +162,11 @@ def solve_files(outcome: SolveOutcome) -> dict[str, str]:
 
 
 def render_simulation(result: "SimulationResult") -> str:
-    """Simulated metrics per pool and for the fleet: ``mean +- half-width`` per cell."""
-    columns = ["utilisation", "wait_p50_ms", "wait_p99_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "slo_attainment", "queue_p99", "requests"]
+    """Simulated metrics per pool and for the fleet: ``mean +- half-width`` per cell.  The TPOT columns appear when
+    the run measured them (batching mode; ``tpot_attainment`` when the instance sets a TPOT percentile target)."""
+    known = ["utilisation", "wait_p50_ms", "wait_p99_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "slo_attainment",
+             "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tpot_attainment", "queue_p99", "requests"]
+    columns = [name for name in known if any(name in metrics for metrics in result.metrics.values())]
     rows = []
     for scope, metrics in result.metrics.items():
         row: dict[str, str] = {"scope": scope}

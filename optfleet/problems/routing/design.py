@@ -219,7 +219,7 @@ def sized_gpus(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarray, l_
     fleet, rate, weight = problem.fleet, len(l_in) / span_s, np.full(len(l_in), 1.0 / len(l_in))
     if fleet.service_model == "batching":
         workload = batching_workload([config], [(l_in, l_out, weight)], np.array([rate]))
-        return int(min_gpus_batching(workload, [config], fleet.ttft_p99_ms, problem.rho_max)[0])
+        return int(min_gpus_batching(workload, [config], fleet.ttft_p99_ms, problem.rho_max, fleet.tpot_targets)[0])
     stats = pool_stats(config, l_in, l_out, weight, fleet.ttft_rule)
     tpot = fleet.tpot_targets.min_gpus(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms)
     return int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, config.slots_per_gpu,

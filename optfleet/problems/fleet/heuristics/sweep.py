@@ -101,7 +101,7 @@ def _size_batching(problem: FleetProblem, boundaries: np.ndarray, gammas: np.nda
             configs.append(problem.pool(pool.window_tokens))
             traffic.append((served.l_in, served.l_out, served.weight))
     rates = problem.rate_rps * np.array([float(np.sum(w)) for _, _, w in traffic])
-    need = min_gpus_batching(batching_workload(configs, traffic, rates), configs, problem.ttft_p99_ms, problem.rho_max)
+    need = min_gpus_batching(batching_workload(configs, traffic, rates), configs, problem.ttft_p99_ms, problem.rho_max, problem.tpot_targets)
     return need[0::2], need[1::2]
 
 

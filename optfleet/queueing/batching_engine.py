@@ -1,0 +1,430 @@
+"""The continuous-batching service model under the engine model (``slo.service_model: batching``, ``preset: engine``).
+
+An engine iteration that carries ``p`` prompt tokens and ``b`` decoding sequences reading ``k`` KV tokens takes
+``base + per_seq b + per_kv_token k + per_prefill_token p + per_prefill_pair pairs`` (optfleet/engine/step.py).  Per
+request ``i`` (``L_in``, ``L_out >= 1`` decode iterations, ``m_i = ceil(L_in / C)`` prefill chunks) that is
+
+    D_i = per_seq L_out + per_kv_token (L_out L_in + L_out (L_out - 1) / 2)     its decode work (ms),
+    P_i = per_prefill_token L_in + per_prefill_pair L_in (L_in + 1) / 2          its prefill compute (ms),
+
+added to the iterations that carry it.  A GPU receives ``lambda`` requests per ms (``lambda_g``, the pool's rate over
+its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and GPU counts.
+
+* **Operating point** (mean field).  A decoding request's iteration is ``base + own + M + lambda t E[P]``: its own
+  work, ``M`` the others' decode work it meets and the prefill compute per iteration (at ``1 / t`` iterations per
+  ms).  Poisson arrivals meet the time average ``lambda t E[D]`` of the others (PASTA); a GPU's held count is
+  capped at its ``s`` slots, so a held request meets ``M = lambda t E[D] met``, ``met = (E[K^2] / E[K] - 1) / k``
+  (the size-biased held count less itself, ``K`` Poisson cut at ``s`` with mean ``k``: 1 far below the cap,
+  ``(s - 1) / s`` at it; :func:`met_share`), so
+
+      t = (base + o) / (1 - lambda E[D] met - lambda E[P]),    o = E[D] / E[L_out]   (own work per decode iteration),
+
+  solved with ``k`` by a few fixed-point passes; an iteration that carries the head prompt's chunk, before its
+  compute, takes ``t_d = base + M``.  No operating point (``lambda E[D + P] >= 1``, the GPU's time) is overload.
+* **Prefill queue** (the token budget, first come first served): a GI/G/1 queue in ms whose service of request i
+  is ``S_i = tau_i t_d + P_i``, ``tau_i = L_in / C`` (a prompt's short last chunk shares its iteration with the
+  next prompt's tokens), load ``u = lambda E[S]``.  Its arrivals are Erlang with one phase per GPU of the pool: the
+  simulator's (and a load-balancing router's) dispatcher sends each request to the GPU with the most free slots,
+  which splits the pool's Poisson stream about in turn (one GPU: Poisson, the M/G/1 queue).  The wait's law is
+  Lindley's fixed point on a grid (lindley.py).
+* **Occupancy.**  Request i holds its slot ``h_i = J + Q + m_i t_d + P_i + L_out t`` (``J`` the join, half an
+  iteration on average), so ``k = lambda E[h]`` slots per GPU are held (Little) and the utilisation is ``k / s``.
+* **Wait for a slot.**  The birth-death chain of batching.py with the iteration linear in the held sequences per
+  GPU, ``t(k) = base + G k``, ``G = E[D + P] / E[h / t]`` (each held sequence's work per held iteration): the
+  negative-binomial law below ``c = n s`` slots, geometric above; given a wait, exponential with Kimura's
+  two-moment mean ``(1 + Cs^2) / (2 (mu_c - lambda))`` (``Cs^2`` of ``h_i`` at the operating point).
+* **P99 TTFT**: the 0.99 point of the slot wait plus the in-GPU time to first token
+  ``J + Q + m_i t_d' + P_i + first``, ``first = t_d' + o + u E[P] / E[tau]`` its first decode iteration (which
+  carries the next prompt's chunk when one waits) and the short last chunk's iteration likewise filled with
+  probability ``u``; ``t_d' = t_d + Z sd`` the decode step at a normal level of the decode population (Gauss-Hermite
+  points; the prefill is short beside the population's relaxation), ``sd`` its instantaneous standard deviation
+  (below).  One law, a mixture over the pool's requests (prompts binned to ``C / 8`` tokens), convolved on a grid of
+  ``max(t / 32, S_max / 512)`` ms by FFT.
+* **TPOT.**  A request's time per output token over its ``m = L_out - 1`` iterations after the first is
+  ``a_i + (X_i + Y_i) / m``: ``a_i = base + own_i + M`` (``own_i = per_seq + per_kv_token (L_in + L_out / 2)``),
+  ``X_i`` the prompt compute waiting at its start (the queue's work times ``E[P] / E[S]``) plus that of the prompts
+  arriving in its window ``w = m t`` (compound Poisson: mean ``lambda w E[P]``, variance ``lambda w E[P^2]``), as a
+  gamma law by two moments, and ``Y_i`` the others' decode work over the window, a normal law: the decode
+  population is the negative-binomial chain above, whose variance and relaxation time are Poisson's times
+  ``A = 1 / (1 - lambda E[D])`` (its own work slows its departures), averaged over the window
+  (:func:`_decode_variance`).  The sum is a shifted gamma law with the three cumulants, capped at a full budget per
+  iteration; the P99 is that of the mixture over requests with two output tokens or more, by bisection; the mean is
+  ``E[a] + lambda t E[P]``.
+
+An approximation of the engine (mean-field operating point, Erlang arrivals for the dispatcher, Kimura's slot
+wait, moment-matched TPOT laws), validated against the batching simulator on the shipped instances by
+``benchmarks/bench_batching_engine.py`` (utilisation within 5 %, P99 TTFT and P99 TPOT within 10 %).  The
+fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import special
+from scipy.special import gammaincc
+
+from optfleet.engine.step import AffineStep
+from optfleet.queueing.batching import JOIN_ITERATIONS, PREFILL_BINS, QUANTILE, BatchingState, slot_wait_probability, take_rows
+from optfleet.queueing.lindley import renewal_wait_pmf
+
+GRID_PER_ITERATION = 32  # grid points per mean iteration t, at least
+SERVICE_CELLS = 512  # grid points over the longest prefill service, at most
+QUEUE_CELLS = 4096  # grid points of a prompt's wait in the token budget's queue
+LOST_MASS = 1e-4  # a wait law with more mass beyond its grid than this is not used (the pool is taken as overloaded)
+MAX_PHASES = 4096  # Erlang phases of a GPU's arrivals, at most (beyond, as good as periodic)
+JOIN_POINTS = 16  # points of the join's uniform law
+DECODE_LEVELS = 7  # Gauss-Hermite levels of the decode work under a prompt's prefill
+SLOT_WAIT_TAIL = 1e-7  # the slot wait's law is kept on the grid up to this survival
+MAX_SLOT_WAIT_CELLS = 1 << 16
+MET_STEPS = 4  # fixed-point passes for the decode work a held request meets
+TPOT_GROUP_RATIO = 1.2  # requests are grouped by L_out - 1 in geometric bins of this ratio for the TPOT mixture
+TPOT_BISECTION_STEPS = 60
+
+
+@dataclass(frozen=True)
+class EngineBatchingWorkload:
+    """What the model needs of a pool's traffic and engine (arrays over pools; rows of the matrices are pools).
+
+    ``prefill_share[p, b]`` is the share of requests whose prompt rounds up to ``b`` eighths of a chunk and
+    ``prefill_bin_ms[p, b]`` their mean prefill compute; ``hold_mean[p]`` is ``E[v]`` and ``hold_second[p]`` ``E[v v^T]``
+    of ``v = (m, P, L_out)``; ``tpot_share``, ``tpot_intervals`` and ``tpot_own_ms`` describe the groups of requests
+    with two output tokens or more (shares summing to 1 where there are any): ``L_out - 1`` and ``own_i`` (module
+    docstring)."""
+
+    rate_rps: NDArray[np.float64]
+    base_ms: NDArray[np.float64]
+    decode_ms: NDArray[np.float64]  # E[D]
+    prefill_ms: NDArray[np.float64]  # E[P]
+    prefill_sq_ms2: NDArray[np.float64]  # E[P^2]
+    prefill_cube_ms3: NDArray[np.float64]  # E[P^3]
+    decode_iterations: NDArray[np.float64]  # E[L_out]
+    chunk_compute_max_ms: NDArray[np.float64]
+    chunk_compute_mean_ms: NDArray[np.float64]  # E[P] / E[tau]: the mean compute of an iteration spending the whole budget
+    prefill_iterations: NDArray[np.float64]  # E[tau] = E[L_in] / C
+    hold_mean: NDArray[np.float64]
+    hold_second: NDArray[np.float64]
+    prefill_share: NDArray[np.float64]
+    prefill_bin_ms: NDArray[np.float64]
+    tpot_share: NDArray[np.float64]
+    tpot_intervals: NDArray[np.float64]
+    tpot_own_ms: NDArray[np.float64]
+    tpot_own_sq_ms2: NDArray[np.float64]  # per group, E[sigma^2] over its requests' decode iterations
+    decode_share: NDArray[np.float64]  # the share of requests with two output tokens or more
+
+    @property
+    def own_ms(self) -> NDArray[np.float64]:
+        """``o = E[D] / E[L_out]``: a request's own work per decode iteration, on average."""
+        return self.decode_ms / np.maximum(self.decode_iterations, 1.0)
+
+
+@dataclass(frozen=True)
+class EngineBatchingState(BatchingState):
+    """:class:`BatchingState` plus the TPOT the engine model gives (ms; ``inf`` under overload, 0 without requests
+    of two output tokens or more)."""
+
+    tpot_p99_ms: NDArray[np.float64]
+    tpot_mean_ms: NDArray[np.float64]
+    hold_ms: NDArray[np.float64]
+    hold_scv: NDArray[np.float64]
+
+
+def engine_workload_row(step: AffineStep, chunk_tokens: int, window_tokens: int, l_in: ArrayLike, l_out: ArrayLike,
+                        weight: ArrayLike, prefill_columns: int, tpot_columns: int) -> dict[str, NDArray[np.float64] | float]:
+    """One pool's fields of :class:`EngineBatchingWorkload` (all but the rate) from weighted requests."""
+    w = np.asarray(weight, dtype=np.float64)
+    held = w > 0
+    l_in = np.asarray(l_in, dtype=np.float64)[held]
+    l_out = np.maximum(np.asarray(l_out, dtype=np.float64)[held], 1.0)
+    w = w[held] / w[held].sum()
+    decode = step.decode_work_ms(l_in, l_out)
+    prefill = np.asarray(step.prefill_compute_ms(l_in), dtype=np.float64)
+    chunks = np.ceil(l_in / chunk_tokens)
+    v = np.stack([chunks, prefill, l_out])
+    bins = np.ceil(l_in * PREFILL_BINS / chunk_tokens).astype(np.int64)
+    share = np.bincount(bins, weights=w, minlength=prefill_columns)[:prefill_columns]
+    bin_ms = np.divide(np.bincount(bins, weights=w * prefill, minlength=prefill_columns)[:prefill_columns], share,
+                       out=np.zeros(prefill_columns), where=share > 0)
+    many = l_out >= 2
+    group = np.floor(np.log(np.maximum(l_out - 1.0, 1.0)) / np.log(TPOT_GROUP_RATIO)).astype(np.int64)[many]
+    gw = w[many]
+    mass = np.bincount(group, weights=gw, minlength=tpot_columns)[:tpot_columns]
+    intervals = np.divide(np.bincount(group, weights=gw * (l_out[many] - 1.0), minlength=tpot_columns)[:tpot_columns], mass,
+                          out=np.ones(tpot_columns), where=mass > 0)
+    own = step.seq_step_ms(l_in[many] + l_out[many] / 2.0)
+    own_ms = np.divide(np.bincount(group, weights=gw * own, minlength=tpot_columns)[:tpot_columns], mass,
+                       out=np.zeros(tpot_columns), where=mass > 0)
+    first, growth, steps = step.seq_step_ms(l_in[many]), step.per_kv_token_ms, l_out[many]
+    own_sq = first**2 + first * growth * (steps - 1.0) + growth**2 * (steps - 1.0) * (2.0 * steps - 1.0) / 6.0
+    own_sq_ms2 = np.divide(np.bincount(group, weights=gw * own_sq, minlength=tpot_columns)[:tpot_columns], mass,
+                           out=np.zeros(tpot_columns), where=mass > 0)
+    total = mass.sum()
+    return {
+        "base_ms": step.base_ms, "decode_ms": float(w @ decode), "prefill_ms": float(w @ prefill), "prefill_sq_ms2": float(w @ prefill**2),
+        "decode_iterations": float(w @ l_out),
+        "chunk_compute_max_ms": step.per_prefill_token_ms * chunk_tokens + step.per_prefill_pair_ms * chunk_tokens * (window_tokens + 0.5),
+        "chunk_compute_mean_ms": float(w @ prefill) / max(float(w @ l_in) / chunk_tokens, 1e-300),
+        "prefill_iterations": float(w @ l_in) / chunk_tokens,
+        "hold_mean": v @ w, "hold_second": (v * w) @ v.T, "prefill_share": share, "prefill_bin_ms": bin_ms,
+        "tpot_share": mass / total if total > 0 else mass, "tpot_intervals": intervals, "tpot_own_ms": own_ms,
+        "tpot_own_sq_ms2": own_sq_ms2, "decode_share": float(total), "prefill_cube_ms3": float(w @ prefill**3),
+    }
+
+
+def tpot_columns(max_output_tokens: int) -> int:
+    """Width of the TPOT group rows for outputs of at most ``max_output_tokens`` tokens."""
+    return int(np.floor(np.log(max(max_output_tokens - 1, 1)) / np.log(TPOT_GROUP_RATIO))) + 1
+
+
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")  # overloaded pools take inf and are masked
+def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_per_gpu: ArrayLike,
+                          ttft_limit_ms: float = np.inf) -> EngineBatchingState:
+    """Evaluate the model (module docstring) for ``gpus`` GPUs per pool (``gpus >= 1``).  A pool whose P99 TTFT is
+    found above ``ttft_limit_ms`` before its prefill queue is solved (a search asking whether it meets an SLO) gets
+    an infinite TTFT."""
+    n = np.maximum(np.asarray(gpus, dtype=np.float64), 1.0)
+    rate, base, dec, pre, own = np.broadcast_arrays(load.rate_rps, load.base_ms, load.decode_ms, load.prefill_ms, load.own_ms)
+    n, s = np.broadcast_arrays(n, np.asarray(slots_per_gpu, dtype=np.float64))
+    lam = rate / n / 1000.0  # per GPU, per ms
+    work = lam * (dec + pre)
+    tau = np.arange(load.prefill_share.shape[-1]) / PREFILL_BINS
+    met = np.ones_like(lam)  # the decode work a held request meets, over the time average (module docstring)
+    for _ in range(MET_STEPS):
+        others = lam * dec * met
+        t = np.where(work < 1.0, (base + own) / np.maximum(1.0 - others - lam * pre, 1e-300), np.inf)
+        t_d = base + others * t
+        service = tau * t_d[:, None] + load.prefill_bin_ms  # S per prefill bin
+        e_s = np.sum(load.prefill_share * service, axis=-1)
+        u = lam * e_s
+        wait_pk = np.where(u < 1.0, lam * np.sum(load.prefill_share * service**2, axis=-1) / (2.0 * (1.0 - u)), np.inf)
+        c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
+        held = lam * (JOIN_ITERATIONS * t + wait_pk + np.sum(load.hold_mean * c, axis=-1))
+        met = met_share(held, s)
+    first_ms = t_d + own + u * np.where(load.prefill_ms > 0, load.chunk_compute_mean_ms, 0.0)
+    queue = PrefillQueue.solve(load.prefill_share, service, lam, n, t, (work < 1.0) & (u < 1.0), ttft_limit_ms - first_ms)
+    q = queue.mean_ms
+    c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
+    body = np.sum(load.hold_mean * c, axis=-1)
+    hold = JOIN_ITERATIONS * t + q + body
+    scv = np.maximum(np.einsum("pi,pij,pj->p", c, load.hold_second, c) / body**2 - 1.0, 0.0)
+    held = lam * hold
+    hold_iterations = hold / t
+    per_held = (dec + pre) / hold_iterations  # G: work per held sequence per held iteration
+    full = base + per_held * s
+    stable = (work < 1.0) & (u < 1.0) & queue.solved & np.isfinite(hold) & (held <= s) & (rate / 1000.0 * hold_iterations * full < n * s)
+    p_wait = slot_wait_probability(rate, hold_iterations, n, s, base / 1000.0, per_held / 1000.0, stable)
+    drain = n * s / (full / 1000.0 * hold_iterations) - rate
+    slot_wait_mean_ms = np.where(stable, 1000.0 * (1.0 + scv) / (2.0 * drain), 0.0)  # given a wait
+    in_gpu, ttft = _ttft_quantiles_ms(load, lam, t, t_d, first_ms, np.where(stable, u, 0.0), queue, np.where(stable, p_wait, 0.0),
+                                      slot_wait_mean_ms, stable)
+    compute_share = np.where(u > 0, lam * pre / u, 0.0)  # of the prefill work: E[P] / E[S]
+    tpot_p99, tpot_mean = _tpot_ms(load, lam, t, t_d - base, (compute_share * q, compute_share**2 * queue.variance_ms2), stable)
+    inf = np.inf
+    return EngineBatchingState(
+        stable=stable,
+        iteration_ms=np.where(stable, t, full),
+        utilisation=np.where(stable, held, s) / s,
+        prefill_load=np.where(stable, u, np.minimum(np.nan_to_num(u, nan=1.0), 1.0)),
+        prefill_wait_iterations=np.where(stable, q / t, inf),
+        wait_probability=np.where(stable, p_wait, 1.0),
+        wait_p99_ms=np.where(stable & ~queue.given_up, np.nan_to_num(ttft - in_gpu, nan=inf), inf),
+        in_gpu_p99_ms=np.where(stable & ~queue.given_up, in_gpu, inf),
+        tpot_p99_ms=np.where(stable, tpot_p99, inf),
+        tpot_mean_ms=np.where(stable, tpot_mean, inf),
+        hold_ms=np.where(stable, hold, inf),
+        hold_scv=np.where(stable, scv, 0.0),
+    )
+
+
+@dataclass(frozen=True)
+class PrefillQueue:
+    """The token budget's queue per pool: the law of a prompt's wait (``pmf[row, k]`` at ``k cell_ms[row]`` ms) and
+    its mean and variance; ``solved`` is False where the queue is unstable or its wait outgrew the grid."""
+
+    pmf: NDArray[np.float64]
+    cell_ms: NDArray[np.float64]
+    mean_ms: NDArray[np.float64]
+    variance_ms2: NDArray[np.float64]
+    solved: NDArray[np.bool_]
+    given_up: NDArray[np.bool_]  # the wait's 0.99 point reached the caller's limit: the law is a lower bound
+
+    @classmethod
+    def solve(cls, share: NDArray, service_ms: NDArray, lam: NDArray, gpus: NDArray, t: NDArray, stable: NDArray,
+              give_up_ms: NDArray) -> PrefillQueue:
+        """The GI/G/1 queue of each GPU's prompts (lindley.py): services ``service_ms`` (per prefill bin, shares
+        ``share``), arrivals at ``lam`` per ms, Erlang with one phase per GPU of the pool (the dispatcher sends each
+        request to the GPU with the most free slots, which splits the pool's Poisson stream about in turn), on a grid
+        of ``max(t / GRID_PER_ITERATION, S_max / SERVICE_CELLS)`` ms per row."""
+        rows = len(t)
+        live = np.flatnonzero(stable & np.isfinite(t))
+        longest = np.max(np.where((share > 0) & np.isfinite(service_ms), service_ms, 0.0), axis=-1)
+        cell = np.maximum(np.where(np.isfinite(t), t, 1.0) / GRID_PER_ITERATION, longest / SERVICE_CELLS)
+        pmf = np.zeros((rows, QUEUE_CELLS))
+        pmf[:, 0] = 1.0
+        solved = np.zeros(rows, dtype=bool)
+        given_up = np.zeros(rows, dtype=bool)
+        if len(live):
+            law, lost, stopped = renewal_wait_pmf(share[live], service_ms[live], lam[live], np.minimum(gpus[live], MAX_PHASES), cell[live],
+                                                  QUEUE_CELLS, np.broadcast_to(give_up_ms, (rows,))[live])
+            pmf[live] = law
+            solved[live] = lost <= LOST_MASS
+            given_up[live] = stopped
+        points = np.arange(QUEUE_CELLS) * cell[:, None]
+        mean = np.sum(pmf * points, axis=-1)
+        variance = np.maximum(np.sum(pmf * points**2, axis=-1) - mean**2, 0.0)
+        return cls(pmf, cell, np.where(solved, mean, np.inf), np.where(solved, variance, np.inf), solved, given_up)
+
+
+def met_share(held: NDArray, slots: NDArray) -> NDArray[np.float64]:
+    """The others a held request meets on its GPU, over the time-average held count ``k``: ``(E[K^2] / E[K] - 1) / k``
+    (the size-biased count less itself) with ``K`` Poisson cut at the ``s`` slots and of mean ``k`` -- 1 where the cut
+    does not matter (Poisson: PASTA), ``(s - 1) / s`` for a full GPU."""
+    k = np.asarray(held, dtype=np.float64)
+    s = np.asarray(slots, dtype=np.float64)
+    out = np.ones_like(k)
+    with np.errstate(invalid="ignore"):
+        cut = np.isfinite(k) & (k > 0) & (k + 8.0 * np.sqrt(k) + 1.0 > s)
+    out[cut & (k >= s)] = (s[cut & (k >= s)] - 1.0) / s[cut & (k >= s)]
+    rows = np.flatnonzero(cut & (k < s))
+    if not len(rows):
+        return out
+    counts = np.arange(int(s[rows].max()) + 1, dtype=np.float64)
+    inside = counts[None, :] <= s[rows, None]
+    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(counts[1:]))))
+    lo, hi = np.log(k[rows]) - 1.0, np.log(np.maximum(k[rows], 1.0)) + 60.0
+
+    def moments(log_a: NDArray) -> tuple[NDArray, NDArray]:
+        log_p = np.where(inside, counts * log_a[:, None] - log_factorial, -np.inf)
+        p = np.exp(log_p - log_p.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        return p @ counts, p @ counts**2
+
+    for _ in range(60):  # the mean rises with a
+        mid = 0.5 * (lo + hi)
+        low = moments(mid)[0] < k[rows]
+        lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
+    first, second = moments(0.5 * (lo + hi))
+    out[rows] = (second / first - 1.0) / k[rows]
+    return out
+
+
+def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t_d: NDArray, first_ms: NDArray, u: NDArray,
+                       queue: PrefillQueue, p_wait: NDArray, slot_wait_mean_ms: NDArray, stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(y, TTFT)`` (ms) per pool: the 0.99 points of the in-GPU time ``J + Q + m_i t_d + P_i + first`` and of it plus the
+    slot wait (0 with probability ``1 - p_wait``, else exponential with mean ``slot_wait_mean_ms``: Kimura's tail), on
+    the queue's grid (module docstring); ``inf`` where not stable."""
+    rows = len(t)
+    in_gpu, ttft = np.full(rows, np.inf), np.full(rows, np.inf)
+    live = np.flatnonzero(np.asarray(stable) & np.isfinite(t))
+    if not len(live):
+        return in_gpu, ttft
+    cell = queue.cell_ms[live]
+    share = load.prefill_share[live]
+    bins = np.arange(share.shape[-1])
+    chunks = np.ceil(bins / PREFILL_BINS)
+    # its short last chunk's iteration also carries the next prompt's tokens when one waits (probability u)
+    filler_ms = (u[live] * load.chunk_compute_mean_ms[live])[:, None] * (chunks - bins / PREFILL_BINS)
+    # the decode work of the iterations a prompt's chunks and first token take is one draw of its law (the prefill is
+    # short beside the decode population's relaxation): a mixture over Gauss-Hermite levels z, t_d + z sd
+    level_ms = np.sqrt(_decode_variance(take_rows(load, live), (lam / np.ones_like(t))[live], t[live], None))
+    nodes, weights = np.polynomial.hermite_e.hermegauss(DECODE_LEVELS)
+    weights = weights / weights.sum()
+    shift = nodes[None, :, None] * level_ms[:, None, None]  # [row, level, -]
+    step_ms = np.maximum(t_d[live, None, None] + shift, load.base_ms[live, None, None])
+    offset_ms = (chunks * step_ms + load.prefill_bin_ms[live, None, :] + filler_ms[:, None, :]
+                 + first_ms[live, None, None] + step_ms - t_d[live, None, None])
+    position = np.rint(offset_ms / cell[:, None, None]).astype(np.int64)
+    mass = share[:, None, :] * weights[None, :, None]
+    width = int(position[np.broadcast_to(mass > 0, position.shape)].max(initial=0)) + 1
+    first = np.zeros((len(live), width))
+    np.add.at(first, (np.repeat(np.arange(len(live)), mass[0].size), np.minimum(position, width - 1).reshape(len(live), -1).ravel()),
+              np.broadcast_to(mass, position.shape).reshape(len(live), -1).ravel())
+    join_cells = np.rint((np.arange(JOIN_POINTS) + 0.5) / JOIN_POINTS * t[live, None] / cell[:, None]).astype(np.int64)
+    join = np.zeros((len(live), int(join_cells.max()) + 1))
+    np.add.at(join, (np.repeat(np.arange(len(live)), JOIN_POINTS), join_cells.ravel()), 1.0 / JOIN_POINTS)
+    wait = queue.pmf[live]
+    p, mean = p_wait[live], slot_wait_mean_ms[live]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reach = np.where(p > SLOT_WAIT_TAIL, mean * np.log(p / SLOT_WAIT_TAIL) / cell, 0.0)
+    slot_cells = int(min(np.ceil(reach.max(initial=0.0)), MAX_SLOT_WAIT_CELLS)) + 2
+    edges = np.arange(slot_cells) * cell[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = np.where(mean[:, None] > 0, p[:, None] * np.exp(-edges / np.where(mean > 0, mean, 1.0)[:, None]), 0.0)
+    slot = -np.diff(np.concatenate([np.ones((len(live), 1)), survival], axis=-1), axis=-1)  # cell k: P[k - 1 < W/cell <= k]
+    slot[:, -1] += survival[:, -1]
+    size = int(2 ** np.ceil(np.log2(width + join.shape[-1] + wait.shape[-1] + slot_cells)))
+    gpu_hat = np.fft.rfft(first, size) * np.fft.rfft(join, size) * np.fft.rfft(wait, size)
+    for target, transform in ((in_gpu, gpu_hat), (ttft, gpu_hat * np.fft.rfft(slot, size))):
+        index = np.argmax(np.cumsum(np.fft.irfft(transform, size), axis=-1) >= QUANTILE, axis=-1)
+        target[live] = index * cell
+    return in_gpu, ttft
+
+
+def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, others_ms: NDArray, backlog: tuple[NDArray, NDArray],
+             stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(P99, mean)`` TPOT per pool (module docstring); 0 for a pool with no request of two output tokens or more."""
+    share, m = load.tpot_share, load.tpot_intervals
+    chunk = load.chunk_compute_mean_ms[:, None]
+    backlog_mean, backlog_var = (b[:, None] for b in backlog)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = load.base_ms[:, None] + load.tpot_own_ms + others_ms[:, None]
+        arrivals = lam[:, None] * m * t[:, None]  # prompts arriving in the window
+        k1 = (backlog_mean + arrivals * load.prefill_ms[:, None]) / m
+        prefill_var = (backlog_var + arrivals * load.prefill_sq_ms2[:, None]) / m**2
+        decode_var = _decode_variance(load, lam, t, m * t[:, None])
+        # the prefill part a gamma law (two moments), the decode part symmetric: the sum's three cumulants
+        k2 = prefill_var + decode_var
+        k3 = np.where(k1 > 0, 2.0 * prefill_var**2 / k1, 0.0)
+        spread = 4.0 * np.sqrt(decode_var)
+    some = share.sum(axis=-1) > 0
+    mean = np.where(some, np.sum(share * a, axis=-1) + lam * t * load.prefill_ms, 0.0)
+    live = np.asarray(stable) & some & np.isfinite(t)
+    # a shifted gamma law with those cumulants (a normal law where the third is 0)
+    skewed = k3 > 0
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        shape = np.where(skewed, 4.0 * k2**3 / np.where(skewed, k3, 1.0) ** 2, 1.0)
+        scale = np.where(skewed, k3 / (2.0 * k2), 1.0)
+        start = a + k1 - shape * scale
+        sd = np.sqrt(k2)
+    top = a + chunk + spread  # no iteration carries more than a full budget
+    lo = np.where(live, np.min(np.where(share > 0, a - spread, np.inf), axis=-1), 0.0)
+    hi = np.where(live, np.max(np.where(share > 0, top, -np.inf), axis=-1), 0.0)
+
+    def tail(x: NDArray) -> NDArray:
+        """``P[TPOT > x]`` of the mixture per pool."""
+        x_ = x[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sf = np.where(skewed, gammaincc(shape, np.maximum(x_ - start, 0.0) / scale),
+                          np.where(sd > 0, special.ndtr((a + k1 - x_) / np.where(sd > 0, sd, 1.0)), (x_ < a + k1).astype(float)))
+        return np.sum(share * np.where(x[:, None] >= top, 0.0, np.nan_to_num(sf)), axis=-1)
+
+    for _ in range(TPOT_BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        over = tail(mid) > 1.0 - QUANTILE
+        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    return np.where(live, hi, 0.0), mean
+
+
+def _decode_variance(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, window_ms: NDArray | None) -> NDArray[np.float64]:
+    """Variance (ms^2) of the other requests' decode work per iteration, averaged over each group's window ``w`` (or
+    at an instant, ``window_ms`` None: one value per pool).
+
+    The decoding requests are a birth-death population: each decodes for ``S = L_out t`` ms, adding ``sigma`` per
+    iteration (``E[sigma^2]`` per group), and its own work stretches every iteration, so the departures slow as it
+    grows -- the negative-binomial chain of the slot wait, whose variance and relaxation time are Poisson's times
+    ``A = 1 / (1 - lambda E[D])``.  Its autocovariance at lag ``h`` is taken as ``A lambda E[sigma^2 (A S - h)^+]``, so the
+    average over ``w`` has variance ``(2 / w^2) A lambda sum_h E[sigma^2] I(w, A S_h)``, ``I(w, S) = w S b - (w + S)
+    b^2 / 2 + b^3 / 3``, ``b = min(w, S)`` (``A lambda E[sigma^2 A S]`` as ``w -> 0``)."""
+    with np.errstate(divide="ignore"):
+        stretch = 1.0 / np.maximum(1.0 - lam * load.decode_ms, 1e-12)
+    rate = lam * load.decode_share * stretch
+    residence = stretch[:, None] * (load.tpot_intervals + 1.0) * t[:, None]  # [pool, other group]
+    marks = load.tpot_share * load.tpot_own_sq_ms2
+    if window_ms is None:
+        return rate * np.sum(marks * residence, axis=-1)
+    w = window_ms[:, :, None]  # [pool, group, -]
+    b = np.minimum(w, residence[:, None, :])
+    overlap = w * residence[:, None, :] * b - (w + residence[:, None, :]) * b**2 / 2.0 + b**3 / 3.0
+    return 2.0 * rate[:, None] * np.sum(marks[:, None, :] * overlap, axis=-1) / window_ms**2
