@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optfleet.errors import NotApplicableError
+from optfleet.errors import InfeasibleError, NotApplicableError
 from optfleet.instance import load_instance
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching, state_at
@@ -153,3 +153,17 @@ def test_an_unreachable_tpot_target_is_explained():
 def test_the_milp_refuses_the_engine_batching_model():
     with pytest.raises(NotApplicableError, match="slo.service_model"):
         solve_milp(_problem())
+
+
+def test_a_budget_above_the_window_is_the_window():
+    # every prompt of the 2000-token pool prefills in one iteration either way: the same pool, the same plan
+    at_window = _problem(hardware__iteration={"chunk_tokens": 2000})
+    above = _problem(hardware__iteration={"chunk_tokens": 2000}, hardware__engine={"max_num_batched_tokens": 1_000_000})
+    assert above.pool(2000).chunk_tokens == 2000 and above.pool(2000).step == at_window.pool(2000).step
+    assert evaluate(above, sweep(above).plan).total_gpus == evaluate(at_window, sweep(at_window).plan).total_gpus
+
+
+def test_an_unreachable_tpot_target_is_explained_by_the_batching_model():
+    problem = _problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_mean_ms": 10.5})
+    with pytest.raises(InfeasibleError, match="mean TPOT is 1[0-9.]+ ms even when idle \\(the batching model\\)"):
+        sweep(problem)

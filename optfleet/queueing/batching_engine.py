@@ -35,8 +35,8 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and GPU coun
   two-moment mean ``(1 + Cs^2) / (2 (mu_c - lambda))`` (``Cs^2`` of ``h_i`` at the operating point).
 * **P99 TTFT**: the 0.99 point of the slot wait plus the in-GPU time to first token
   ``J + Q + m_i t_d' + P_i + first``, ``first = t_d' + o + u E[P] / E[tau]`` its first decode iteration (which
-  carries the next prompt's chunk when one waits) and the short last chunk's iteration likewise filled with
-  probability ``u``; ``t_d' = t_d + Z sd`` the decode step at a normal level of the decode population (Gauss-Hermite
+  carries a full budget of the next prompts' tokens when one waits; the budget is at most the window) and the short
+  last chunk's iteration likewise filled with probability ``u``; ``t_d' = t_d + Z sd`` the decode step at a normal level of the decode population (Gauss-Hermite
   points; the prefill is short beside the population's relaxation), ``sd`` its instantaneous standard deviation
   (below).  One law, a mixture over the pool's requests (prompts binned to ``C / 8`` tokens), convolved on a grid of
   ``max(t / 32, S_max / 512)`` ms by FFT.
@@ -77,6 +77,7 @@ LOST_MASS = 1e-4  # a wait law with more mass beyond its grid than this is not u
 MAX_PHASES = 4096  # Erlang phases of a GPU's arrivals, at most (beyond, as good as periodic)
 JOIN_POINTS = 16  # points of the join's uniform law
 DECODE_LEVELS = 7  # Gauss-Hermite levels of the decode work under a prompt's prefill
+OFFSET_CELLS = 1 << 16  # grid points over the longest in-GPU offset, at most
 SLOT_WAIT_TAIL = 1e-7  # the slot wait's law is kept on the grid up to this survival
 MAX_SLOT_WAIT_CELLS = 1 << 16
 MET_STEPS = 4  # fixed-point passes for the decode work a held request meets
@@ -202,7 +203,7 @@ def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_p
         c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
         held = lam * (JOIN_ITERATIONS * t + wait_pk + np.sum(load.hold_mean * c, axis=-1))
         met = met_share(held, s)
-    first_ms = t_d + own + u * np.where(load.prefill_ms > 0, load.chunk_compute_mean_ms, 0.0)
+    first_ms = t_d + own + u * load.chunk_compute_mean_ms
     queue = PrefillQueue.solve(load.prefill_share, service, lam, n, t, (work < 1.0) & (u < 1.0), ttft_limit_ms - first_ms)
     q = queue.mean_ms
     c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
@@ -335,6 +336,11 @@ def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t
     step_ms = np.maximum(t_d[live, None, None] + shift, load.base_ms[live, None, None])
     offset_ms = (chunks * step_ms + load.prefill_bin_ms[live, None, :] + filler_ms[:, None, :]
                  + first_ms[live, None, None] + step_ms - t_d[live, None, None])
+    # a grid coarse enough that the longest offset fits OFFSET_CELLS points (the queue's law summed onto it)
+    longest = np.max(np.where(np.broadcast_to(share[:, None, :] > 0, offset_ms.shape), offset_ms, 0.0), axis=(1, 2))
+    coarse = np.maximum(cell, longest / OFFSET_CELLS)
+    wait = _coarsened(queue.pmf[live], cell, coarse)
+    cell = coarse
     position = np.rint(offset_ms / cell[:, None, None]).astype(np.int64)
     mass = share[:, None, :] * weights[None, :, None]
     width = int(position[np.broadcast_to(mass > 0, position.shape)].max(initial=0)) + 1
@@ -344,7 +350,6 @@ def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t
     join_cells = np.rint((np.arange(JOIN_POINTS) + 0.5) / JOIN_POINTS * t[live, None] / cell[:, None]).astype(np.int64)
     join = np.zeros((len(live), int(join_cells.max()) + 1))
     np.add.at(join, (np.repeat(np.arange(len(live)), JOIN_POINTS), join_cells.ravel()), 1.0 / JOIN_POINTS)
-    wait = queue.pmf[live]
     p, mean = p_wait[live], slot_wait_mean_ms[live]
     with np.errstate(divide="ignore", invalid="ignore"):
         reach = np.where(p > SLOT_WAIT_TAIL, mean * np.log(p / SLOT_WAIT_TAIL) / cell, 0.0)
@@ -360,6 +365,16 @@ def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t
         index = np.argmax(np.cumsum(np.fft.irfft(transform, size), axis=-1) >= QUANTILE, axis=-1)
         target[live] = index * cell
     return in_gpu, ttft
+
+
+def _coarsened(pmf: NDArray, cell_ms: NDArray, coarse_ms: NDArray) -> NDArray[np.float64]:
+    """Laws on grids of ``cell_ms`` per row summed onto grids of ``coarse_ms >= cell_ms`` (point k to the nearest)."""
+    if np.all(coarse_ms <= cell_ms):
+        return pmf
+    target = np.rint(np.arange(pmf.shape[-1])[None, :] * (cell_ms / coarse_ms)[:, None]).astype(np.int64)
+    out = np.zeros_like(pmf)
+    np.add.at(out, (np.repeat(np.arange(len(pmf)), pmf.shape[-1]), target.ravel()), pmf.ravel())
+    return out
 
 
 def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, others_ms: NDArray, backlog: tuple[NDArray, NDArray],

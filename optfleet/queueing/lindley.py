@@ -17,14 +17,14 @@ from numpy.typing import NDArray
 from scipy.special import gammainc
 
 TOLERANCE = 1e-8
+MAX_STEPS = 2000  # a row not settled by then (a load near 1) is reported unsettled, not used
 QUANTILE = 0.99
-MAX_STEPS = 5000
 
 
 def renewal_wait_pmf(service_share: NDArray, service_ms: NDArray, rate_per_ms: NDArray, phases: NDArray, cell_ms: NDArray,
                      cells: int, give_up_ms: NDArray | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Per row, the stationary law of the wait on ``cells`` points of ``cell_ms`` (``[row, k]`` = P[W ~ k cell_ms]), the
-    mass the grid could not hold (put on its last point) and whether the row was given up.  ``service_share[row, b]``
+    mass the grid could not hold (put on its last point; 1 for a row not settled in ``MAX_STEPS`` steps) and whether the row was given up.  ``service_share[row, b]``
     is the share of requests with service ``service_ms[row, b]``; arrivals at ``rate_per_ms`` with ``phases`` Erlang
     phases.  Each row needs load ``rate E[S] < 1``.  The iterates rise (stochastically) to the fixed point, so once an
     iterate's 0.99 point reaches ``give_up_ms[row]`` the stationary one is above it too: the row stops there (given up)."""
@@ -68,4 +68,5 @@ def renewal_wait_pmf(service_share: NDArray, service_ms: NDArray, rate_per_ms: N
         active[r[(change <= TOLERANCE) | above]] = False
         if not active.any():
             break
+    lost[active] = 1.0  # not settled in MAX_STEPS steps: not used
     return wait, lost, given_up

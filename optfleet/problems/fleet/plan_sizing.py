@@ -10,7 +10,9 @@ from optfleet.problems.fleet.evaluator import FleetEvaluation, PoolMetrics, eval
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.problems.fleet.routing import route
-from optfleet.queueing import MAX_GPUS
+from optfleet.queueing import MAX_GPUS, RELATIVE_TOLERANCE
+from optfleet.queueing.batching import BatchingState
+from optfleet.queueing.batching_engine import EngineBatchingState
 
 
 def size_plan(problem: FleetProblem, plan: Plan) -> Plan:
@@ -31,15 +33,18 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
     is told so, with its load.
     """
     j, pool = next((j, p) for j, p in enumerate(evaluation.pools) if p.name == pool_name)
+    tpot = _tpot_reason(problem, pool)
     if evaluation.service_model == "batching":
-        in_gpu_ms, iteration_ms = _idle_batching_floor(problem, evaluation.plan, j)
+        idle = _idle_batching_state(problem, evaluation.plan, j)
+        in_gpu_ms, iteration_ms = float(idle.in_gpu_p99_ms[0]), float(idle.iteration_ms[0])
         fits = floor_fits(in_gpu_ms, evaluation.ttft_slo_ms)
         floor = f"an in-GPU time to first token of {in_gpu_ms:.1f} ms even when idle (P99 prefill and first decode at {iteration_ms:.1f} ms per iteration)"
+        if isinstance(idle, EngineBatchingState):
+            tpot = _idle_tpot_reason(problem, idle)
     else:
         fits = floor_fits(pool.prefill_p99_ms + pool.first_iteration_ms, evaluation.ttft_slo_ms)
         floor = (f"mean prefill {pool.prefill_p99_ms:.1f} ms (fleetsim rule)" if evaluation.ttft_rule == "fleetsim"
                  else f"P99 prefill {pool.prefill_p99_ms:.1f} ms + one iteration {pool.first_iteration_ms:.1f} ms")
-    tpot = _tpot_reason(problem, pool)
     if fits and tpot is not None:
         return f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens): {tpot}"
     if fits:
@@ -71,10 +76,21 @@ def _tpot_reason(problem: FleetProblem, pool: PoolMetrics) -> str | None:
     return None
 
 
-def _idle_batching_floor(problem: FleetProblem, plan: Plan, j: int) -> tuple[float, float]:
-    """Pool ``j`` of ``plan`` under the batching model with no traffic: its in-GPU P99 time to first token and its
-    iteration time (``W``), both ms."""
+def _idle_batching_state(problem: FleetProblem, plan: Plan, j: int) -> BatchingState:
+    """Pool ``j`` of ``plan`` under the batching model with no traffic (what the model tends to as GPUs are added)."""
     served = route(problem.mix, plan, problem.compressible_fraction)[j]
     config = problem.pool(plan.pools[j].window_tokens, plan.pools[j].gpu)
-    idle = state_at(batching_workload([config], [(served.l_in, served.l_out, served.weight)], np.zeros(1)), [config], np.ones(1))
-    return float(idle.in_gpu_p99_ms[0]), float(idle.iteration_ms[0])
+    return state_at(batching_workload([config], [(served.l_in, served.l_out, served.weight)], np.zeros(1)), [config], np.ones(1))
+
+
+def _idle_tpot_reason(problem: FleetProblem, idle: EngineBatchingState) -> str | None:
+    """Why the pool meets no TPOT target under the engine's batching model: its idle P99 or mean TPOT (each request
+    decoding alone) above the target, or None."""
+    targets = problem.tpot_targets
+    p99, mean = float(idle.tpot_p99_ms[0]), float(idle.tpot_mean_ms[0])
+    if targets.percentile_ms is not None and p99 > targets.percentile_ms * (1 + RELATIVE_TOLERANCE):
+        return (f"its P99 TPOT is {p99:.1f} ms even when idle (each request decoding alone, the batching model), above the strictest "
+                f"TPOT percentile target {targets.percentile_ms:g} ms; a smaller window or a faster configuration lowers it")
+    if targets.mean_ms is not None and mean > targets.mean_ms * (1 + RELATIVE_TOLERANCE):
+        return f"its mean TPOT is {mean:.1f} ms even when idle (the batching model), above the mean TPOT target {targets.mean_ms:g} ms"
+    return None

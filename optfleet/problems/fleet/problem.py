@@ -169,6 +169,9 @@ class PoolFactory:
             chunk = self.chunk_tokens
             step = None
             if self.engine is not None:
+                # no prompt of the pool is longer than its window: a budget above it prefills each prompt in one
+                # iteration, as a chunk of the window does (and the affine form is fitted over the chunks that occur)
+                chunk = min(chunk, window_tokens)
                 step = affine_reduction(self.engine, max(limits.slots(slots), 1), window_tokens, chunk)
                 w_ms, h_ms = step.base_ms, float(step.seq_step_ms(window_tokens))
             self._cache[window_tokens] = PoolConfig(

@@ -56,8 +56,9 @@ def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
     if problem.charges_prefill or problem.tpot_targets.any:  # the slot model's TPOT: the longest iteration (every percentile), the mean
         frame.insert(frame.columns.get_loc("binding"), "TPOT bound ms", [p.tpot_bound_ms for p in evaluation.pools])
         frame.insert(frame.columns.get_loc("binding"), "mean TPOT ms", [p.tpot_mean_ms for p in evaluation.pools])
-    if any(p.tpot_p99_ms is not None for p in evaluation.pools):  # the batching model's, under the engine model
+    if any(p.tpot_p99_ms is not None for p in evaluation.pools):  # the batching model's P99, under the engine model, replaces the bound
         frame.insert(frame.columns.get_loc("mean TPOT ms"), "P99 TPOT ms", [p.tpot_p99_ms for p in evaluation.pools])
+        frame = frame.drop(columns=["TPOT bound ms"])
     if (frame["instances"] == frame["GPUs"]).all():
         frame = frame.drop(columns=["instances"]).rename(columns={"slots/instance": "slots/GPU"})
     if evaluation.service_model == "batching":  # the same fields, read by the batching model (evaluator.py)
