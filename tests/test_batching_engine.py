@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optfleet.errors import InfeasibleError, NotApplicableError
+from optfleet.errors import InfeasibleError, InputError, NotApplicableError
 from optfleet.instance import load_instance
 from optfleet.problems.fleet import evaluate
+from optfleet.problems.fleet.assumptions import assumption_lines
 from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching, state_at
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.milp import solve_milp
@@ -167,3 +168,10 @@ def test_an_unreachable_tpot_target_is_explained_by_the_batching_model():
     problem = _problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_mean_ms": 10.5})
     with pytest.raises(InfeasibleError, match="mean TPOT is 1[0-9.]+ ms even when idle \\(the batching model\\)"):
         sweep(problem)
+
+
+def test_the_instance_may_not_ask_for_the_milp_and_the_header_says_what_tpot_targets_meet():
+    with pytest.raises(InputError, match="solve.method"):
+        _problem(solve={"method": "milp"})
+    lines = assumption_lines(_problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_p50_ms": 20}))
+    assert "p50 20 ms (percentiles checked against the batching model's P99 TPOT)" in "\n".join(lines)

@@ -235,6 +235,9 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     check_preset_fields(spec.preset, spec.hardware)
     _check_token_budget(spec.hardware)
     tpot_given = [name for name in ("tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tpot_mean_ms") if getattr(spec.slo, name) is not None]
+    if spec.preset == ENGINE_PRESET and spec.slo.service_model == "batching" and spec.solve.method == "milp":
+        raise InputError("solve.method", "milp", "the fleet MILP's batching tables are not built for preset engine yet (each entry solves "
+                         "the prefill queue): use method sweep, or service_model slots for the MILP")
     if tpot_given and spec.slo.service_model == "batching" and spec.preset != ENGINE_PRESET:
         raise InputError(f"slo.{tpot_given[0]}", getattr(spec.slo, tpot_given[0]), f"TPOT targets under the batching model need "
                          f"preset engine (the paper's batching iteration, preset {spec.preset}, has no TPOT model); or use service_model: slots")
