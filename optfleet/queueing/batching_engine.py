@@ -53,8 +53,10 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and GPU coun
 
 An approximation of the engine (mean-field operating point, Erlang arrivals for the dispatcher, Kimura's slot
 wait, moment-matched TPOT laws), validated against the batching simulator on the shipped instances by
-``benchmarks/bench_batching_engine.py`` (utilisation within 5 %, P99 TTFT and P99 TPOT within 10 %).  The
-fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).
+``benchmarks/bench_batching_engine.py`` (utilisation within 5 %, P99 TTFT and P99 TPOT within 10 %).  Away from
+those plans its P99 TTFT has been found optimistic by up to 30 % (the Erlang arrivals are too regular for pools
+with many slots per GPU; the slot wait's tail is short at high occupancy over few instances): the README gives the
+cases.  The fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).
 """
 
 from __future__ import annotations
