@@ -102,11 +102,8 @@ class EngineBatchingWorkload:
     decode_ms: NDArray[np.float64]  # E[D]
     prefill_ms: NDArray[np.float64]  # E[P]
     prefill_sq_ms2: NDArray[np.float64]  # E[P^2]
-    prefill_cube_ms3: NDArray[np.float64]  # E[P^3]
     decode_iterations: NDArray[np.float64]  # E[L_out]
-    chunk_compute_max_ms: NDArray[np.float64]
     chunk_compute_mean_ms: NDArray[np.float64]  # E[P] / E[tau]: the mean compute of an iteration spending the whole budget
-    prefill_iterations: NDArray[np.float64]  # E[tau] = E[L_in] / C
     hold_mean: NDArray[np.float64]
     hold_second: NDArray[np.float64]
     prefill_share: NDArray[np.float64]
@@ -134,7 +131,7 @@ class EngineBatchingState(BatchingState):
     hold_scv: NDArray[np.float64]
 
 
-def engine_workload_row(step: AffineStep, chunk_tokens: int, window_tokens: int, l_in: ArrayLike, l_out: ArrayLike,
+def engine_workload_row(step: AffineStep, chunk_tokens: int, l_in: ArrayLike, l_out: ArrayLike,
                         weight: ArrayLike, prefill_columns: int, tpot_columns: int) -> dict[str, NDArray[np.float64] | float]:
     """One pool's fields of :class:`EngineBatchingWorkload` (all but the rate) from weighted requests."""
     w = np.asarray(weight, dtype=np.float64)
@@ -167,12 +164,10 @@ def engine_workload_row(step: AffineStep, chunk_tokens: int, window_tokens: int,
     return {
         "base_ms": step.base_ms, "decode_ms": float(w @ decode), "prefill_ms": float(w @ prefill), "prefill_sq_ms2": float(w @ prefill**2),
         "decode_iterations": float(w @ l_out),
-        "chunk_compute_max_ms": step.per_prefill_token_ms * chunk_tokens + step.per_prefill_pair_ms * chunk_tokens * (window_tokens + 0.5),
         "chunk_compute_mean_ms": float(w @ prefill) / max(float(w @ l_in) / chunk_tokens, 1e-300),
-        "prefill_iterations": float(w @ l_in) / chunk_tokens,
         "hold_mean": v @ w, "hold_second": (v * w) @ v.T, "prefill_share": share, "prefill_bin_ms": bin_ms,
         "tpot_share": mass / total if total > 0 else mass, "tpot_intervals": intervals, "tpot_own_ms": own_ms,
-        "tpot_own_sq_ms2": own_sq_ms2, "decode_share": float(total), "prefill_cube_ms3": float(w @ prefill**3),
+        "tpot_own_sq_ms2": own_sq_ms2, "decode_share": float(total),
     }
 
 

@@ -63,7 +63,7 @@ def _engine_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[Arra
         assert config.step is not None
         if float(np.sum(weight)) <= 0:  # an idle pool: one request of one prompt token and one output token
             l_in, l_out, weight = np.ones(1), np.ones(1), np.ones(1)
-        rows.append(engine_workload_row(config.step, config.chunk_tokens, config.window_tokens, l_in, l_out, weight, prefill_columns, groups))
+        rows.append(engine_workload_row(config.step, config.chunk_tokens, l_in, l_out, weight, prefill_columns, groups))
     stacked = {name: np.array([row[name] for row in rows]) for name in rows[0]}
     return EngineBatchingWorkload(rate_rps=np.asarray(rate_rps, dtype=np.float64) * np.ones(len(rows)), **stacked)
 
