@@ -63,7 +63,7 @@ from scipy import stats
 
 from optfleet.queueing.erlang import erlang_c
 
-W = TypeVar("W")
+RowsT = TypeVar("RowsT")
 QUANTILE = 0.99
 JOIN_ITERATIONS = 0.5  # mean wait for the next iteration boundary (uniform over one iteration)
 FIXED_POINT_STEPS = 2000
@@ -114,7 +114,7 @@ class BatchingState:
         return self.wait_p99_ms + self.in_gpu_p99_ms
 
 
-def take_rows(load: W, rows: NDArray[np.int64]) -> W:
+def take_rows(load: RowsT, rows: NDArray[np.int64]) -> RowsT:
     """The pools ``rows`` of a workload (a dataclass of arrays over pools)."""
     return type(load)(*(np.asarray(getattr(load, f.name))[rows] for f in fields(load)))
 

@@ -83,7 +83,8 @@ def assumption_lines(problem: FleetProblem) -> list[str]:
     comp = a["compression"]
     compression = (f"on (compressible share {comp['compressible_fraction']:g}, gamma up to {comp['gamma_max']:g})" if comp["enabled"] else "off")
     return [
-        f"  {model}; service model {a['service_model']}",
+        f"  {model}; service model {a['service_model']}" + (" (an approximation, checked against the batching simulator)"
+                                                            if a["service_model"] == "batching" else ""),
         f"  iteration times: {engines}",
         f"  chunk {a['chunk_tokens']:,} tokens; P99 TTFT {a['ttft_p99_ms']:g} ms (rule {a['ttft_rule']}); TPOT targets: {tpot}; "
         f"rho_max {a['rho_max']:g}",
