@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from optfleet.errors import InfeasibleError, InputError, NotApplicableError
 from optfleet.instance import load_instance
@@ -19,7 +20,8 @@ from optfleet.problems.fleet.milp import solve_milp
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.problem import prepare
 from optfleet.problems.fleet.simulate.batching import simulate_batching
-from optfleet.queueing.batching_engine import met_share
+from optfleet.queueing.batching import slot_wait_probability
+from optfleet.queueing.batching_engine import DEPARTURE_SCV, _behind_pmf, arrival_shape, met_share
 from optfleet.queueing.lindley import renewal_wait_pmf
 
 pytestmark = pytest.mark.unit
@@ -67,23 +69,71 @@ def test_operating_point_by_hand():
 
 
 def test_in_gpu_ttft_quantile_matches_monte_carlo():
-    # TTFT in the GPU = J + Q + 2 s + P + first + (s - t_d), J ~ U(0, t), Q the M/D/1 wait, s = t_d + Z sd the decode
-    # step at a normal level Z: the other decoders' work has variance A lambda E[sigma^2 A S] = 1.25 x 0.002 x 1 x
-    # 1.25 x 100 t (A = 1 / (1 - lambda E[D]) = 1.25, S = L_out t): checked by a Lindley simulation
+    # TTFT in the GPU = J + Q + 2 s + P + first + (s - t_d) + B, J ~ U(0, t), Q the M/D/1 wait, s = t_d + Z sd the
+    # decode step at a normal level Z: the other decoders' work has variance A lambda E[sigma^2 A S] = 1.25 x 0.002 x
+    # 1 x 1.25 x 100 t (A = 1 / (1 - lambda E[D]) = 1.25, S = L_out t); B the next prompt's chunk (E[P] / E[tau] =
+    # 5 ms) in its first decode step when a prompt arrived during its wait and prefill.  A Lindley simulation, in
+    # which B follows each request's own wait (the model takes the mean wait).
     state = _state(_problem(), 1)
     t = 11.0 / 0.78
     t_d = 10.0 + 0.002 * t * 100.0
-    service, u = 2.0 * t_d + 10.0, 0.002 * (2.0 * t_d + 10.0)
-    first = t_d + 1.0 + u * 5.0  # a waiting prompt's chunk (E[P] / E[tau] = 5 ms) in the first decode step w.p. u
+    service = 2.0 * t_d + 10.0
     sd = np.sqrt(1.25 * 0.002 * 1.25 * 100.0 * t)
     rng = np.random.default_rng(0)
-    gaps = rng.exponential(1 / 0.002, 400_000)
+    gaps = rng.exponential(1 / 0.002, 400_001)
     waits = np.zeros(len(gaps))
     for i in range(1, len(gaps)):
         waits[i] = max(0.0, waits[i - 1] + service - gaps[i])
-    step = np.maximum(t_d + sd * rng.standard_normal(len(gaps)), 10.0)
-    ttft = rng.uniform(0, t, len(gaps)) + waits + 2.0 * step + 10.0 + first + step - t_d
+    behind = np.where(gaps[1:] < waits[:-1] + service, 5.0, 0.0)
+    waits = waits[:-1]
+    step = np.maximum(t_d + sd * rng.standard_normal(len(waits)), 10.0)
+    ttft = rng.uniform(0, t, len(waits)) + waits + 2.0 * step + 10.0 + (t_d + 1.0) + step - t_d + behind
     assert state.in_gpu_p99_ms[0] == pytest.approx(np.percentile(ttft, 99), rel=0.02)
+
+
+def test_behind_law_is_a_capped_compound_poisson_law():
+    # prompts of one eighth of a budget, m = 3 arriving on average: Poisson(3) below the cap of 8 + slack eighths
+    share = np.zeros((1, 17))
+    share[0, 1] = 1.0
+    law = _behind_pmf(share, np.full((1, 17), 3.0))
+    assert law.shape == (1, 17, 16)
+    np.testing.assert_allclose(law.sum(axis=-1), 1.0, rtol=1e-12)
+    poisson = np.exp(-3.0) * 3.0 ** np.arange(16) / np.cumprod(np.r_[1.0, np.arange(1, 16)])
+    np.testing.assert_allclose(law[0, 8, :8], poisson[:8], rtol=1e-12)  # a whole number of chunks: cap 8 eighths
+    assert law[0, 8, 8] == pytest.approx(1.0 - poisson[:8].sum(), rel=1e-12) and not law[0, 8, 9:].any()
+    np.testing.assert_allclose(law[0, 1, :15], poisson[:15], rtol=1e-12)  # one eighth: 7 eighths of slack, cap 15
+    # prompts of two budgets: one arrival fills any cap
+    share = np.zeros((1, 17))
+    share[0, 16] = 1.0
+    law = _behind_pmf(share, np.full((1, 17), 0.5))
+    assert law[0, 3, 0] == pytest.approx(np.exp(-0.5)) and law[0, 3, 13] == pytest.approx(1.0 - np.exp(-0.5))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64), st.integers(2, 200), st.floats(0.05, 0.9), st.floats(1.0, 4.0))
+def test_the_slot_chain_in_units_of_a_jump(gpus, slots, load, jump):
+    # jump 1 is the negative binomial chain (scipy's law); a larger jump, the same mean with more variance, waits more
+    # below the cap
+    n, s = np.array([float(gpus)]), np.array([float(slots)])
+    hold, w, hphi = np.array([100.0]), np.array([0.01]), np.array([0.0005])
+    lam = load * n * s / (hold * (w + hphi * s))  # arrival rate over the full-batch departure rate = load
+    stable = np.array([True])
+    plain = slot_wait_probability(lam, hold, n, s, w, hphi, stable)
+    c, x, r = n * s, lam * hold * hphi / n, n * w / hphi + 1.0
+    q = lam * hold * (w + hphi * s) / c
+    tail = stats.nbinom.pmf(c, r, 1.0 - x) / (1.0 - q)
+    assert plain[0] == pytest.approx((tail / (stats.nbinom.cdf(c - 1, r, 1.0 - x) + tail))[0], rel=1e-9, abs=1e-300)
+    wider = slot_wait_probability(lam, hold, n, s, w, hphi, stable, jump)
+    assert wider[0] >= plain[0] * (1.0 - 1e-9)
+
+
+def test_a_gpu_of_a_pool_receives_a_stream_between_turns_and_poisson():
+    shape = arrival_shape(np.array([1.0, 2.0, 6.0, 1e6]), np.zeros(4))
+    assert shape[0] == 1.0  # one GPU: the pool's Poisson stream
+    assert np.all(np.diff(shape) > 0) and shape[-1] == pytest.approx(1.0 / DEPARTURE_SCV)
+    # many arrivals per iteration: the dispatcher takes turns (Erlang n in the limit)
+    busy = arrival_shape(np.array([6.0, 6.0]), np.array([1.0, 1e9]))
+    assert shape[2] < busy[0] < busy[1] and busy[1] == pytest.approx(6.0)
 
 
 def test_lindley_against_known_queues():
@@ -175,3 +225,4 @@ def test_the_instance_may_not_ask_for_the_milp_and_the_header_says_what_tpot_tar
         _problem(solve={"method": "milp"})
     lines = assumption_lines(_problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_p50_ms": 20}))
     assert "p50 20 ms (percentiles checked against the batching model's P99 TPOT)" in "\n".join(lines)
+    assert "the MILP does not take the engine's batching model" in lines[-1] and "K = 2 pools" in lines[-1]

@@ -59,7 +59,7 @@ from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+from scipy import special
 
 from optfleet.queueing.erlang import erlang_c
 
@@ -170,15 +170,22 @@ def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_gpu: Array
     )
 
 
-def slot_wait_probability(lam: NDArray, hold: NDArray, n: NDArray, s: NDArray, w: NDArray, hphi: NDArray, stable: NDArray) -> NDArray:
-    """``P_wait`` of the birth-death chain (module docstring); 1 where unstable."""
+def slot_wait_probability(lam: NDArray, hold: NDArray, n: NDArray, s: NDArray, w: NDArray, hphi: NDArray, stable: NDArray,
+                          jump: ArrayLike = 1.0) -> NDArray:
+    """``P_wait`` of the birth-death chain (module docstring); 1 where unstable.  ``jump > 1`` counts the chain in units
+    of ``jump`` sequences (its mean unchanged, its variance ``jump`` times larger: batching_engine.py's prompt compute),
+    so ``b + 1`` and ``c`` are divided by ``jump``; the negative binomial is taken at real ``c`` by its continuous
+    extension (``F(c - 1) = I_{1 - x}(b + 1, c)``)."""
+    jump = np.asarray(jump, dtype=np.float64)
     c = n * s
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         q = lam * hold * (w + hphi * s) / c
         x = lam * hold * hphi / n
-        r = np.where(hphi > 0, n * w / np.where(hphi > 0, hphi, 1.0) + 1.0, 1.0)
-        log_pmf = stats.nbinom.logpmf(c, r, 1.0 - x)
-        log_cdf = stats.nbinom.logcdf(c - 1, r, 1.0 - x)
+        r = np.where(hphi > 0, n * w / np.where(hphi > 0, hphi, 1.0) + 1.0, 1.0) / jump
+        units = c / jump
+        log_pmf = (special.gammaln(units + r) - special.gammaln(r) - special.gammaln(units + 1.0) + r * np.log1p(-x)
+                   + units * np.log(x))
+        log_cdf = np.log(special.betainc(r, units, 1.0 - x))
         log_tail = log_pmf - np.log1p(-q)
         nb = np.exp(log_tail - np.logaddexp(log_cdf, log_tail))
     # H = 0: a constant iteration W, the M/M/c chain: Erlang C at load lambda E[h] W.

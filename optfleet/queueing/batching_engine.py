@@ -23,27 +23,40 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and GPU coun
   compute, takes ``t_d = base + M``.  No operating point (``lambda E[D + P] >= 1``, the GPU's time) is overload.
 * **Prefill queue** (the token budget, first come first served): a GI/G/1 queue in ms whose service of request i
   is ``S_i = tau_i t_d + P_i``, ``tau_i = L_in / C`` (a prompt's short last chunk shares its iteration with the
-  next prompt's tokens), load ``u = lambda E[S]``.  Its arrivals are Erlang with one phase per GPU of the pool: the
-  simulator's (and a load-balancing router's) dispatcher sends each request to the GPU with the most free slots,
-  which splits the pool's Poisson stream about in turn (one GPU: Poisson, the M/G/1 queue).  The wait's law is
-  Lindley's fixed point on a grid (lindley.py).
+  next prompt's tokens), load ``u = lambda E[S]``.  Its arrivals are a renewal stream, gamma with squared
+  coefficient of variation ``c_a^2 = 1 / n + (1 - 1 / n) c_d^2`` over the pool's ``n`` GPUs (:func:`arrival_shape`):
+  the simulator's (and a least-loaded router's) dispatcher sends each request to the GPU with the most free slots, so
+  a GPU receives a share of the pool's Poisson stream split in turn (``1 / n``) and, beyond it, a stream that follows
+  its own departures when arrivals are sparse and takes turns when several come per iteration (``c_d^2``, measured
+  on the simulator); one GPU is Poisson, the M/G/1 queue.  The wait's law is Lindley's fixed point on a grid
+  (lindley.py).
 * **Occupancy.**  Request i holds its slot ``h_i = J + Q + m_i t_d + P_i + L_out t`` (``J`` the join, half an
   iteration on average), so ``k = lambda E[h]`` slots per GPU are held (Little) and the utilisation is ``k / s``.
 * **Wait for a slot.**  The birth-death chain of batching.py with the iteration linear in the held sequences per
   GPU, ``t(k) = base + G k``, ``G = E[D + P] / E[h / t]`` (each held sequence's work per held iteration): the
-  negative-binomial law below ``c = n s`` slots, geometric above; given a wait, exponential with Kimura's
-  two-moment mean ``(1 + Cs^2) / (2 (mu_c - lambda))`` (``Cs^2`` of ``h_i`` at the operating point).
+  negative-binomial law below ``c = n s`` slots, geometric above, counted in units of
+  ``jump = 1 / (1 - lambda E[P])`` sequences.  A prompt's compute ``P`` stalls every held sequence's progress on its
+  GPU, so an admission moves the held count by ``jump`` on average rather than 1, and the count's variance is
+  ``jump`` times the chain's:
+  ``var / mean = 1 / ((1 - x)(1 - lambda E[P]))``, ``x = lambda E[D + P]`` (the batching simulator's held count:
+  2.8 and 5.2 times its mean for Llama-3-70B TP4 at 41 % and 77 % occupancy, against 2.9 and 5.1 here and 1.9 and
+  2.7 for the plain chain).  Given a wait, it is exponential with Kimura's two-moment mean
+  ``(1 + Cs^2) / (2 (mu_c - lambda))`` (``Cs^2`` of ``h_i`` at the operating point).
 * **P99 TTFT**: the 0.99 point of the slot wait plus the in-GPU time to first token
-  ``J + Q + m_i t_d' + P_i + first``, ``first = t_d' + o + u E[P] / E[tau]`` its first decode iteration (which
-  carries a full budget of the next prompts' tokens when one waits; the budget is at most the window) and the short
-  last chunk's iteration likewise filled with probability ``u``; ``t_d' = t_d + Z sd`` the decode step at a normal level of the decode population (Gauss-Hermite
-  points; the prefill is short beside the population's relaxation), ``sd`` its instantaneous standard deviation
-  (below).  One law, a mixture over the pool's requests (prompts binned to ``C / 8`` tokens), convolved on a grid of
-  ``max(t / 32, S_max / 512)`` ms by FFT.
+  ``J + Q + m_i t_d' + P_i + first + B_i``, ``first = t_d' + o`` its first decode iteration, ``t_d' = t_d + Z sd``
+  the decode step at a normal level of the decode population (Gauss-Hermite points; the prefill is short beside the
+  population's relaxation), ``sd`` its instantaneous standard deviation (below), and ``B_i`` the compute of the
+  prompt tokens queued behind it that its short last chunk's iteration and its first decode iteration also carry:
+  the prompts arriving from its arrival to the end of its prefill (all behind it, first come first served), a
+  compound Poisson law with mean count ``lambda (w + J + m_i t_d + P_i)``, ``w`` 0 for a request that did not wait and
+  ``E[Q | Q > 0]`` for one that did (the law is taken in those two parts), capped at the ``1 + ceil(tau_i) - tau_i``
+  budgets those two iterations hold (:func:`_behind_pmf`).  One law, a mixture over the pool's requests (prompts
+  binned to ``C / 8`` tokens), convolved on a grid of ``max(t / 32, S_max / 512)`` ms by FFT.
 * **TPOT.**  A request's time per output token over its ``m = L_out - 1`` iterations after the first is
   ``a_i + (X_i + Y_i) / m``: ``a_i = base + own_i + M`` (``own_i = per_seq + per_kv_token (L_in + L_out / 2)``),
   ``X_i`` the prompt compute waiting at its start (the queue's work times ``E[P] / E[S]``) plus that of the prompts
-  arriving in its window ``w = m t`` (compound Poisson: mean ``lambda w E[P]``, variance ``lambda w E[P^2]``), as a
+  arriving in its window ``w = m t`` (compound: mean ``lambda w E[P]``, variance ``lambda w (E[P^2] - (1 - c_a^2)
+  E[P]^2)``, a renewal count's over a long window, ``c_a^2`` the GPU's interarrival variation), as a
   gamma law by two moments, and ``Y_i`` the others' decode work over the window, a normal law: the decode
   population is the negative-binomial chain above, whose variance and relaxation time are Poisson's times
   ``A = 1 / (1 - lambda E[D])`` (its own work slows its departures), averaged over the window
@@ -51,12 +64,12 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and GPU coun
   iteration; the P99 is that of the mixture over requests with two output tokens or more, by bisection; the mean is
   ``E[a] + lambda t E[P]``.
 
-An approximation of the engine (mean-field operating point, Erlang arrivals for the dispatcher, Kimura's slot
-wait, moment-matched TPOT laws), validated against the batching simulator on the shipped instances by
-``benchmarks/bench_batching_engine.py`` (utilisation within 5 %, P99 TTFT and P99 TPOT within 10 %).  Away from
-those plans its P99 TTFT has been found optimistic by up to 30 % (the Erlang arrivals are too regular for pools
-with many slots per GPU; the slot wait's tail is short at high occupancy over few instances): the README gives the
-cases.  The fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).
+An approximation of the engine (mean-field operating point, a renewal stream for the dispatcher, Kimura's slot
+wait, moment-matched TPOT laws), checked against the batching simulator by ``benchmarks/bench_batching_engine.py``
+on the shipped instances and on plans away from them (its README table gives every case and error).  The
+dispatcher is the weakest part: how far the most-free-slots rule sits between turn-taking (Erlang ``n``) and
+random routing (Poisson) is measured on the simulator, not derived (:func:`arrival_shape`).  The
+fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).
 """
 
 from __future__ import annotations
@@ -76,7 +89,7 @@ GRID_PER_ITERATION = 32  # grid points per mean iteration t, at least
 SERVICE_CELLS = 512  # grid points over the longest prefill service, at most
 QUEUE_CELLS = 4096  # grid points of a prompt's wait in the token budget's queue
 LOST_MASS = 1e-4  # a wait law with more mass beyond its grid than this is not used (the pool is taken as overloaded)
-MAX_PHASES = 4096  # Erlang phases of a GPU's arrivals, at most (beyond, as good as periodic)
+DEPARTURE_SCV = 0.7  # c_d^2 of a GPU's arrivals beyond its turn when arrivals are sparse (arrival_shape)
 JOIN_POINTS = 16  # points of the join's uniform law
 DECODE_LEVELS = 7  # Gauss-Hermite levels of the decode work under a prompt's prefill
 OFFSET_CELLS = 1 << 16  # grid points over the longest in-GPU offset, at most
@@ -200,7 +213,7 @@ def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_p
         c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
         held = lam * (JOIN_ITERATIONS * t + wait_pk + np.sum(load.hold_mean * c, axis=-1))
         met = met_share(held, s)
-    first_ms = t_d + own + u * load.chunk_compute_mean_ms
+    first_ms = t_d + own  # the first decode iteration without the prompts behind (a draw in _ttft_quantiles_ms)
     queue = PrefillQueue.solve(load.prefill_share, service, lam, n, t, (work < 1.0) & (u < 1.0), ttft_limit_ms - first_ms)
     q = queue.mean_ms
     c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
@@ -212,13 +225,15 @@ def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_p
     per_held = (dec + pre) / hold_iterations  # G: work per held sequence per held iteration
     full = base + per_held * s
     stable = (work < 1.0) & (u < 1.0) & queue.solved & np.isfinite(hold) & (held <= s) & (rate / 1000.0 * hold_iterations * full < n * s)
-    p_wait = slot_wait_probability(rate, hold_iterations, n, s, base / 1000.0, per_held / 1000.0, stable)
+    jump = 1.0 / np.maximum(1.0 - lam * pre, 1e-300)  # the held count's noise per admission (module docstring)
+    p_wait = slot_wait_probability(rate, hold_iterations, n, s, base / 1000.0, per_held / 1000.0, stable, jump)
     drain = n * s / (full / 1000.0 * hold_iterations) - rate
     slot_wait_mean_ms = np.where(stable, 1000.0 * (1.0 + scv) / (2.0 * drain), 0.0)  # given a wait
-    in_gpu, ttft = _ttft_quantiles_ms(load, lam, t, t_d, first_ms, np.where(stable, u, 0.0), queue, np.where(stable, p_wait, 0.0),
+    in_gpu, ttft = _ttft_quantiles_ms(load, lam, t, t_d, first_ms, queue, np.where(stable, p_wait, 0.0),
                                       slot_wait_mean_ms, stable)
     compute_share = np.where(u > 0, lam * pre / u, 0.0)  # of the prefill work: E[P] / E[S]
-    tpot_p99, tpot_mean = _tpot_ms(load, lam, t, t_d - base, (compute_share * q, compute_share**2 * queue.variance_ms2), stable)
+    tpot_p99, tpot_mean = _tpot_ms(load, lam, t, t_d - base, (compute_share * q, compute_share**2 * queue.variance_ms2),
+                                   1.0 / arrival_shape(n, lam * n * t), stable)
     inf = np.inf
     return EngineBatchingState(
         stable=stable,
@@ -252,8 +267,8 @@ class PrefillQueue:
     def solve(cls, share: NDArray, service_ms: NDArray, lam: NDArray, gpus: NDArray, t: NDArray, stable: NDArray,
               give_up_ms: NDArray) -> PrefillQueue:
         """The GI/G/1 queue of each GPU's prompts (lindley.py): services ``service_ms`` (per prefill bin, shares
-        ``share``), arrivals at ``lam`` per ms, Erlang with one phase per GPU of the pool (the dispatcher sends each
-        request to the GPU with the most free slots, which splits the pool's Poisson stream about in turn), on a grid
+        ``share``), arrivals at ``lam`` per ms, a gamma renewal stream of shape :func:`arrival_shape` (the dispatcher
+        sends each request to the GPU with the most free slots), on a grid
         of ``max(t / GRID_PER_ITERATION, S_max / SERVICE_CELLS)`` ms per row."""
         rows = len(t)
         live = np.flatnonzero(stable & np.isfinite(t))
@@ -264,7 +279,7 @@ class PrefillQueue:
         solved = np.zeros(rows, dtype=bool)
         given_up = np.zeros(rows, dtype=bool)
         if len(live):
-            law, lost, stopped = renewal_wait_pmf(share[live], service_ms[live], lam[live], np.minimum(gpus[live], MAX_PHASES), cell[live],
+            law, lost, stopped = renewal_wait_pmf(share[live], service_ms[live], lam[live], arrival_shape(gpus[live], (lam * gpus * t)[live]), cell[live],
                                                   QUEUE_CELLS, np.broadcast_to(give_up_ms, (rows,))[live])
             pmf[live] = law
             solved[live] = lost <= LOST_MASS
@@ -273,6 +288,24 @@ class PrefillQueue:
         mean = np.sum(pmf * points, axis=-1)
         variance = np.maximum(np.sum(pmf * points**2, axis=-1) - mean**2, 0.0)
         return cls(pmf, cell, np.where(solved, mean, np.inf), np.where(solved, variance, np.inf), solved, given_up)
+
+
+def arrival_shape(gpus: NDArray, pool_arrivals_per_iteration: NDArray) -> NDArray[np.float64]:
+    """The gamma shape ``1 / c_a^2`` of a GPU's interarrival times in a pool of ``n`` GPUs under the most-free-slots
+    dispatcher, ``a`` the pool's arrivals per mean iteration (``lambda n t``):
+
+        c_a^2 = 1 / n + (1 - 1 / n) c_d^2,    c_d^2 = DEPARTURE_SCV / (1 + a).
+
+    The dispatcher keeps the GPUs' held counts equal, so a GPU receives the pool's Poisson stream split ``n`` ways
+    (``1 / n``, as turn-taking would) and, beyond that, a stream of variation ``c_d^2``.  Slots free only at
+    iteration ends: when arrivals are sparse (``a`` well below 1) each one goes where the last iteration freed a
+    slot, so a GPU's arrivals follow its departures, nearly Poisson; when several arrive within an iteration the
+    dispatcher takes the GPUs in turn.  ``DEPARTURE_SCV`` and the ``1 + a`` are measured on the batching simulator
+    (Llama-3-70B TP4 with 3,000-token prompts at ``a`` = 0.2-0.6; the shipped Azure 70B and LMSYS 8B short pools at
+    ``a`` = 3-5), not derived; benchmarks/bench_batching_engine.py checks them off those cases.  One GPU is Poisson
+    (the M/G/1 queue)."""
+    n = np.maximum(np.asarray(gpus, dtype=np.float64), 1.0)
+    return 1.0 / (1.0 / n + (1.0 - 1.0 / n) * DEPARTURE_SCV / (1.0 + np.nan_to_num(pool_arrivals_per_iteration, posinf=1e300)))
 
 
 def met_share(held: NDArray, slots: NDArray) -> NDArray[np.float64]:
@@ -308,11 +341,11 @@ def met_share(held: NDArray, slots: NDArray) -> NDArray[np.float64]:
     return out
 
 
-def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t_d: NDArray, first_ms: NDArray, u: NDArray,
-                       queue: PrefillQueue, p_wait: NDArray, slot_wait_mean_ms: NDArray, stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(y, TTFT)`` (ms) per pool: the 0.99 points of the in-GPU time ``J + Q + m_i t_d + P_i + first`` and of it plus the
-    slot wait (0 with probability ``1 - p_wait``, else exponential with mean ``slot_wait_mean_ms``: Kimura's tail), on
-    the queue's grid (module docstring); ``inf`` where not stable."""
+def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t_d: NDArray, first_ms: NDArray, queue: PrefillQueue,
+                       p_wait: NDArray, slot_wait_mean_ms: NDArray, stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(y, TTFT)`` (ms) per pool: the 0.99 points of the in-GPU time ``J + Q + m_i t_d' + P_i + first + B_i`` and of it
+    plus the slot wait (0 with probability ``1 - p_wait``, else exponential with mean ``slot_wait_mean_ms``: Kimura's
+    tail), on the queue's grid (module docstring); ``inf`` where not stable."""
     rows = len(t)
     in_gpu, ttft = np.full(rows, np.inf), np.full(rows, np.inf)
     live = np.flatnonzero(np.asarray(stable) & np.isfinite(t))
@@ -322,46 +355,88 @@ def _ttft_quantiles_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, t
     share = load.prefill_share[live]
     bins = np.arange(share.shape[-1])
     chunks = np.ceil(bins / PREFILL_BINS)
-    # its short last chunk's iteration also carries the next prompt's tokens when one waits (probability u)
-    filler_ms = (u[live] * load.chunk_compute_mean_ms[live])[:, None] * (chunks - bins / PREFILL_BINS)
     # the decode work of the iterations a prompt's chunks and first token take is one draw of its law (the prefill is
     # short beside the decode population's relaxation): a mixture over Gauss-Hermite levels z, t_d + z sd
-    level_ms = np.sqrt(_decode_variance(take_rows(load, live), (lam / np.ones_like(t))[live], t[live], None))
+    lam_live = (lam / np.ones_like(t))[live]
+    level_ms = np.sqrt(_decode_variance(take_rows(load, live), lam_live, t[live], None))
     nodes, weights = np.polynomial.hermite_e.hermegauss(DECODE_LEVELS)
     weights = weights / weights.sum()
     shift = nodes[None, :, None] * level_ms[:, None, None]  # [row, level, -]
     step_ms = np.maximum(t_d[live, None, None] + shift, load.base_ms[live, None, None])
-    offset_ms = (chunks * step_ms + load.prefill_bin_ms[live, None, :] + filler_ms[:, None, :]
-                 + first_ms[live, None, None] + step_ms - t_d[live, None, None])
+    offset_ms = chunks * step_ms + load.prefill_bin_ms[live, None, :] + first_ms[live, None, None] + step_ms - t_d[live, None, None]
+    # the prompts arriving during its wait and prefill (FCFS: all of them behind it) fill the rest of its last chunk's
+    # budget, then its first decode iteration's: (1 + ceil(tau) - tau) budgets at most, in eighths (:func:`_behind_pmf`);
+    # their count follows its wait, taken in two parts: no wait, and a wait of the mean of the positive ones
+    prefill_ms = JOIN_ITERATIONS * t[live, None] + chunks * t_d[live, None] + load.prefill_bin_ms[live]  # its join and iterations
+    no_wait = queue.pmf[live, 0]
+    waited_ms = np.where(no_wait < 1.0, queue.mean_ms[live] / np.maximum(1.0 - no_wait, 1e-300), 0.0)
+    behind = [_behind_pmf(share, lam_live[:, None] * (w[:, None] + prefill_ms)) for w in (np.zeros_like(waited_ms), waited_ms)]
+    eighth_ms = load.chunk_compute_mean_ms[live] / PREFILL_BINS  # the compute of an eighth of a budget
+    offset_ms = offset_ms[..., None] + (eighth_ms[:, None] * np.arange(behind[0].shape[-1]))[:, None, None, :]  # [row, level, bin, eighths]
+    longest = np.max(np.where(np.broadcast_to(share[:, None, :, None] > 0, offset_ms.shape), offset_ms, 0.0), axis=(1, 2, 3))
     # a grid coarse enough that the longest offset fits OFFSET_CELLS points (the queue's law summed onto it)
-    longest = np.max(np.where(np.broadcast_to(share[:, None, :] > 0, offset_ms.shape), offset_ms, 0.0), axis=(1, 2))
     coarse = np.maximum(cell, longest / OFFSET_CELLS)
     wait = _coarsened(queue.pmf[live], cell, coarse)
     cell = coarse
-    position = np.rint(offset_ms / cell[:, None, None]).astype(np.int64)
-    mass = share[:, None, :] * weights[None, :, None]
-    width = int(position[np.broadcast_to(mass > 0, position.shape)].max(initial=0)) + 1
-    first = np.zeros((len(live), width))
-    np.add.at(first, (np.repeat(np.arange(len(live)), mass[0].size), np.minimum(position, width - 1).reshape(len(live), -1).ravel()),
-              np.broadcast_to(mass, position.shape).reshape(len(live), -1).ravel())
+    position = np.rint(offset_ms / cell[:, None, None, None]).astype(np.int64)
+    masses = [weights[None, :, None, None] * (share[:, :, None] * b)[:, None, :, :] for b in behind]
+    width = int(position[(masses[0] > 0) | (masses[1] > 0)].max(initial=0)) + 1
+    firsts = []
+    for mass in masses:
+        first = np.zeros((len(live), width))
+        np.add.at(first, (np.repeat(np.arange(len(live)), mass[0].size), np.minimum(position, width - 1).reshape(len(live), -1).ravel()),
+                  mass.reshape(len(live), -1).ravel())
+        firsts.append(first)
     join_cells = np.rint((np.arange(JOIN_POINTS) + 0.5) / JOIN_POINTS * t[live, None] / cell[:, None]).astype(np.int64)
     join = np.zeros((len(live), int(join_cells.max()) + 1))
     np.add.at(join, (np.repeat(np.arange(len(live)), JOIN_POINTS), join_cells.ravel()), 1.0 / JOIN_POINTS)
-    p, mean = p_wait[live], slot_wait_mean_ms[live]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reach = np.where(p > SLOT_WAIT_TAIL, mean * np.log(p / SLOT_WAIT_TAIL) / cell, 0.0)
-    slot_cells = int(min(np.ceil(reach.max(initial=0.0)), MAX_SLOT_WAIT_CELLS)) + 2
-    edges = np.arange(slot_cells) * cell[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        survival = np.where(mean[:, None] > 0, p[:, None] * np.exp(-edges / np.where(mean > 0, mean, 1.0)[:, None]), 0.0)
-    slot = -np.diff(np.concatenate([np.ones((len(live), 1)), survival], axis=-1), axis=-1)  # cell k: P[k - 1 < W/cell <= k]
-    slot[:, -1] += survival[:, -1]
-    size = int(2 ** np.ceil(np.log2(width + join.shape[-1] + wait.shape[-1] + slot_cells)))
-    gpu_hat = np.fft.rfft(first, size) * np.fft.rfft(join, size) * np.fft.rfft(wait, size)
+    slot = _slot_wait_pmf(p_wait[live], slot_wait_mean_ms[live], cell)
+    size = int(2 ** np.ceil(np.log2(width + join.shape[-1] + wait.shape[-1] + slot.shape[-1])))
+    waited = wait.copy()
+    waited[:, 0] = 0.0
+    prefill_hat = np.fft.rfft(firsts[0], size) * wait[:, :1] + np.fft.rfft(firsts[1], size) * np.fft.rfft(waited, size)
+    gpu_hat = prefill_hat * np.fft.rfft(join, size)
     for target, transform in ((in_gpu, gpu_hat), (ttft, gpu_hat * np.fft.rfft(slot, size))):
         index = np.argmax(np.cumsum(np.fft.irfft(transform, size), axis=-1) >= QUANTILE, axis=-1)
         target[live] = index * cell
     return in_gpu, ttft
+
+
+def _behind_pmf(share: NDArray, arrivals: NDArray) -> NDArray[np.float64]:
+    """``[row, bin, k]``: the law of the prompt tokens (in eighths of a budget) that a prompt of ``bin`` eighths finds
+    queued behind it as its prefill ends, capped at what its last chunk's iteration and its first decode iteration can
+    carry, ``PREFILL_BINS + ceil(tau) - tau`` eighths.  ``arrivals[row, bin]`` prompts arrive meanwhile on average
+    (Poisson), each of ``b`` eighths with probability ``share[row, b]``: a compound Poisson law, by Panjer's recursion
+    ``g_0 = exp(-m (1 - q_0))``, ``g_k = (m / k) sum_i i q_i g_{k - i}``."""
+    top = 2 * PREFILL_BINS  # the largest cap is 2 budgets less an eighth
+    m = np.maximum(np.nan_to_num(arrivals, nan=0.0, posinf=0.0), 0.0)  # [row, bin]
+    q = np.zeros((len(share), top))
+    q[:, : min(top, share.shape[-1])] = share[:, :top]
+    g = np.zeros(m.shape + (top,))
+    g[..., 0] = np.exp(-m * (1.0 - q[:, 0:1]))
+    for k in range(1, top):
+        i = np.arange(1, k + 1)
+        g[..., k] = m / k * np.einsum("ri,rbi->rb", i * q[:, i], g[..., k - i])
+    cap = PREFILL_BINS + (-np.arange(share.shape[-1])) % PREFILL_BINS  # [bin]
+    kept = np.arange(top)[None, :] < cap[:, None]
+    law = np.where(kept[None], g, 0.0)
+    np.put_along_axis(law, np.broadcast_to(cap[None, :, None], m.shape + (1,)), (1.0 - law.sum(axis=-1, keepdims=True)).clip(min=0.0), axis=-1)
+    return law
+
+
+def _slot_wait_pmf(p_wait: NDArray, mean_ms: NDArray, cell_ms: NDArray) -> NDArray[np.float64]:
+    """The slot wait's law on grids of ``cell_ms`` per row: 0 with probability ``1 - p_wait``, else exponential with mean
+    ``mean_ms`` (cell ``k`` holds ``P[k - 1 < W / cell <= k]``), kept up to survival ``SLOT_WAIT_TAIL`` (at most
+    ``MAX_SLOT_WAIT_CELLS`` points, the rest on the last)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reach = np.where(p_wait > SLOT_WAIT_TAIL, mean_ms * np.log(p_wait / SLOT_WAIT_TAIL) / cell_ms, 0.0)
+    cells = int(min(np.ceil(reach.max(initial=0.0)), MAX_SLOT_WAIT_CELLS)) + 2
+    edges = np.arange(cells) * cell_ms[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = np.where(mean_ms[:, None] > 0, p_wait[:, None] * np.exp(-edges / np.where(mean_ms > 0, mean_ms, 1.0)[:, None]), 0.0)
+    pmf = -np.diff(np.concatenate([np.ones((len(p_wait), 1)), survival], axis=-1), axis=-1)
+    pmf[:, -1] += survival[:, -1]
+    return pmf
 
 
 def _coarsened(pmf: NDArray, cell_ms: NDArray, coarse_ms: NDArray) -> NDArray[np.float64]:
@@ -375,8 +450,10 @@ def _coarsened(pmf: NDArray, cell_ms: NDArray, coarse_ms: NDArray) -> NDArray[np
 
 
 def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, others_ms: NDArray, backlog: tuple[NDArray, NDArray],
-             stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(P99, mean)`` TPOT per pool (module docstring); 0 for a pool with no request of two output tokens or more."""
+             arrival_scv: NDArray, stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(P99, mean)`` TPOT per pool (module docstring); 0 for a pool with no request of two output tokens or more.
+    ``arrival_scv`` is the squared coefficient of variation of a GPU's interarrival times: the count of prompts in a
+    window has variance about ``arrival_scv`` times its mean."""
     share, m = load.tpot_share, load.tpot_intervals
     chunk = load.chunk_compute_mean_ms[:, None]
     backlog_mean, backlog_var = (b[:, None] for b in backlog)
@@ -384,7 +461,8 @@ def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, others_ms: 
         a = load.base_ms[:, None] + load.tpot_own_ms + others_ms[:, None]
         arrivals = lam[:, None] * m * t[:, None]  # prompts arriving in the window
         k1 = (backlog_mean + arrivals * load.prefill_ms[:, None]) / m
-        prefill_var = (backlog_var + arrivals * load.prefill_sq_ms2[:, None]) / m**2
+        compound_ms2 = load.prefill_sq_ms2 - (1.0 - arrival_scv) * load.prefill_ms**2  # Var[sum of P] per arrival
+        prefill_var = (backlog_var + arrivals * compound_ms2[:, None]) / m**2
         decode_var = _decode_variance(load, lam, t, m * t[:, None])
         # the prefill part a gamma law (two moments), the decode part symmetric: the sum's three cumulants
         k2 = prefill_var + decode_var

@@ -5,9 +5,9 @@ A request's wait obeys ``W' = max(0, W + S - A)`` (Lindley, 1952): ``S`` the ser
 ``W = max(0, W + V)``, found by iterating the law from ``W = 0`` (each step one FFT convolution with ``V``; the
 iterates rise to the fixed point) until no grid point of the cumulative law moves by more than ``TOLERANCE``.
 
-The arrivals are Erlang with ``k`` phases (squared coefficient of variation ``1/k``): ``k = 1`` is Poisson (the
-M/G/1 queue), large ``k`` nearly periodic.  Everything is on a grid of ``cell_ms`` per row, services rounded to
-the nearest point; the law of ``W`` is kept on ``cells`` points, its mass beyond them (if any) on the last.
+The interarrival times are gamma of shape ``k`` (squared coefficient of variation ``1/k``; Erlang for a whole
+``k``): ``k = 1`` is Poisson (the M/G/1 queue), large ``k`` nearly periodic.  Everything is on a grid of ``cell_ms``
+per row, services rounded to the nearest point; the law of ``W`` is kept on ``cells`` points, its mass beyond them (if any) on the last.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def renewal_wait_pmf(service_share: NDArray, service_ms: NDArray, rate_per_ms: N
                      cells: int, give_up_ms: NDArray | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Per row, the stationary law of the wait on ``cells`` points of ``cell_ms`` (``[row, k]`` = P[W ~ k cell_ms]), the
     mass the grid could not hold (put on its last point; 1 for a row not settled in ``MAX_STEPS`` steps) and whether the row was given up.  ``service_share[row, b]``
-    is the share of requests with service ``service_ms[row, b]``; arrivals at ``rate_per_ms`` with ``phases`` Erlang
-    phases.  Each row needs load ``rate E[S] < 1``.  The iterates rise (stochastically) to the fixed point, so once an
+    is the share of requests with service ``service_ms[row, b]``; arrivals at ``rate_per_ms``, interarrival times gamma
+    of shape ``phases``.  Each row needs load ``rate E[S] < 1``.  The iterates rise (stochastically) to the fixed point, so once an
     iterate's 0.99 point reaches ``give_up_ms[row]`` the stationary one is above it too: the row stops there (given up)."""
     rows = len(cell_ms)
     service_pos = np.rint(service_ms / cell_ms[:, None]).astype(np.int64)
