@@ -197,3 +197,22 @@ def test_the_pairs_of_a_chunked_prompt_are_those_of_the_whole_prompt(prompt, chu
     sizes = np.minimum(chunk, prompt - offsets)
     assert float(prefill_pairs(sizes, offsets).sum()) == pytest.approx(prompt * (prompt + 1) / 2, rel=1e-12)
     assert math.isclose(float(AffineStep(1.0, 0, 0, 0, 1.0).prefill_compute_ms(prompt)), prompt * (prompt + 1) / 2)
+
+
+def test_a_measured_model_with_tied_embeddings_counted_twice_is_the_served_model():
+    # Qwen3-0.6B ties its embeddings (0.156 B of its 0.596 B parameters); aiconfigurator counts the matrix twice
+    from types import SimpleNamespace
+
+    from optfleet.hardware.catalog import ModelSpec
+    from optfleet.problems.fleet.performance import _check_same_model
+
+    tied = ModelSpec("Qwen3-0.6B", layers=28, kv_heads=8, head_dim=128, params_billion=0.596, source="test",
+                     tied_embedding_params_billion=0.156)
+    twice = SimpleNamespace(memory=SimpleNamespace(weights_bytes=2.0 * (0.596 + 0.156) * 1e9), source="measured, Qwen/Qwen3-0.6B")
+    _check_same_model(twice, tied, 1, "hardware.performance")  # the same model, the matrix counted twice
+    untied = ModelSpec("Qwen3-0.6B", layers=28, kv_heads=8, head_dim=128, params_billion=0.596, source="test")
+    with pytest.raises(InputError, match="the same model at the same precision"):
+        _check_same_model(twice, untied, 1, "hardware.performance")
+    bigger = SimpleNamespace(memory=SimpleNamespace(weights_bytes=2.0 * 1.2 * 1e9), source="measured, another")
+    with pytest.raises(InputError, match="hardware.performance.model"):
+        _check_same_model(bigger, tied, 1, "hardware.performance")

@@ -290,8 +290,13 @@ def test_hf_quant_config_beside_the_config(tmp_path: Path) -> None:
         assert model.weight_bytes_per_param == pytest.approx(expected)
     plain = tmp_path / "llama.json"
     plain.write_text(json.dumps(LLAMA_31_70B))
-    assert model_from_hf_config(plain).weight_bytes_per_param == 2.0  # only a file named config.json has a sibling
+    assert model_from_hf_config(plain).weight_bytes_per_param == 2.0  # only a file named ...config.json has a sibling
     assert model_from_hf_config(plain, quant_config=folder / "hf_quant_config.json").weight_bytes_per_param == pytest.approx(expected)
+    # a bundle's renamed pair: <prefix>config.json beside <prefix>hf_quant_config.json
+    (tmp_path / "nvidia--Llama-3.1-70B-Instruct-FP8_config.json").write_text(json.dumps(LLAMA_31_70B))
+    (tmp_path / "nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json").write_text((folder / "hf_quant_config.json").read_text())
+    bundled = model_from_hf_config(tmp_path / "nvidia--Llama-3.1-70B-Instruct-FP8_config.json")
+    assert bundled.weight_bytes_per_param == pytest.approx(expected)
 
 
 def test_weight_width_override() -> None:
@@ -548,3 +553,11 @@ def test_any_json_value_gives_a_model_or_an_input_error(base: dict, key: str, va
         assert err.field.startswith(FIELD)
     else:
         assert model.params_billion > 0 and model.kv_bytes_per_token() > 0
+
+
+def test_tied_embeddings_are_named_in_the_spec() -> None:
+    tied = model_from_hf_config(_with(QWEN3_32B, tie_word_embeddings=True))
+    untied = model_from_hf_config(QWEN3_32B)
+    embedding = QWEN3_32B["vocab_size"] * QWEN3_32B["hidden_size"] / 1e9
+    assert tied.tied_embedding_params_billion == pytest.approx(embedding) and untied.tied_embedding_params_billion is None
+    assert untied.params_billion - tied.params_billion == pytest.approx(embedding)  # the output layer counted once

@@ -119,7 +119,10 @@ class ModelSpec:
     * ``weight_bytes_per_param``: the checkpoint's mean bytes per weight (2.0
       BF16/FP16, 1.0 FP8/INT8, ~0.5 4-bit; None: the caller's default);
     * ``kv_dtype_bytes``: bytes per cached KV element (None: the caller's
-      default, 2 = BF16).
+      default, 2 = BF16);
+    * ``tied_embedding_params_billion``: the embedding matrix's parameters
+      when the output layer shares it (``tie_word_embeddings``; counted once
+      in ``params_billion``), None otherwise.
     """
 
     name: str
@@ -138,6 +141,7 @@ class ModelSpec:
     architecture: str | None = None
     weight_bytes_per_param: float | None = None
     kv_dtype_bytes: int | None = None
+    tied_embedding_params_billion: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("attention_heads", "kv_elements_per_token_per_layer", "experts", "experts_per_token", "kv_dtype_bytes"):

@@ -624,12 +624,15 @@ def load_json_object(source: str | os.PathLike[str] | Mapping[str, Any], field: 
 
 
 def _sibling_quant_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> Path | None:
-    """``hf_quant_config.json`` beside a path that names a ``config.json`` (or its folder), if there is one."""
+    """The ``hf_quant_config.json`` beside a ``config.json`` (or its folder), if there is one; a renamed
+    ``<prefix>config.json`` (a model bundle's ``org--name_config.json``) pairs with ``<prefix>hf_quant_config.json``."""
     if isinstance(source, Mapping):
         return None
     path = _config_file(source)
-    sibling = path.parent / QUANT_CONFIG_FILE
-    return sibling if path.name == CONFIG_FILE and sibling.is_file() else None
+    if not path.name.endswith(CONFIG_FILE):
+        return None
+    sibling = path.parent / (path.name[: -len(CONFIG_FILE)] + QUANT_CONFIG_FILE)
+    return sibling if sibling.is_file() else None
 
 
 def _read_quantisation(
@@ -733,4 +736,5 @@ def model_from_hf_config(
         architecture=shape.architecture,
         weight_bytes_per_param=w,
         kv_dtype_bytes=kv_dtype_bytes,
+        tied_embedding_params_billion=counts.embedding / 1e9 if shape.tied_embeddings else None,
     )

@@ -102,13 +102,17 @@ few per cent: tied embeddings, norms); further apart, they are not the same mode
 
 def _check_same_model(engine: EngineModel, model: ModelSpec, tp: int, field: str) -> None:
     """Refuse a measured model whose weights (aiconfigurator's memory estimate, when it gives one) are not the served
-    model's: its times would size another model's fleet."""
+    model's: its times would size another model's fleet.  A model whose output layer shares the embedding matrix may
+    be counted with the matrix once or twice (aiconfigurator counts it twice); either count is the same model."""
     memory = getattr(engine, "memory", None)
     if memory is None:
         return
     measured_gb = memory.weights_bytes * tp / 1e9
     served_gb = model.weight_bytes() / 1e9
-    if abs(measured_gb / served_gb - 1.0) > MODEL_WEIGHT_TOLERANCE:
+    counts_gb = [served_gb]
+    if model.tied_embedding_params_billion is not None:
+        counts_gb.append(served_gb * (1.0 + model.tied_embedding_params_billion / model.params_billion))
+    if min(abs(measured_gb / gb - 1.0) for gb in counts_gb) > MODEL_WEIGHT_TOLERANCE:
         raise InputError(f"{field}.model", engine.source.split(", ")[-1],
                          f"holds {measured_gb:.1f} GB of weights over TP {tp}, the served model ({model.name}) {served_gb:.1f} GB: "
                          "they must be the same model at the same precision (set hardware.model or hardware.config_json to the "
