@@ -97,6 +97,15 @@ def test_version_set_and_time_limit_options(capsys):
     assert json.loads(capsys.readouterr().out)["results"][0]["status"] == "optimal"
 
 
+def test_set_null_removes_a_field_so_its_default_applies(capsys):
+    # toy.yaml sets slo.rho_max: 0.8; removed, the kind's default applies
+    assert main(["validate", TOY, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rho_max"] == 0.8
+    assert main(["validate", TOY, "--set", "slo.rho_max=null", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rho_max"] == 0.85
+    assert main(["validate", TOY, "--set", "no.such.field=null", "--json"]) == 0  # nothing to remove
+
+
 def test_an_internal_error_is_one_line_with_exit_3_and_a_traceback_with_debug(capsys, monkeypatch):
     import optfleet.api
 

@@ -206,7 +206,13 @@ def test_simulate_defaults_to_the_instances_service_model(capsys):
     assert main(["simulate", toy, "--set", "slo.service_model=batching", "--requests", "5000", "--reps", "1", "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["mode"] == "batching"
     assert main(["simulate", toy, "--requests", "5000", "--reps", "1", "--json", "--quiet"]) == 0
-    assert json.loads(capsys.readouterr().out)["mode"] == "slots"
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "slots" and data["comparison_note"] is None
+    # another mode than the instance's model: said, in the table's text and in JSON
+    assert main(["simulate", toy, "--mode", "batching", "--requests", "5000", "--reps", "1", "--json", "--quiet"]) == 0
+    assert "compares two different models" in json.loads(capsys.readouterr().out)["comparison_note"]
+    assert main(["simulate", toy, "--mode", "batching", "--requests", "5000", "--reps", "1", "--quiet"]) == 0
+    assert "the evaluator scores the slots service model" in capsys.readouterr().out
 
 
 def test_a_pool_whose_requests_all_fall_in_the_warm_up_has_no_latency_figure(capsys):

@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def instance_command(name: str, help_text: str, set_metavar: str = "FIELD=VALUE",
-                         set_help: str = "override an instance field by its dotted path, e.g. --set workload.rate_rps=500 (repeatable)",
+                         set_help: str = "override an instance field by its dotted path, e.g. --set workload.rate_rps=500 (repeatable; FIELD=null removes it)",
                          ) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.add_argument("file", help="instance file (YAML or JSON); its kind decides the methods")

@@ -11,6 +11,7 @@ from typing import Any
 
 from optfleet import api
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InputError
+from optfleet.instance.loader import REMOVE
 from optfleet.progress import progress_display
 from optfleet.studies.overrides import split_assignment, yaml_value
 
@@ -21,11 +22,13 @@ def dump(data: Any) -> str:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Instance overrides from the options: ``--preset``, ``--time-limit``, ``--solver`` and every ``--set``."""
+    """Instance overrides from the options: ``--preset``, ``--time-limit``, ``--solver`` and every ``--set``
+    (``--set FIELD=null`` removes the field, so its default applies)."""
     chosen: dict[str, Any] = option_overrides(args)
     for item in args.set:
         field, text = split_assignment(item, "FIELD=VALUE, e.g. --set workload.rate_rps=500")
-        chosen[field] = yaml_value(text, field, item)
+        value = yaml_value(text, field, item)
+        chosen[field] = REMOVE if value is None else value
     return chosen
 
 

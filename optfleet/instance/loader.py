@@ -11,7 +11,8 @@ Relative paths inside an instance resolve against the instance's folder.
 Overrides are ``{field: value}``; a field is a dotted path into the document
 (``"solve.time_limit_s"``; ``"solve__time_limit_s"`` from Python keywords),
 or one of the kind's option names (``time_limit_s``, ``solver``) that it maps
-to its own field.  ``None`` values are ignored.
+to its own field.  ``None`` values are ignored; the value :data:`REMOVE`
+(the CLI's ``--set FIELD=null``) deletes the field, so its default applies.
 """
 
 from __future__ import annotations
@@ -75,6 +76,17 @@ def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **ove
     return LoadedInstance(spec=validate_spec(kind.schema, data), base_dir=base_dir, document=raw)
 
 
+class _Remove:
+    """The override value that deletes a field (:data:`REMOVE`)."""
+
+    def __repr__(self) -> str:
+        return "null (removed)"
+
+
+REMOVE = _Remove()
+"""An override value that deletes its field from the document, so the kind's default applies."""
+
+
 # Generic option names (CLI --preset, --time-limit, --solver, ...) that each kind maps to its own fields.
 OPTION_NAMES = {"preset": "preset", "time_limit_s": "time-limit", "solver": "solver", "mip_gap": None, "method": "method"}
 """The options' API names and their command-line flags (without the dashes; None: the API's only)."""
@@ -82,7 +94,7 @@ OPTION_NAMES = {"preset": "preset", "time_limit_s": "time-limit", "solver": "sol
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``data[a][b]... = value`` for ``dotted = "a.b..."`` (a number indexes a list: ``constraints.0.gpus``),
-    creating mappings on the way."""
+    creating mappings on the way; :data:`REMOVE` deletes the field (nothing to do where it is absent)."""
     *parents, last = dotted.split(".")
     node: Any = data
     for i, key in enumerate([*parents, last]):
@@ -94,10 +106,17 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
         elif not isinstance(node, dict):
             raise InputError(where.rsplit(".", 1)[0], node, f"cannot set {dotted}: this field is not a mapping or a list")
         if i == len(parents):
-            node[key] = value
+            if value is not REMOVE:
+                node[key] = value
+            elif isinstance(node, list):
+                raise InputError(where, "null", f"cannot remove {dotted}: a list entry is removed by setting the whole list")
+            else:
+                node.pop(key, None)
             return
         child = node[key] if isinstance(node, list) else node.get(key)
         if child is None:
+            if value is REMOVE:
+                return
             child = node[key] = {}
         node = child
 

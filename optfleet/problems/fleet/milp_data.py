@@ -158,7 +158,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     if floor_bound not in FLOOR_BOUNDS:
         raise ValueError(f"floor_bound must be one of {FLOOR_BOUNDS}")
     batching = problem.service_model == "batching"
-    if batching and problem.charges_prefill:
+    if not problem.milp_takes_service_model:
         raise NotApplicableError(
             "slo.service_model", "batching",
             "the fleet MILP's batching tables are not built for preset engine yet (each entry solves the prefill queue, "

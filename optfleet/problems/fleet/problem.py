@@ -111,6 +111,11 @@ class FleetProblem:
         return self.preset == ENGINE_PRESET
 
     @property
+    def milp_takes_service_model(self) -> bool:
+        """False for the batching model under the engine model: the MILP's tables are not built for it."""
+        return not (self.service_model == "batching" and self.charges_prefill)
+
+    @property
     def heterogeneous(self) -> bool:
         """True when the MILP chooses among GPU configurations (a ``gpu_catalog``)."""
         return bool(self.options)

@@ -39,7 +39,7 @@ class SimulationOutcome:
             "instance": self.instance, "kind": "fleet", "plan": self.plan.to_dict(), "mode": r.mode, "requests": r.requests,
             "reps": r.reps, "seed": r.seed, "warmup_share": r.warmup_share,
             "metrics": {scope: {m: {"mean": v[0], "ci95": v[1]} for m, v in values.items()} for scope, values in r.metrics.items()},
-            "comparison": self.comparison.to_dict(orient="records"),
+            "comparison": self.comparison.to_dict(orient="records"), "comparison_note": self.unlike_models or None,
         })
 
     def text(self) -> str:
@@ -66,7 +66,17 @@ class SimulationOutcome:
             "",
             "analytic (evaluator) vs simulated (rel_error: relative error, - where the analytic value is 0):",
             self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="-"),
+            *([self.unlike_models] if self.unlike_models else []),
         ])
+
+    @property
+    def unlike_models(self) -> str:
+        """A warning when the simulator's mode is not the evaluator's service model ('' when they match)."""
+        model = self.evaluation.service_model
+        if (self.result.mode == "batching") == (model == "batching"):
+            return ""
+        return (f"note: the evaluator scores the {model} service model and the simulation ran in {self.result.mode} mode, so the "
+                f"rel_error column compares two different models (--mode {'batching' if model == 'batching' else 'slots'} matches them)")
 
 
 def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Mapping[str, Any] | str | Path | None = None,
