@@ -109,6 +109,7 @@ def case_rows(case: tuple, requests: int, reps: int) -> dict:
         return row
     problem, evaluation, tp = best
     row["optfleet"] = {"tp": tp, "instances": evaluation.total_gpus, "gpus": evaluation.total_gpus * tp, "cost_per_hour": evaluation.cost_per_hour,
+                       "pools": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in evaluation.plan.pools if p.gpus > 0),
                        **simulated(problem, evaluation.plan, requests, reps)}
     return row
 
@@ -131,7 +132,8 @@ def main() -> int:
         if "gpus" not in plan:
             return [row["model"], who, plan.get("note", "-")] + ["-"] * 7
         ep = f" EP{plan['ep']}" if who == "peer" and plan["ep"] > 1 else ""
-        shape = f"{plan['replicas']} x TP{plan['tp']}{ep}" if who == "peer" else f"{plan['instances']} x TP{plan['tp']}"
+        shape = (f"{plan['replicas']} x TP{plan['tp']}{ep} (one pool)" if who == "peer"
+                 else f"{plan['instances']} x TP{plan['tp']} (window:instances {plan['pools']})")
         return [f"{row['model']} ({'MoE' if row['moe'] else 'dense'}, {row['system']}, {row['rate_rps']:g} req/s, ISL {row['isl']} OSL {row['osl']}, "
                 f"TTFT {row['ttft_ms']:g} TPOT {row['tpot_ms']:g} ms)", who, shape, str(plan["gpus"]), f"{plan['cost_per_hour']:.2f}",
                 f"{plan['ttft_p99_ms']:.0f}", f"{plan['tpot_p99_ms']:.1f}", f"{100 * plan['slo_attainment']:.2f}", f"{100 * plan['tpot_attainment']:.2f}"]
