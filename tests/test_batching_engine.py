@@ -226,3 +226,11 @@ def test_the_instance_may_not_ask_for_the_milp_and_the_header_says_what_tpot_tar
     lines = assumption_lines(_problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_p50_ms": 20}))
     assert "p50 20 ms (percentiles checked against the batching model's P99 TPOT)" in "\n".join(lines)
     assert "the MILP does not take the engine's batching model" in lines[-1] and "K = 2 pools" in lines[-1]
+
+
+def test_a_token_budget_too_small_for_the_window_is_refused():
+    # 2,000-token window, 4-token chunks: 500 budgets per prompt, beyond the batching model's 256 (its laws would not fit)
+    with pytest.raises(InputError, match="hardware.iteration.chunk_tokens = 4: splits a 2,000-token prompt into 500 budgets"):
+        _problem(hardware__iteration__chunk_tokens=4)
+    assert _problem(hardware__iteration__chunk_tokens=8).hardware.chunk_tokens == 8  # 250 budgets
+    prepare(load_instance(ONE_SIZE, hardware__iteration__chunk_tokens=4, slo__service_model="slots"))  # the slot model takes it

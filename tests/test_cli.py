@@ -103,7 +103,11 @@ def test_set_null_removes_a_field_so_its_default_applies(capsys):
     assert json.loads(capsys.readouterr().out)["rho_max"] == 0.8
     assert main(["validate", TOY, "--set", "slo.rho_max=null", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rho_max"] == 0.85
-    assert main(["validate", TOY, "--set", "no.such.field=null", "--json"]) == 0  # nothing to remove
+    # a field the instance does not set (a misspelling) is an error, not a silent no-op
+    assert main(["validate", TOY, "--set", "slo.rho_maxx=null"]) == 2
+    assert "slo.rho_maxx" in capsys.readouterr().err
+    assert main(["validate", TOY, "--set", "no.such.field=null"]) == 2
+    assert "no = 'null': cannot remove no.such.field" in capsys.readouterr().err
 
 
 def test_an_internal_error_is_one_line_with_exit_3_and_a_traceback_with_debug(capsys, monkeypatch):

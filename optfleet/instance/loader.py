@@ -94,7 +94,7 @@ OPTION_NAMES = {"preset": "preset", "time_limit_s": "time-limit", "solver": "sol
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``data[a][b]... = value`` for ``dotted = "a.b..."`` (a number indexes a list: ``constraints.0.gpus``),
-    creating mappings on the way; :data:`REMOVE` deletes the field (nothing to do where it is absent)."""
+    creating mappings on the way; :data:`REMOVE` deletes the field, which must be there (a misspelt field is an error)."""
     *parents, last = dotted.split(".")
     node: Any = data
     for i, key in enumerate([*parents, last]):
@@ -110,13 +110,15 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
                 node[key] = value
             elif isinstance(node, list):
                 raise InputError(where, "null", f"cannot remove {dotted}: a list entry is removed by setting the whole list")
+            elif key not in node:
+                raise InputError(where, "null", "is not set in the instance, so there is nothing to remove (check its spelling)")
             else:
-                node.pop(key, None)
+                del node[key]
             return
         child = node[key] if isinstance(node, list) else node.get(key)
         if child is None:
             if value is REMOVE:
-                return
+                raise InputError(where, "null", f"cannot remove {dotted}: {where} is not set in the instance (check its spelling)")
             child = node[key] = {}
         node = child
 

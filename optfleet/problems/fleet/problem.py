@@ -253,6 +253,8 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     price = _instance_price(gpu, spec.hardware.tp, spec.cost.cost_per_gpu_hour, "cost.cost_per_gpu_hour")
     hardware = PoolFactory(spec.hardware, price, model, engine)
     long_window = spec.pools.long_window_tokens
+    if spec.slo.service_model == "batching":
+        _check_budgets_per_prompt(spec.hardware, hardware.chunk_tokens, long_window)
     if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
         raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
     if hardware.slots_per_gpu(long_window) < 1:
@@ -327,6 +329,22 @@ def _check_token_budget(hardware: HardwareSpec) -> None:
         raise InputError("hardware.iteration.chunk_tokens", chunk,
                          f"is above the engine's token budget max_num_batched_tokens {budget}: no iteration carries more prompt "
                          "tokens than the budget (lower the chunk, or raise hardware.engine.max_num_batched_tokens)")
+
+
+MAX_BUDGETS_PER_PROMPT = 256
+"""The batching service model's laws have a point per eighth of a token budget up to the long window (queueing/
+batching.py, batching_engine.py): at most this many budgets per prompt keeps them a few thousand points wide."""
+
+
+def _check_budgets_per_prompt(hardware: HardwareSpec, chunk: int, window: int) -> None:
+    """Refuse a token budget so small beside the long window that the batching model's laws would not fit in memory
+    (:data:`MAX_BUDGETS_PER_PROMPT`)."""
+    budgets = -(-window // chunk)
+    if budgets > MAX_BUDGETS_PER_PROMPT:
+        field = "hardware.iteration.chunk_tokens" if "chunk_tokens" in hardware.iteration.model_fields_set else "hardware.engine.max_num_batched_tokens"
+        raise InputError(field, chunk, f"splits a {window:,}-token prompt into {budgets:,} budgets; the batching service model takes at most "
+                         f"{MAX_BUDGETS_PER_PROMPT} (a budget of at least {-(-window // MAX_BUDGETS_PER_PROMPT):,} tokens here; vLLM's "
+                         "default is 2,048 or more), or use slo.service_model: slots")
 
 
 def _label(gpu_name: str, tp: int) -> str:
