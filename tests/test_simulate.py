@@ -215,6 +215,19 @@ def test_simulate_defaults_to_the_instances_service_model(capsys):
     assert "the evaluator scores the slots service model" in capsys.readouterr().out
 
 
+def test_a_pool_measured_on_few_requests_is_pointed_out(capsys):
+    # 3,000 toy requests: every row says how many requests its pool measured; a pool under 1,000 gets a note
+    toy = str(FLEET_INSTANCES / "toy.yaml")
+    assert main(["simulate", toy, "--requests", "3000", "--reps", "1", "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    measured = {row["pool"]: row["requests"] for row in data["comparison"]}
+    assert measured and all(n == round(data["metrics"][pool]["requests"]["mean"]) for pool, n in measured.items())
+    assert main(["simulate", toy, "--requests", "3000", "--reps", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    thin = [pool for pool, n in measured.items() if n < 1000]
+    assert thin and all(f"note: pool {pool} measured" in out for pool in thin)
+
+
 def test_a_pool_whose_requests_all_fall_in_the_warm_up_has_no_latency_figure(capsys):
     """11 requests, seed 15: the long pool's only request is the first, which the warm-up discards (it raised an
     IndexError, exit 3): its percentiles are null in JSON and "-" in the table."""

@@ -67,7 +67,19 @@ class SimulationOutcome:
             "analytic (evaluator) vs simulated (rel_error: relative error, - where the analytic value is 0):",
             self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="-"),
             *([self.unlike_models] if self.unlike_models else []),
+            *self.thin_pools,
         ])
+
+    @property
+    def thin_pools(self) -> list[str]:
+        """A line per pool whose replications measured fewer than :data:`FEW_REQUESTS` requests on average."""
+        lines = []
+        for pool in self.plan.pools:
+            requests = self.result.metrics.get(pool.name, {}).get("requests", (float("nan"), 0.0))[0]
+            if requests == requests and requests < FEW_REQUESTS:
+                lines.append(f"note: pool {pool.name} measured {requests:,.0f} requests per replication, too few to pin its P99 or "
+                             "utilisation down (raise --requests)")
+        return lines
 
     @property
     def unlike_models(self) -> str:
@@ -77,6 +89,10 @@ class SimulationOutcome:
             return ""
         return (f"note: the evaluator scores the {model} service model and the simulation ran in {self.result.mode} mode, so the "
                 f"rel_error column compares two different models (--mode {'batching' if model == 'batching' else 'slots'} matches them)")
+
+
+FEW_REQUESTS = 1000
+"""A pool measured on fewer requests than this per replication gets a note: its 99th percentile rests on ten or fewer."""
 
 
 def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Mapping[str, Any] | str | Path | None = None,
