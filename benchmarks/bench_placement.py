@@ -22,7 +22,8 @@
 Writes benchmarks/out/ (benchmarks/results/ with --publish): placement.{md,json} (simulator, scorer, MILP) and
 placement_scenarios.{md,json}.
 
-Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--large 100000] [--milp-limit-s 60] [--publish]
+Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--large 100000] [--milp-limit-s 60] [--scenarios-only]
+[--publish] (``--scenarios-only``: the scenarios' tables alone, placement_scenarios.{md,json})
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from output import add_output_option, machine_speed, machine_speed_text, output_
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances" / "placement"
-SCENARIOS = ("scenario_a", "scenario_b", "scenario_c", "scenario_d", "sharegpt_like")
+SCENARIOS = ("scenario_a", "scenario_b", "scenario_c", "scenario_c_llama70b", "scenario_d", "sharegpt_like")
 
 
 def sharegpt(servers: int, requests: int):
@@ -189,9 +190,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--large", type=int, default=100_000, help="requests of the larger run (round robin, the evaluators and the compiled oracle; 0: none)")
     parser.add_argument("--milp-limit-s", type=float, default=60.0)
+    parser.add_argument("--scenarios-only", action="store_true", help="run and write the shipped scenarios' tables only")
     add_output_option(parser)
     args = parser.parse_args()
     folder = output_folder(args)
+    if args.scenarios_only:
+        write_scenarios(folder, scenarios())
+        print((folder / "placement_scenarios.md").read_text())
+        return
     print("simulator ...")
     sim = simulator(args.servers, args.requests, args.large)
     print("scorers ...")
@@ -199,7 +205,7 @@ def main() -> None:
     print("MILP sizes ...")
     milp = milp_sizes(args.milp_limit_s)
     print("scenarios ...")
-    table = scenarios()
+    write_scenarios(folder, scenarios())
     proven = [r["requests"] for r in milp if r["status"] == "optimal"]
     lines = [(r["what"], f"{r['requests']:,} x {r['servers']}", f"{r['seconds']:.2f} s",
               "-" if r["requests_per_s"] is None else f"{r['requests_per_s']:,.0f} req/s", _cell(r["ratio_to_baseline"], ".2f") + "x" * (r["ratio_to_baseline"] is not None),
@@ -213,6 +219,12 @@ def main() -> None:
     write_results(folder, "placement", {"machine_speed": speed, "simulator": sim, "scorer": scores, "milp": milp,
                                         "largest_milp_proven_optimal_requests": max(proven) if proven else None},
                   ["measurement", "size", "time", "rate", "ratio to baseline", "1e6 requests (extrapolated)", "µs per decision"], lines)
+    print((folder / "placement.md").read_text())
+    print((folder / "placement_scenarios.md").read_text())
+
+
+def write_scenarios(folder: Path, table: list[dict]) -> None:
+    """placement_scenarios.{md,json}: one row per scenario and method."""
     write_results(folder, "placement_scenarios", {"rows": table},
                   ["scenario", "method", "mean TTFT ms", "gap to bound %", "excess over best %", "P90 TTFT ms", "P50 NTPOT ms", "tok/s", "hit %",
                    "MAPE TTFT / TPOT %"],
@@ -220,8 +232,6 @@ def main() -> None:
                     _cell(r["p90_ttft_ms"], ",.1f"), _cell(r["p50_ntpot_ms"], ".2f"), _cell(r["throughput_tokens_per_s"], ",.0f"),
                     _cell(None if r["prefix_hit_rate"] is None else 100 * r["prefix_hit_rate"], ".1f"),
                     "-" if r["ttft_mape_pct"] is None else f"{r['ttft_mape_pct']:.1f} / {_cell(r['tpot_mape_pct'], '.1f')}") for r in table])
-    print((folder / "placement.md").read_text())
-    print((folder / "placement_scenarios.md").read_text())
 
 
 if __name__ == "__main__":

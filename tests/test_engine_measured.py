@@ -248,6 +248,30 @@ def test_a_fleet_plans_on_the_measured_engine(tmp_path, monkeypatch):
     assert evaluate(problem, sweep(problem).plan).meets_slo
 
 
+def test_placement_servers_time_their_iterations_on_the_measured_engine(tmp_path, monkeypatch):
+    """A placement server with ``hardware.performance.source: measured`` takes the measured engine's reduction over its
+    region (the fleet's, the same function), and its policies and bound run."""
+    import copy
+
+    import optfleet
+    from optfleet.engine.reduce import affine_reduction
+
+    monkeypatch.setenv("OPTFLEET_CACHE_DIR", str(tmp_path))
+    from test_placement_engine import DOC
+
+    document = copy.deepcopy(DOC)
+    document["servers"][0]["hardware"]["performance"] = {"source": "measured", "backend": "vllm", "model": LLAMA}
+    problem = optfleet.load(document).problem
+    e = problem.engines[0]
+    q = problem.requests
+    longest = int((q.prompt_tokens + q.output_tokens).max())
+    step = affine_reduction(MeasuredEngine.build("h100_sxm", "vllm", None, LLAMA, 1), 32, longest, 2048)
+    assert e.timing_source.startswith("measured: aiconfigurator-core") and step.max_error < 0.1
+    assert (e.step_base_ms, e.prefill_ms_per_token, e.prefill_ms_per_pair) == (step.base_ms, step.per_prefill_token_ms, step.per_prefill_pair_ms)
+    frame = optfleet.gap(document).set_index("method")
+    assert frame.loc["round_robin", "objective"] >= frame.loc["relaxation_bound", "bound"] > 0
+
+
 @pytest.mark.unit
 def test_optfleet_catalog_lists_the_measured_systems_with_their_gpus_and_the_bundled_models(capsys):
     from optfleet.cli import main

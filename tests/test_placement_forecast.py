@@ -15,7 +15,7 @@ from optfleet.problems.placement.evaluate import live_request
 from optfleet.problems.placement.forecast import OracleBoard, forecast, oracle_latency, snapshot
 from optfleet.problems.placement.policies import Cluster, OraclePredictor, PredictedLatency, route
 
-from test_placement import TINY, instance, with_requests
+from test_placement import TIMING, TINY, instance, with_requests
 
 
 def fast_latency(server, r, t_ms: float) -> tuple[float, float]:
@@ -125,8 +125,8 @@ def test_reused_prefixes_and_one_token_answers():
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 100_000), n=st.integers(2, 30), servers=st.integers(1, 3), seqs=st.integers(1, 6),
-       kv=st.integers(0, 40), budget=st.integers(8, 200), burst=st.booleans())
-def test_the_fast_forecast_equals_the_reference_on_random_states(seed, n, servers, seqs, kv, budget, burst):
+       kv=st.integers(0, 40), budget=st.integers(8, 200), burst=st.booleans(), pair=st.sampled_from((0.0, 0.0011)))
+def test_the_fast_forecast_equals_the_reference_on_random_states(seed, n, servers, seqs, kv, budget, burst, pair):
     rng = np.random.default_rng(seed)
     span = 20.0 if burst else 400.0
     arrival = np.sort(np.round(rng.uniform(0, span, n), 0 if burst else 3))  # bursts: equal arrival times too
@@ -134,7 +134,8 @@ def test_the_fast_forecast_equals_the_reference_on_random_states(seed, n, server
     rows = [(float(arrival[i]), int(rng.integers(20, 160)), int(rng.integers(1, 40)), 32 if group[i] >= 0 else 0, int(group[i]),
              10 * (int(group[i]) + 1) + int(rng.integers(0, 4))) for i in range(n)]  # a session belongs to one group
     largest = max(-(-(p + o) // 16) for _, p, o, *_ in rows)
-    problem = with_requests(instance(servers, seqs=seqs, kv=largest + kv, budget=budget), rows)
+    problem = with_requests(instance(servers, seqs=seqs, kv=largest + kv, budget=budget,
+                                     timing={**TIMING, "prefill_ms_per_pair": pair}), rows)
     assert agree_at_every_arrival(problem, rng.integers(0, servers, n))[0] == n * servers
 
 

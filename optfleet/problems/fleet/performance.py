@@ -25,22 +25,23 @@ from optfleet.errors import InputError
 from optfleet.hardware.catalog import ModelSpec, get_gpu, get_model
 from optfleet.hardware.hf_config import model_from_hf_config
 from optfleet.hardware.profiles import ProfileAssumptions
-from optfleet.problems.fleet.schema import HardwareSpec, PerformanceSpec
+from optfleet.problems.fleet.schema import HardwareSpec, ModelOnGpusSpec, PerformanceSpec
 
 ENGINE_PRESET = "engine"
 PAPER_ITERATION_FIELDS = ("w_ms", "h_ms_per_slot")
 ONE_CONFIGURATION_SOURCES = ("fit", "affine")
 
 
-def model_of(spec: HardwareSpec, resolve: Callable[[str], Path]) -> ModelSpec:
-    """The served model: read from ``config_json`` (``model`` then names it), else the catalog's ``model``."""
+def model_of(spec: ModelOnGpusSpec, resolve: Callable[[str], Path], field: str = "hardware") -> ModelSpec:
+    """The served model: read from ``config_json`` (``model`` then names it), else the catalog's ``model``
+    (``field``: the block's path, for messages)."""
     if spec.config_json is not None:
-        return model_from_hf_config(resolve(spec.config_json), name=spec.model, field="hardware.config_json")
+        return model_from_hf_config(resolve(spec.config_json), name=spec.model, field=f"{field}.config_json")
     assert spec.model is not None  # the schema asks for one of the two
-    return get_model(spec.model)
+    return get_model(spec.model, field=f"{field}.model")
 
 
-def engine_of(spec: HardwareSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool = True,
+def engine_of(spec: ModelOnGpusSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool = True,
               field: str = "hardware.performance") -> EngineModel:
     """The engine model of ``spec``'s GPU configuration; ``own`` is False for a catalog option other than the
     hardware block's (module docstring)."""
@@ -71,7 +72,7 @@ def _fit(performance: PerformanceSpec, resolve: Callable[[str], Path], field: st
     return fit_performance_files([resolve(name) for name in files], fixed=performance.fixed, field=f"{field}.file").step
 
 
-def _measured(performance: PerformanceSpec, spec: HardwareSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool,
+def _measured(performance: PerformanceSpec, spec: ModelOnGpusSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool,
               field: str) -> EngineModel:
     from optfleet.engine.measured import MeasuredEngine  # aiconfigurator: imported only for a measured source
 

@@ -205,26 +205,32 @@ class PerformanceSpec(Strict):
         return self
 
 
-class HardwareSpec(Strict):
-    """One GPU configuration: catalog names (or a model's ``config.json`` in ``config_json``, read locally: ``model`` then
-    only names it), tensor-parallel degree, iteration constants, slot rule, engine limits and, under ``preset: engine``, where
-    iteration times come from (``performance``)."""
+class ModelOnGpusSpec(Strict):
+    """A model served on ``tp`` GPUs of one type: catalog names (or a model's ``config.json`` in ``config_json``, read
+    locally: ``model`` then only names it) and where iteration times come from under the engine model
+    (``performance``).  The fleet's ``hardware`` block extends it; a placement server's ``hardware`` is one."""
 
-    profile: str | None = None
     gpu: str
     model: str | None = None
     config_json: str | None = None
     tp: GpusPerInstance = Field(1, ge=1)
-    iteration: IterationSpec = IterationSpec()
-    slots: SlotsSpec = SlotsSpec(formula="profile")
-    engine: EngineLimitsSpec | None = None
     performance: PerformanceSpec = PerformanceSpec()
 
     @model_validator(mode="after")
-    def _a_model(self) -> "HardwareSpec":
+    def _a_model(self) -> "ModelOnGpusSpec":
         if self.model is None and self.config_json is None:
             raise ValueError("give model (a catalog name: optfleet catalog lists them) or config_json (a Hugging Face model's config.json)")
         return self
+
+
+class HardwareSpec(ModelOnGpusSpec):
+    """One GPU configuration (:class:`ModelOnGpusSpec`) with its iteration constants, slot rule, engine limits and
+    an optional named ``profile``; ``performance`` applies under ``preset: engine``."""
+
+    profile: str | None = None
+    iteration: IterationSpec = IterationSpec()
+    slots: SlotsSpec = SlotsSpec(formula="profile")
+    engine: EngineLimitsSpec | None = None
 
 
 class CatalogOverrideSpec(Strict):

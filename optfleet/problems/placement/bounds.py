@@ -4,7 +4,8 @@ Why the MILP's service model (models/placement.py) bounds the simulator from bel
 server, prefill is first come, first served (admission is FCFS and the token budget goes to the earliest admitted
 request first, server.py), so when request ``r``'s first token comes (the end of the iteration computing its last
 prompt token), every prompt token of the requests ``j..r`` placed there before it has been computed, in
-iterations that started at or after ``a_j`` and each lasted at least ``beta + alpha x (its prefill tokens)``:
+iterations that started at or after ``a_j`` and each lasted at least ``beta + alpha x (its prefill tokens)`` (the
+step's other terms, the prefill attention pairs among them, are >= 0 and left out):
 
     first_token_r >= a_j + alpha * sum_{i=j..r} u_i + beta     for every earlier j on the server,
 
@@ -16,8 +17,11 @@ with every TTFT), and the MILP's bound is a lower bound on the simulator's best 
 
 :func:`relaxation_bound` scales to any trace (no MILP): the larger of
 
-* the per-request bound ``sum_r min_k (alpha_k w_r + beta_k)``, ``w_r`` the prompt tokens no earlier request can
-  let it reuse (``reuse_upper_bound``);
+* the per-request bound ``sum_r min_k (alpha_k w_r + gamma_k q(w_r) + beta_k)``, ``w_r`` the prompt tokens no
+  earlier request can let it reuse (``reuse_upper_bound``), ``gamma_k`` the server's time per query-key pair and
+  ``q(w) = w (P - w) + w (w + 1) / 2`` the pairs of prefilling the last ``w`` of its ``P`` prompt tokens: however they
+  are chunked, the chunks' pairs sum to ``q(u)`` for the ``u >= w`` tokens it computes, and ``q`` grows with ``u``
+  up to ``P``;
 * the fast single-machine relaxation: all servers as one machine computing ``sum_k 1/alpha_k`` prompt tokens per
   ms, preemptive, one request's tokens at any rate; shortest-remaining-work-first is optimal for its total
   completion time (Schrage 1968), and any simulator run is a schedule of it (spread each iteration's prefill
@@ -91,8 +95,10 @@ def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, floa
     q = problem.requests
     alpha = np.array([e.prefill_ms_per_token for e in problem.engines])
     beta = np.array([e.step_base_ms for e in problem.engines])
+    gamma = np.array([e.prefill_ms_per_pair for e in problem.engines])
     work = (q.prompt_tokens - reuse_upper_bound(problem)).astype(float)
-    per_request = (work[:, None] * alpha[None, :] + beta[None, :]).min(axis=1)
+    pairs = work * (q.prompt_tokens - work) + work * (work + 1.0) / 2.0
+    per_request = (work[:, None] * alpha[None, :] + pairs[:, None] * gamma[None, :] + beta[None, :]).min(axis=1)
     n = len(q)
     if problem.objective == "ttft_excess":
         value = float(np.maximum(0.0, per_request - problem.slo.ttft_ms).mean())

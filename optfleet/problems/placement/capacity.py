@@ -14,7 +14,10 @@ blocks of 16 tokens, 4 rounds) and with the instance's own servers (``max_turns 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from optfleet.problems.placement.problem import PlacementProblem
 
 BLOG_PODS, BLOG_BLOCKS_PER_POD, BLOG_BLOCK_TOKENS, BLOG_ROUNDS = 10, 32_000, 16, 4
 
@@ -33,12 +36,13 @@ def capacity_row(groups: int, users_per_group: int, system_tokens: int, question
     }
 
 
-def capacity_rows(spec) -> dict[str, Any] | None:
-    """The check for an instance's shared-prefix workload: with the blog's cluster and with its own servers."""
-    w = spec.workload.shared_prefix
+def capacity_rows(problem: "PlacementProblem") -> dict[str, Any] | None:
+    """The check for an instance's shared-prefix workload: with the blog's cluster and with its own servers (their KV
+    blocks as given or derived from their GPUs' memory)."""
+    w = problem.spec.workload.shared_prefix
     if w is None:
         return None
     shape = (w.num_groups, w.num_prompts_per_group, w.system_prompt_len, w.question_len, w.output_len)
-    own = sum(s.count * s.kv_capacity_blocks for s in spec.servers) * spec.block_tokens
+    own = sum(e.kv_capacity_blocks for e in problem.engines) * problem.block_tokens
     return {"blog_cluster": capacity_row(*shape),
             "instance_servers": capacity_row(*shape, rounds=max(1, w.max_turns - 1), capacity_tokens=own)}

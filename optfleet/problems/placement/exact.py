@@ -2,10 +2,10 @@
 
 * ``hindsight_milp`` (models/placement.py) on the whole trace when it has at most ``solve.max_milp_requests``
   requests.  Its service model is a simplification of the simulator (FCFS prefill only, generous reuse, no
-  decode, no batching limits), built to bound it from below (bounds.py): its report's objective and bound are in
-  that model's terms, and its bound is a lower bound on the simulator's best placement for the instance's
-  objective.  Its placement is re-scored by the simulator (the row's objective), which makes it a candidate
-  for the best known schedule, not an optimum of the simulator.
+  decode, no prefill attention pairs, no batching limits), built to bound it from below (bounds.py): its report's
+  objective and bound are in that model's terms, and its bound is a lower bound on the simulator's best placement
+  for the instance's objective.  Its placement is re-scored by the simulator (the row's objective), which makes it
+  a candidate for the best known schedule, not an optimum of the simulator.
 * ``lookahead_milp``: the same MILP over windows of ``solve.lookahead_requests`` arrivals, committing the first
   ``solve.lookahead_commit`` placements of each, the next window starting from the committed requests' state in
   the model (servers busy until their model prefill ends, groups and conversations already seen).  Because the

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optfleet.problems.placement.cache import FrozenCache
-from optfleet.problems.placement.server import Engine, Live, Server
+from optfleet.problems.placement.server import Engine, Live, Server, chunk_pairs
 
 PROMPT, OUTPUT, COMPUTED, DECODED, ADDED, CHUNK = range(6)  # fields of a running request in a snapshot
 
@@ -183,12 +183,13 @@ def forecast(s: Snapshot, prompt: int, output: int, added_blocks: int, reused_to
             run, held = _release(run, held)
         decoding = [r for r in run if r[COMPUTED] == r[PROMPT]]  # plan the next iteration at `end` (Server._plan)
         budget = max(0, e.prefill_budget_tokens - len(decoding))
-        prefilling, tokens = [], 0
+        prefilling, tokens, pairs = [], 0, 0
         for r in run:
             if r[COMPUTED] < r[PROMPT] and budget > 0:
                 r[CHUNK] = min(r[PROMPT] - r[COMPUTED], budget)
                 budget -= r[CHUNK]
                 tokens += r[CHUNK]
+                pairs += chunk_pairs(r[CHUNK], r[COMPUTED])
                 prefilling.append(r)
         while budget > 0 and head < len(waiting) and len(run) < e.max_running_seqs:
             w_prompt, w_output, w_added, w_reused = waiting[head]
@@ -199,6 +200,7 @@ def forecast(s: Snapshot, prompt: int, output: int, added_blocks: int, reused_to
             r = [w_prompt, w_output, w_reused, 0, w_added, chunk]
             budget -= chunk
             tokens += chunk
+            pairs += chunk_pairs(chunk, w_reused)
             prefilling.append(r)
             run.append(r)
             head += 1
@@ -213,7 +215,7 @@ def forecast(s: Snapshot, prompt: int, output: int, added_blocks: int, reused_to
             repeats = min(r[OUTPUT] - r[DECODED] for r in decoding)
         else:
             repeats = 1
-        end = end + repeats * e.iteration_ms(len(decoding), held, tokens)
+        end = end + repeats * e.iteration_ms(len(decoding), held, tokens, pairs)
 
 
 _PAD = 1 << 40  # remaining tokens of an empty slot: past every goal
@@ -235,8 +237,9 @@ class OracleBoard:
     the iteration in flight.  The common case: there nothing waits and every running request decodes (``n`` of them, ``H`` held blocks), and the
     request fits (``n < max_running_seqs``, ``budget > n``, ``H + a <= C``).  Then ``p`` prefill iterations compute
     its prompt, pass ``i`` a chunk ``min(u left, budget - n_i)`` in ``iteration_ms(n_i, H + a - (blocks of the
-    decoders done), chunk)``, ``n_i`` the decoders not done after ``i - 1`` passes (each decodes one token a pass);
-    its first token comes at the end of the last pass, and the decode-only stretches follow (module docstring) with
+    decoders done), chunk, chunk_pairs(chunk, prompt - u left))``, ``n_i`` the decoders not done after ``i - 1``
+    passes (each decodes one token a pass); its first token comes at the end of the last pass, and the decode-only
+    stretches follow (module docstring) with
     the sorted remaining counts less ``p``, clipped to ``[0, o - 1]`` (the goal): with those ``c_j``, slot ``j``
     adds ``(c_j - c_{j-1}) * iteration_ms(1 + (n - j)^+, H + a - sum_{i<j} b_i, 0)``, a tie, a request done during
     the prefill or a slot past the goal adding exactly 0, summed left to right
@@ -251,7 +254,7 @@ class OracleBoard:
         self.block_tokens = servers[0].cache.block_tokens
         column = (lambda name, dtype=float: np.array([getattr(e, name) for e in engines], dtype=dtype))
         self.base, self.per_seq, self.per_block = column("step_base_ms"), column("step_ms_per_seq"), column("step_ms_per_kv_block")
-        self.per_token = column("prefill_ms_per_token")
+        self.per_token, self.per_pair = column("prefill_ms_per_token"), column("prefill_ms_per_pair")
         self.budget, self.seats, self.capacity = (column(name, np.int64) for name in ("prefill_budget_tokens", "max_running_seqs",
                                                                                      "kv_capacity_blocks"))
         self.snapshots: list[Snapshot | None] = [None] * k
@@ -309,13 +312,15 @@ class OracleBoard:
         remaining = rows.remaining[:, :width] - np.where(is_cut, cut, 0).astype(np.int64)[:, None]
         # the first prefill pass: no decoder is done yet (every remaining count is >= 1)
         chunk = np.minimum(uncached, self.budget - n)
-        first = end + (self.base + self.per_seq * n + self.per_block * held + self.per_token * chunk)
+        reused = prompt - uncached
+        first = end + (self.base + self.per_seq * n + self.per_block * held + self.per_token * chunk
+                       + self.per_pair * _pairs(chunk, reused))
         left = uncached - chunk
         passes = np.ones_like(n)
         more = np.flatnonzero(common & (left > 0))
         if more.size:
-            first[more], passes[more] = self._later_passes(more, first[more], left[more], n[more], held[more], remaining[more],
-                                                           rows.blocks[more, :width])
+            first[more], passes[more] = self._later_passes(more, first[more], prompt, left[more], n[more], held[more],
+                                                           remaining[more], rows.blocks[more, :width])
         capped = np.minimum(np.maximum(remaining - passes[:, None], 0), output - 1)
         sums = np.empty((len(n), width + 1))
         sums[:, 0] = first
@@ -331,24 +336,31 @@ class OracleBoard:
             ttft[k], tpot[k] = forecast(self.snapshots[k], prompt, output, total_blocks - hit, hit * self.block_tokens, t_ms)
         return ttft, tpot
 
-    def _later_passes(self, rows: np.ndarray, end: np.ndarray, left: np.ndarray, n: np.ndarray, held: np.ndarray,
+    def _later_passes(self, rows: np.ndarray, end: np.ndarray, prompt: int, left: np.ndarray, n: np.ndarray, held: np.ndarray,
                       remaining: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The prefill passes after the first on the servers ``rows`` whose prompt needs more than one (class
-        docstring): each pass's decoders are those not done in the earlier passes.  Returns the first token's time
-        and the passes."""
-        budget, base, per_seq, per_block, per_token = (a[rows] for a in (self.budget, self.base, self.per_seq, self.per_block, self.per_token))
+        docstring): each pass's decoders are those not done in the earlier passes, its chunk starts ``prompt - left``
+        tokens in.  Returns the first token's time and the passes."""
+        budget, base, per_seq, per_block, per_token, per_pair = (
+            a[rows] for a in (self.budget, self.base, self.per_seq, self.per_block, self.per_token, self.per_pair))
         valid = np.arange(remaining.shape[1]) < n[:, None]
         passes, active = np.ones_like(n), np.ones(len(rows), dtype=bool)
         while active.any():
             gone = valid & (remaining <= passes[:, None])  # decoders done in the earlier passes
             n_now = n - gone.sum(axis=1)
             chunk = np.minimum(left, budget - n_now)
-            step = base + per_seq * n_now + per_block * (held - (blocks * gone).sum(axis=1)) + per_token * chunk
+            step = (base + per_seq * n_now + per_block * (held - (blocks * gone).sum(axis=1)) + per_token * chunk
+                    + per_pair * _pairs(chunk, prompt - left))
             end = np.where(active, end + step, end)
             left = np.where(active, left - chunk, left)
             passes += active
             active &= left > 0
         return end, passes
+
+
+def _pairs(chunk: np.ndarray, offset: np.ndarray | int) -> np.ndarray:
+    """server.chunk_pairs over arrays (int64, exact)."""
+    return chunk * offset + chunk * (chunk + 1) // 2
 
 
 class _Rows:

@@ -173,7 +173,7 @@ def facts(problem: PlacementProblem) -> dict[str, Any]:
         "slo": problem.slo.model_dump(), "policies": [p.label for p in problem.policies],
         "mean_prompt_tokens": float(q.prompt_tokens.mean()), "mean_output_tokens": float(q.output_tokens.mean()),
         "step_rates_rps": list(q.step_rates_rps),
-        "cache_capacity": capacity_rows(problem.spec),
+        "cache_capacity": capacity_rows(problem),
     }
 
 

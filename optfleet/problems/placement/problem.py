@@ -9,7 +9,9 @@ policy (it would replace that method's row); exact method names known; the ``ttf
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,12 +52,23 @@ class PlacementProblem:
         return self.solve.objective
 
 
-def engines_of(spec: PlacementInstanceSpec) -> tuple[Engine, ...]:
+def engines_of(spec: PlacementInstanceSpec, resolve: Callable[[str], Path], request_tokens: np.ndarray) -> tuple[Engine, ...]:
+    """Every server's numbers, ``count`` times each entry: its ``timing`` as given, or derived from its ``hardware``
+    by the engine model (server_hardware.py) for requests of ``request_tokens`` (prompt and output) each."""
     engines = []
-    for s in spec.servers:
-        t = s.timing
-        engine = Engine(s.name, s.max_running_seqs, s.kv_capacity_blocks, s.prefill_budget_tokens, t.prefill_ms_per_token,
-                        t.step_base_ms, t.step_ms_per_seq, t.step_ms_per_kv_block)
+    for i, s in enumerate(spec.servers):
+        if s.hardware is not None:
+            from optfleet.problems.placement.server_hardware import server_timing  # the engine sources: loaded only when used
+
+            t = server_timing(s.hardware, resolve, max_running_seqs=s.max_running_seqs, prefill_budget_tokens=s.prefill_budget_tokens,
+                              kv_capacity_blocks=s.kv_capacity_blocks, request_tokens=request_tokens,
+                              block_tokens=spec.block_tokens, field=f"servers.{i}.hardware")
+            capacity, source = t.kv_capacity_blocks, t.source
+        else:
+            assert s.timing is not None and s.kv_capacity_blocks is not None  # the schema asks for them
+            t, capacity, source = s.timing, s.kv_capacity_blocks, "given"
+        engine = Engine(s.name, s.max_running_seqs, capacity, s.prefill_budget_tokens, t.prefill_ms_per_token, t.step_base_ms,
+                        t.step_ms_per_seq, t.step_ms_per_kv_block, t.prefill_ms_per_pair, source)
         engines.extend([engine] * s.count)
     return tuple(engines)
 
@@ -91,16 +104,22 @@ def prepare(loaded: LoadedInstance) -> PlacementProblem:
         raise InputError("servers", [], "at least one server is needed")
     requests = build_requests(spec.workload, loaded.resolve)
     block = spec.block_tokens
-    total_blocks = -(-(requests.prompt_tokens + requests.output_tokens) // block)
+    total_tokens = requests.prompt_tokens + requests.output_tokens
+    total_blocks = -(-total_tokens // block)
     largest = int(total_blocks.max())
+    engines = engines_of(spec, loaded.resolve, total_tokens)
+    first = 0
     for i, s in enumerate(spec.servers):
-        if s.kv_capacity_blocks < largest:
-            raise InputError(f"servers[{i}].kv_capacity_blocks", s.kv_capacity_blocks,
-                             f"below the largest request ({largest} blocks of {block} tokens, prompt and output): it could never run")
+        capacity = engines[first].kv_capacity_blocks
+        first += s.count
+        if capacity < largest:
+            derived = "" if s.kv_capacity_blocks is not None else f" (derived from {s.hardware.tp} x {s.hardware.gpu}'s memory)"
+            raise InputError(f"servers[{i}].kv_capacity_blocks", capacity,
+                             f"below the largest request ({largest} blocks of {block} tokens, prompt and output){derived}: it could never run")
     if spec.solve.objective == "ttft_excess" and spec.slo.ttft_ms is None:
         raise InputError("solve.objective", "ttft_excess", "needs slo.ttft_ms")
     source = f"trace {spec.workload.trace.file}" if spec.workload.trace is not None else "shared-prefix generator"
-    problem = PlacementProblem(spec.name, spec.description, engines_of(spec), block, requests, total_blocks, spec.slo, spec.solve,
+    problem = PlacementProblem(spec.name, spec.description, engines, block, requests, total_blocks, spec.slo, spec.solve,
                                _policies(spec), spec.workload.seed, source, spec)
     for i, entry in enumerate(problem.policies):
         make_policy(problem, entry.name, entry.params, f"policies[{i}]")  # unknown names and parameters fail here

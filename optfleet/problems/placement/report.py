@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from optfleet import tables
 from optfleet.problems.placement.capacity import capacity_rows
 from optfleet.problems.placement.problem import PlacementProblem
+from optfleet.problems.placement.server import Engine
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
@@ -33,8 +34,9 @@ def render_problem(problem: PlacementProblem) -> str:
     for e in problem.engines:
         kinds[e] = kinds.get(e, 0) + 1
     servers = "; ".join(f"{n} x {e.name} ({e.max_running_seqs} seqs, {e.kv_capacity_blocks:,} KV blocks, budget {e.prefill_budget_tokens:,} tokens, "
-                        f"{e.prefill_ms_per_token:g} ms/prefill token, step {e.step_base_ms:g} + {e.step_ms_per_seq:g}/seq "
-                        f"+ {e.step_ms_per_kv_block:g}/block ms)" for e, n in kinds.items())
+                        f"{e.prefill_ms_per_token:.4g} ms/prefill token{_pair_text(e)}, step {e.step_base_ms:.4g} + {e.step_ms_per_seq:.4g}/seq "
+                        f"+ {e.step_ms_per_kv_block:.4g}/block ms)" for e, n in kinds.items())
+    derived = [f"  {e.name} timing: {e.timing_source}" for e in kinds if e.timing_source != "given"]
     slo = problem.slo
     slos = ", ".join(f"{name} {v:g} ms" for name, v in (("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms)) if v is not None) or "none"
     span_s = (q.arrival_ms[-1] - q.arrival_ms[0]) / 1000.0
@@ -43,12 +45,18 @@ def render_problem(problem: PlacementProblem) -> str:
         f"instance {problem.name}: {len(q):,} requests over {span_s:,.1f} s ({problem.source}{ladder})",
         f"  prompts mean {q.prompt_tokens.mean():,.0f} tokens (shared prefix {q.shared_tokens.mean():,.0f}), outputs mean {q.output_tokens.mean():,.0f}",
         f"  servers: {servers}",
+        *derived,
         f"  SLOs: {slos}; objective: {problem.objective}; policies: {', '.join(p.label for p in problem.policies)}",
     ])
 
 
+def _pair_text(e: Engine) -> str:
+    """The prefill attention term, when the server has one."""
+    return "" if e.prefill_ms_per_pair == 0 else f" + {e.prefill_ms_per_pair:.4g}/query-key pair"
+
+
 def capacity_text(problem: PlacementProblem) -> str:
-    rows = capacity_rows(problem.spec)
+    rows = capacity_rows(problem)
     if rows is None:
         return ""
     lines = ["", "cache capacity check (system prompts pinned first, perfect balancing):"]

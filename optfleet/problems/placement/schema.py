@@ -16,6 +16,9 @@ are in the field names; unknown keys are errors.  Example::
       arrivals: {process: poisson, rate_rps: 4, requests: 20}
     policies: [round_robin, least_requests, load_prefix_111, predicted_latency]
     slo: {ttft_ms: 500, tpot_ms: 50}
+
+A server may give ``hardware: {gpu: H100-SXM, model: Llama-3-70B, tp: 4}`` (and a ``performance`` source) instead of
+``timing`` and ``kv_capacity_blocks``: both are then derived by the engine model (server_hardware.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, at_most
+from optfleet.problems.fleet.schema import ModelOnGpusSpec
 
 MAX_REQUESTS = 2_000_000
 """Requests an instance may generate: twice the 1e6-request simulator benchmark (every method replays them all)."""
@@ -44,6 +48,10 @@ MAX_PREFILL_MS_PER_TOKEN = 100
 MAX_STEP_MS = 100_000
 """An iteration's base time and its per-sequence and per-KV-block terms: 100 s, beyond any real iteration (real
 ones take 1-100 ms); ``step_base_ms`` is the MILP's per-first-token time, kept in the same numeric range."""
+MAX_PREFILL_MS_PER_PAIR = 1.0
+"""Prefill attention time per query-key pair: 1 ms, about a million times a real server's (a pair of Llama-3-70B is
+4 x hidden x layers = 2.6 MFLOP, about 1e-6 ms on four H100s); a prompt of 1e8 tokens then stays far inside the
+float range."""
 STEP_LIMIT = at_most(MAX_STEP_MS, "ms", "100 s, beyond any real continuous-batching iteration")
 MAX_POLICY_WEIGHT = 1_000_000
 """A load_prefix scorer weight: only the ratios matter, and a million to one already makes a scorer decide alone;
@@ -61,30 +69,49 @@ OBJECTIVES = ("total_ttft", "ttft_excess")
 
 class TimingSpec(Strict):
     """A server's iteration-time profile: one continuous-batching iteration that decodes ``n`` sequences, holds ``b``
-    KV blocks in use and prefills ``p`` uncached tokens takes
+    KV blocks in use and prefills ``p`` uncached tokens in chunks that attend to ``q`` query-key pairs in all (a
+    chunk of ``c`` tokens starting ``o`` tokens into its prompt: ``c o + c (c + 1) / 2``) takes
 
-        t_iter = step_base_ms + step_ms_per_seq * n + step_ms_per_kv_block * b + prefill_ms_per_token * p   (ms).
+        t_iter = step_base_ms + step_ms_per_seq * n + step_ms_per_kv_block * b + prefill_ms_per_token * p
+                 + prefill_ms_per_pair * q   (ms).
 
     ``step_base_ms`` is required and > 0: no iteration takes 0 ms (a decode step of 0 ms would make TPOT 0).
     Limits: ``prefill_ms_per_token`` <= 100 (MAX_PREFILL_MS_PER_TOKEN: 10 tokens/s, slower than any real server, and
-    the MILP's big-M stays numerically sound below it); the step terms <= 1e5 ms (MAX_STEP_MS: a 100 s iteration)."""
+    the MILP's big-M stays numerically sound below it); the step terms <= 1e5 ms (MAX_STEP_MS: a 100 s iteration);
+    ``prefill_ms_per_pair`` <= 1 ms (MAX_PREFILL_MS_PER_PAIR; real ones are 1e-9 to 1e-5 ms).  The exact views leave
+    the pair term out (it only lengthens iterations, so their bounds stay bounds: bounds.py)."""
 
     prefill_ms_per_token: Annotated[Real, at_most(MAX_PREFILL_MS_PER_TOKEN, "ms per token",
                                                   "10 tokens/s, slower than any real server; the MILP's big-M constants stay sound")] = Field(gt=0.0)
     step_base_ms: Annotated[Real, STEP_LIMIT] = Field(gt=0.0)
     step_ms_per_seq: StepMs = 0.0
     step_ms_per_kv_block: StepMs = 0.0
+    prefill_ms_per_pair: Annotated[Real, at_most(MAX_PREFILL_MS_PER_PAIR, "ms per pair",
+                                                 "a million times a real GPU's attention cost per query-key pair")] = Field(0.0, ge=0.0)
 
 
 class ServerSpec(Strict):
-    """``count`` identical model servers (give several entries for a heterogeneous pool)."""
+    """``count`` identical model servers (give several entries for a heterogeneous pool).  Their iteration time is
+    ``timing`` (given) or derived from ``hardware`` (a GPU, a model, the TP degree and a performance source, as the
+    fleet kind's ``hardware`` gives them: server_hardware.py); exactly one.  With ``hardware``,
+    ``kv_capacity_blocks`` may be left out: the GPUs' KV memory in blocks."""
 
     name: str = "server"
     count: Annotated[Integer, SERVERS_LIMIT] = Field(1, ge=1)
     max_running_seqs: Annotated[Integer, at_most(1_000_000, "sequences", "a batch is scanned sequence by sequence")] = Field(ge=1)
-    kv_capacity_blocks: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
+    kv_capacity_blocks: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
     prefill_budget_tokens: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
-    timing: TimingSpec
+    timing: TimingSpec | None = None
+    hardware: ModelOnGpusSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_timing(self) -> "ServerSpec":
+        if (self.timing is None) == (self.hardware is None):
+            raise ValueError("give timing (the iteration-time terms) or hardware (gpu, model, tp, performance: derived by the engine "
+                             "model), exactly one")
+        if self.timing is not None and self.kv_capacity_blocks is None:
+            raise ValueError("kv_capacity_blocks is required with timing (with hardware it is derived from the GPUs' memory)")
+        return self
 
 
 class SharedPrefixSpec(Strict):

@@ -11,9 +11,12 @@ Iteration by iteration (times in ms), as vLLM's scheduler with chunked prefill d
    its prompt and prefills the rest in chunks.
 
 The iteration lasts ``t = step_base_ms + step_ms_per_seq * n_decode + step_ms_per_kv_block * held_blocks +
-prefill_ms_per_token * prefill_tokens`` (schema.TimingSpec).  A request's first token comes at the end of the
-iteration that computes its last prompt token; then one token per iteration.  TTFT = first token - arrival,
-TPOT = (completion - first token) / (output - 1), E2E = completion - arrival.
+prefill_ms_per_token * prefill_tokens + prefill_ms_per_pair * prefill_pairs`` (schema.TimingSpec), the pairs summed
+over the iteration's chunks: a chunk of ``p`` tokens starting ``o`` tokens into its prompt (reused ones included)
+attends to ``p o + p (p + 1) / 2`` query-key pairs (:func:`chunk_pairs`, engine/step.py's ``prefill_pairs``).
+A request's first token comes at the end of the iteration that computes its last prompt token; then one token per
+iteration.  TTFT = first token - arrival, TPOT = (completion - first token) / (output - 1), E2E = completion -
+arrival.
 
 When no request prefills and none can be admitted, iterations repeat identically until the first running request
 completes: they run as one stretch of ``k`` iterations (the same times as one by one).  A request arriving in the
@@ -52,7 +55,8 @@ class Live:
 
 @dataclass(frozen=True)
 class Engine:
-    """A server's numbers (schema.ServerSpec)."""
+    """A server's numbers (schema.ServerSpec); ``timing_source`` says where its timing came from ("given", or the
+    engine model's source: server_hardware.py)."""
 
     name: str
     max_running_seqs: int
@@ -62,12 +66,21 @@ class Engine:
     step_base_ms: float
     step_ms_per_seq: float
     step_ms_per_kv_block: float
+    prefill_ms_per_pair: float = 0.0
+    timing_source: str = "given"
 
-    def iteration_ms(self, n_decode: int, held_blocks: int, prefill_tokens: int) -> float:
+    def iteration_ms(self, n_decode: int, held_blocks: int, prefill_tokens: int, prefill_pairs: int = 0) -> float:
         """One iteration's time ``step_base_ms + step_ms_per_seq * n_decode + step_ms_per_kv_block * held_blocks +
-        prefill_ms_per_token * prefill_tokens`` (ms), summed left to right (the forecast relies on the order)."""
+        prefill_ms_per_token * prefill_tokens + prefill_ms_per_pair * prefill_pairs`` (ms), summed left to right (the
+        forecast relies on the order; with no pair term the last one adds exactly 0)."""
         return (self.step_base_ms + self.step_ms_per_seq * n_decode + self.step_ms_per_kv_block * held_blocks
-                + self.prefill_ms_per_token * prefill_tokens)
+                + self.prefill_ms_per_token * prefill_tokens + self.prefill_ms_per_pair * prefill_pairs)
+
+
+def chunk_pairs(chunk_tokens: int, offset_tokens: int) -> int:
+    """Query-key pairs of a prefill chunk of ``chunk_tokens`` starting ``offset_tokens`` into its prompt: ``p o + p (p +
+    1) / 2`` (causal attention over the cached tokens and the chunk), an integer."""
+    return chunk_tokens * offset_tokens + chunk_tokens * (chunk_tokens + 1) // 2
 
 
 class Server:
@@ -134,12 +147,13 @@ class Server:
         e = self.engine
         decoding = [r for r in self.running if r.computed == r.prompt]
         budget = max(0, e.prefill_budget_tokens - len(decoding))
-        prefilling, prefill_tokens = [], 0
+        prefilling, prefill_tokens, pairs = [], 0, 0
         for r in self.running:
             if r.computed < r.prompt and budget > 0:
                 r.chunk = min(r.prompt - r.computed, budget)
                 budget -= r.chunk
                 prefill_tokens += r.chunk
+                pairs += chunk_pairs(r.chunk, r.computed)
                 prefilling.append(r)
         while budget > 0 and self._head < len(self.waiting) and len(self.running) < e.max_running_seqs:
             r = self.waiting[self._head]
@@ -152,6 +166,7 @@ class Server:
             r.chunk = min(r.prompt - r.computed, budget)
             budget -= r.chunk
             prefill_tokens += r.chunk
+            pairs += chunk_pairs(r.chunk, r.computed)
             prefilling.append(r)
             self.running.append(r)
             self._head += 1
@@ -161,7 +176,7 @@ class Server:
         if not decoding and not prefilling:
             self.iteration_end_ms = None
             return
-        step = e.iteration_ms(len(decoding), self.cache.held_blocks, prefill_tokens)
+        step = e.iteration_ms(len(decoding), self.cache.held_blocks, prefill_tokens, pairs)
         repeats = 1
         if not prefilling:  # decode-only: repeats identically until the first completion (module docstring)
             repeats = min(r.output - r.decoded for r in decoding)

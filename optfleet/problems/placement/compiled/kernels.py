@@ -17,7 +17,7 @@ ARRIVAL, FIRST, DONE = range(3)
 NO_ROLE, DECODING, PREFILLING, COMPLETED = range(4)
 # server columns: integers (SI) and floats (SF)
 SEATS, CAPACITY, BUDGET, N_RUN, Q_HEAD, Q_TAIL, Q_LEN, BUSY, REPEATS, IN_FLIGHT, HELD, CACHED, LRU_OLD, LRU_NEW = range(14)
-PER_TOKEN, BASE, PER_SEQ, PER_BLOCK, END, START, STEP = range(7)
+PER_TOKEN, BASE, PER_SEQ, PER_BLOCK, END, START, STEP, PER_PAIR = range(8)
 # cache pools: origins (O), holder nodes (H: an origin's distinct holder ends and their counts), cached segments (G)
 O_START, O_END, O_TOP, O_HOLDERS, O_SEG_OLD, O_SEG_NEW, O_KEY, O_NEXT_FREE = range(8)
 H_END, H_COUNT, H_NEXT = range(3)
@@ -279,15 +279,22 @@ def release(origins, Q, SI, O, H, G, free, r, k, block, stride):
 
 
 @njit(cache=True)
-def iteration_ms(SF, k, n_decode, held, prefill_tokens):
+def iteration_ms(SF, k, n_decode, held, prefill_tokens, prefill_pairs):
     """server.Engine.iteration_ms, summed left to right."""
-    return SF[k, BASE] + SF[k, PER_SEQ] * n_decode + SF[k, PER_BLOCK] * held + SF[k, PER_TOKEN] * prefill_tokens
+    return (SF[k, BASE] + SF[k, PER_SEQ] * n_decode + SF[k, PER_BLOCK] * held + SF[k, PER_TOKEN] * prefill_tokens
+            + SF[k, PER_PAIR] * prefill_pairs)
+
+
+@njit(cache=True)
+def chunk_pairs(chunk, offset):
+    """server.chunk_pairs."""
+    return chunk * offset + chunk * (chunk + 1) // 2
 
 
 @njit(cache=True)
 def _plan(origins, Q, SI, SF, RUN, O, H, G, free, k, t, block, stride):
     """server.Server._plan: the next iteration at ``t``."""
-    n_run, n_decode, n_prefill, tokens = SI[k, N_RUN], 0, 0, 0
+    n_run, n_decode, n_prefill, tokens, pairs = SI[k, N_RUN], 0, 0, 0, 0
     for j in range(n_run):
         r = RUN[k, j]
         Q[r, ROLE] = DECODING if Q[r, COMPUTED] == Q[r, PROMPT] else NO_ROLE
@@ -299,6 +306,7 @@ def _plan(origins, Q, SI, SF, RUN, O, H, G, free, k, t, block, stride):
             Q[r, CHUNK] = min(Q[r, PROMPT] - Q[r, COMPUTED], budget)
             budget -= Q[r, CHUNK]
             tokens += Q[r, CHUNK]
+            pairs += chunk_pairs(Q[r, CHUNK], Q[r, COMPUTED])
             Q[r, ROLE] = PREFILLING
             n_prefill += 1
     while budget > 0 and SI[k, Q_LEN] > 0 and n_run < SI[k, SEATS]:
@@ -312,6 +320,7 @@ def _plan(origins, Q, SI, SF, RUN, O, H, G, free, k, t, block, stride):
         Q[r, CHUNK] = min(Q[r, PROMPT] - Q[r, COMPUTED], budget)
         budget -= Q[r, CHUNK]
         tokens += Q[r, CHUNK]
+        pairs += chunk_pairs(Q[r, CHUNK], Q[r, COMPUTED])
         Q[r, ROLE] = PREFILLING
         n_prefill += 1
         RUN[k, n_run] = r
@@ -322,7 +331,7 @@ def _plan(origins, Q, SI, SF, RUN, O, H, G, free, k, t, block, stride):
     if n_decode == 0 and n_prefill == 0:
         SI[k, BUSY] = 0
         return
-    step = iteration_ms(SF, k, n_decode, SI[k, HELD], tokens)
+    step = iteration_ms(SF, k, n_decode, SI[k, HELD], tokens, pairs)
     repeats = 1
     if n_prefill == 0:  # decode-only: repeats identically until the first completion
         repeats = -1
@@ -442,7 +451,7 @@ def _decode_tail(SF, F, n_run, mine, held, end, k, remaining, blocks):
     n, done, j = n_run, 0, 0
     while True:
         m = remaining[j]
-        end = end + (m - done) * iteration_ms(SF, k, n, held, 0)
+        end = end + (m - done) * iteration_ms(SF, k, n, held, 0, 0)
         if m >= goal:
             return end
         while remaining[j] == m:
@@ -503,7 +512,7 @@ def forecast(origins, Q, SI, SF, RUN, O, F, remaining, blocks, k, mine_request, 
             n_run = kept
             if n_run == 0:
                 held = 0
-        n_decode, n_prefill, tokens = 0, 0, 0  # plan the next iteration at `end`
+        n_decode, n_prefill, tokens, pairs = 0, 0, 0, 0  # plan the next iteration at `end`
         for j in range(n_run):
             F[j, F_ROLE] = DECODING if F[j, F_COMPUTED] == F[j, F_PROMPT] else NO_ROLE
             n_decode += F[j, F_ROLE] == DECODING
@@ -513,6 +522,7 @@ def forecast(origins, Q, SI, SF, RUN, O, F, remaining, blocks, k, mine_request, 
                 F[j, F_CHUNK] = min(F[j, F_PROMPT] - F[j, F_COMPUTED], budget)
                 budget -= F[j, F_CHUNK]
                 tokens += F[j, F_CHUNK]
+                pairs += chunk_pairs(F[j, F_CHUNK], F[j, F_COMPUTED])
                 F[j, F_ROLE] = PREFILLING
                 n_prefill += 1
         while budget > 0 and waiting > 0 and n_run < SI[k, SEATS]:
@@ -529,6 +539,7 @@ def forecast(origins, Q, SI, SF, RUN, O, F, remaining, blocks, k, mine_request, 
             F[n_run, F_ADDED], F[n_run, F_CHUNK], F[n_run, F_ROLE] = w_added, chunk, PREFILLING
             budget -= chunk
             tokens += chunk
+            pairs += chunk_pairs(chunk, w_reused)
             n_prefill += 1
             if waiting == 1:
                 mine = n_run
@@ -548,7 +559,7 @@ def forecast(origins, Q, SI, SF, RUN, O, F, remaining, blocks, k, mine_request, 
                     repeats = F[j, F_OUTPUT] - F[j, F_DECODED]
         else:
             repeats = 1
-        end = end + repeats * iteration_ms(SF, k, n_decode, held, tokens)
+        end = end + repeats * iteration_ms(SF, k, n_decode, held, tokens, pairs)
 
 
 # ---------------------------------------------------------------------------------------------------- choice

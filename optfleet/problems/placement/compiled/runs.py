@@ -12,7 +12,7 @@ from numba.typed import Dict
 
 from optfleet.problems.placement.compiled.kernels import (
     ARRIVAL, BASE, BUDGET, CAPACITY, DONE, FINISHED_AT, FIRST, G_NEXT_FREE, GROUP, H_NEXT, HIT, LRU_NEW, LRU_OLD,
-    O_NEXT_FREE, OUTPUT, PER_BLOCK, PER_SEQ, PER_TOKEN, PROMPT, Q_HEAD, Q_TAIL, SEATS, SESSION, SHARED, TOTAL, drain,
+    O_NEXT_FREE, OUTPUT, PER_BLOCK, PER_PAIR, PER_SEQ, PER_TOKEN, PROMPT, Q_HEAD, Q_TAIL, SEATS, SESSION, SHARED, TOTAL, drain,
     replay_requests, route_requests)
 from optfleet.progress import percent_chunks
 
@@ -55,9 +55,9 @@ class _State:
         self.SI[:, CAPACITY] = [e.kv_capacity_blocks for e in engines]
         self.SI[:, BUDGET] = [e.prefill_budget_tokens for e in engines]
         self.SI[:, LRU_OLD] = self.SI[:, LRU_NEW] = self.SI[:, Q_HEAD] = self.SI[:, Q_TAIL] = -1
-        self.SF = np.zeros((k, 7))
+        self.SF = np.zeros((k, 8))
         for column, name in ((PER_TOKEN, "prefill_ms_per_token"), (BASE, "step_base_ms"), (PER_SEQ, "step_ms_per_seq"),
-                             (PER_BLOCK, "step_ms_per_kv_block")):
+                             (PER_BLOCK, "step_ms_per_kv_block"), (PER_PAIR, "prefill_ms_per_pair")):
             self.SF[:, column] = [getattr(e, name) for e in engines]
         width = _width(problem)
         self.RUN = np.full((k, width), -1, dtype=np.int64)
