@@ -265,8 +265,9 @@ def test_placement_servers_time_their_iterations_on_the_measured_engine(tmp_path
     e = problem.engines[0]
     q = problem.requests
     longest = int((q.prompt_tokens + q.output_tokens).max())
-    step = affine_reduction(MeasuredEngine.build("h100_sxm", "vllm", None, LLAMA, 1), 32, longest, 2048)
+    step = affine_reduction(MeasuredEngine.build("h100_sxm", "vllm", None, LLAMA, 1), 32, longest, min(2048, longest // 2))
     assert e.timing_source.startswith("measured: aiconfigurator-core") and step.max_error < 0.1
+    assert e.timing_reduction.startswith(f"affine over 32 sequences and {longest:,} tokens: within {100 * step.max_error:.1f} %")
     assert (e.step_base_ms, e.prefill_ms_per_token, e.prefill_ms_per_pair) == (step.base_ms, step.per_prefill_token_ms, step.per_prefill_pair_ms)
     frame = optfleet.gap(document).set_index("method")
     assert frame.loc["round_robin", "objective"] >= frame.loc["relaxation_bound", "bound"] > 0

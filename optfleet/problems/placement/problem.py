@@ -63,12 +63,12 @@ def engines_of(spec: PlacementInstanceSpec, resolve: Callable[[str], Path], requ
             t = server_timing(s.hardware, resolve, max_running_seqs=s.max_running_seqs, prefill_budget_tokens=s.prefill_budget_tokens,
                               kv_capacity_blocks=s.kv_capacity_blocks, request_tokens=request_tokens,
                               block_tokens=spec.block_tokens, field=f"servers.{i}.hardware")
-            capacity, source = t.kv_capacity_blocks, t.source
+            capacity, source, reduction = t.kv_capacity_blocks, t.source, t.reduction
         else:
             assert s.timing is not None and s.kv_capacity_blocks is not None  # the schema asks for them
-            t, capacity, source = s.timing, s.kv_capacity_blocks, "given"
+            t, capacity, source, reduction = s.timing, s.kv_capacity_blocks, "given", ""
         engine = Engine(s.name, s.max_running_seqs, capacity, s.prefill_budget_tokens, t.prefill_ms_per_token, t.step_base_ms,
-                        t.step_ms_per_seq, t.step_ms_per_kv_block, t.prefill_ms_per_pair, source)
+                        t.step_ms_per_seq, t.step_ms_per_kv_block, t.prefill_ms_per_pair, source, reduction)
         engines.extend([engine] * s.count)
     return tuple(engines)
 

@@ -33,10 +33,15 @@ def render_problem(problem: PlacementProblem) -> str:
     kinds: dict[Any, int] = {}
     for e in problem.engines:
         kinds[e] = kinds.get(e, 0) + 1
-    servers = "; ".join(f"{n} x {e.name} ({e.max_running_seqs} seqs, {e.kv_capacity_blocks:,} KV blocks, budget {e.prefill_budget_tokens:,} tokens, "
-                        f"{e.prefill_ms_per_token:.4g} ms/prefill token{_pair_text(e)}, step {e.step_base_ms:.4g} + {e.step_ms_per_seq:.4g}/seq "
-                        f"+ {e.step_ms_per_kv_block:.4g}/block ms)" for e, n in kinds.items())
-    derived = [f"  {e.name} timing: {e.timing_source}" for e in kinds if e.timing_source != "given"]
+    servers = []
+    for e, n in kinds.items():
+        servers.append(f"    {n:,} x {e.name}: {e.max_running_seqs:,} seqs, {e.kv_capacity_blocks:,} KV blocks, budget {e.prefill_budget_tokens:,} "
+                       f"tokens; iteration {e.step_base_ms:.4g} + {e.step_ms_per_seq:.4g}/seq + {e.step_ms_per_kv_block:.4g}/block + "
+                       f"{e.prefill_ms_per_token:.4g}/prefill token{_pair_text(e)} ms")
+        if e.timing_source != "given":
+            servers.append(f"      timing from {e.timing_source}")
+        if e.timing_reduction:
+            servers.append(f"      {e.timing_reduction}")
     slo = problem.slo
     slos = ", ".join(f"{name} {v:g} ms" for name, v in (("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms)) if v is not None) or "none"
     span_s = (q.arrival_ms[-1] - q.arrival_ms[0]) / 1000.0
@@ -44,8 +49,8 @@ def render_problem(problem: PlacementProblem) -> str:
     return "\n".join([
         f"instance {problem.name}: {len(q):,} requests over {span_s:,.1f} s ({problem.source}{ladder})",
         f"  prompts mean {q.prompt_tokens.mean():,.0f} tokens (shared prefix {q.shared_tokens.mean():,.0f}), outputs mean {q.output_tokens.mean():,.0f}",
-        f"  servers: {servers}",
-        *derived,
+        "  servers:",
+        *servers,
         f"  SLOs: {slos}; objective: {problem.objective}; policies: {', '.join(p.label for p in problem.policies)}",
     ])
 

@@ -56,7 +56,7 @@ class Live:
 @dataclass(frozen=True)
 class Engine:
     """A server's numbers (schema.ServerSpec); ``timing_source`` says where its timing came from ("given", or the
-    engine model's source: server_hardware.py)."""
+    engine model's source) and ``timing_reduction`` how far its affine form is from that engine (server_hardware.py)."""
 
     name: str
     max_running_seqs: int
@@ -68,6 +68,7 @@ class Engine:
     step_ms_per_kv_block: float
     prefill_ms_per_pair: float = 0.0
     timing_source: str = "given"
+    timing_reduction: str = ""
 
     def iteration_ms(self, n_decode: int, held_blocks: int, prefill_tokens: int, prefill_pairs: int = 0) -> float:
         """One iteration's time ``step_base_ms + step_ms_per_seq * n_decode + step_ms_per_kv_block * held_blocks +
