@@ -86,6 +86,10 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
     except InfeasibleError as exc:  # a time limit without a plan keeps the solver's report: its bound still holds
         return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=unit, sense=sense, report=getattr(exc, "report", None))]
     seconds = time.perf_counter() - start
+    if method == MILP:
+        from optfleet.problems.fleet.milp import pool_limit_note
+
+        origin = "; ".join(part for part in (origin, pool_limit_note(problem, exact, seconds)) if part)
     evaluation = evaluate(problem, plan)
     broken = constraint_violations(problem, evaluation)
     failing = [f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:,.1f} ms, utilisation {p.utilisation:.4f}" for p in evaluation.pools if not p.meets_slo]

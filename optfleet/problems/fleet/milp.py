@@ -57,6 +57,7 @@ from optfleet.models.fleet_constraints import LARGEST_BOUND
 from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
+from optfleet.problems.fleet.heuristics.sweep import compression_hint
 from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, per_gpu_capacity, relaxation_data, tabled_data
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_plan import extract_plan
@@ -456,14 +457,15 @@ def _solve_from(model: pyo.ConcreteModel, start: Plan | None, previous: pyo.Conc
 
 def _no_plan(problem: FleetProblem, data: FleetMilpData, max_pools: int, report: SolveReport, time_limit_s: float | None,
              feasible_without: Callable[[int], bool], customized: bool) -> None:
-    """Raise why the first model has no plan: the time limit (not proof of infeasibility), or :func:`_explain`."""
+    """Raise why the first model has no plan: the time limit (not proof of infeasibility), or :func:`_explain` and, with
+    compression off, whether compression would help (sweep.compression_hint)."""
     if report.status == TIME_LIMIT:
         bound = "no lower bound yet" if report.bound is None else f"a lower bound of {report.bound:,.2f}"
         raise NoPlanInTimeError(
             f"MILP: no plan found within the time limit of {time_limit_s} s ({bound}); this is not proof of "
             "infeasibility: raise solve.time_limit_s", report,
         )
-    raise InfeasibleError(_explain(problem, data, max_pools, report, feasible_without, customized=customized))
+    raise InfeasibleError(_explain(problem, data, max_pools, report, feasible_without, customized=customized) + compression_hint(problem))
 
 
 def _still_failing(evaluation: FleetEvaluation, refreshes: int) -> NoPlanFoundError:
@@ -709,3 +711,30 @@ def _floor_tail(data: FleetMilpData) -> str | None:
     return (f"{100 * tail.sum() / total:.2f} % of the traffic has a prefill floor above the SLO of {data.problem.ttft_p99_ms:g} ms on "
             f"every pool option that holds it (most of it requests of {int(data.class_total_above[worst]) + 1:,}-"
             f"{int(data.class_total_to[worst]):,} tokens), more than the 1 % a P99 leaves out")
+
+
+CHEAP_RESOLVE_S = 10.0
+"""A MILP solved within this many seconds is solved again with one more pool allowed when it uses every pool it may
+(:func:`pool_limit_note`): cheap enough to tell the user whether K decides the plan."""
+
+
+def pool_limit_note(problem: FleetProblem, result: MilpResult, seconds: float) -> str:
+    """When the plan opens all ``solve.max_pools`` pools (K) and more pool options exist, whether K decides it: the MILP
+    solved again at K + 1 (when the first solve took at most :data:`CHEAP_RESOLVE_S`), and its cost if lower; empty when
+    K does not bind, or under a budget (whose objective is the served share)."""
+    k = problem.max_pools
+    opened = sum(1 for pool in result.plan.pools if pool.gpus > 0)
+    options = len(prepare_milp_data(problem).pools) if opened == k else 0
+    if opened < k or options <= k or FLEET_CONSTRAINTS.objective(problem.constraints) != COST:
+        return ""
+    if seconds > CHEAP_RESOLVE_S:
+        return f"the plan uses all K = {k} pools allowed (solve.max_pools); K = {k + 1} was not tried (the solve took {seconds:,.0f} s)"
+    try:
+        wider = solve_milp(problem, max_pools=k + 1)
+    except InfeasibleError:
+        return ""
+    cost, wider_cost = result.evaluation.cost_per_hour, wider.evaluation.cost_per_hour
+    if wider_cost < cost * (1 - max(problem.mip_gap, 1e-9)):
+        return (f"K = {k} (solve.max_pools) decides the plan: with K = {k + 1} the MILP finds ${wider_cost:,.2f}/h "
+                f"({100 * (wider_cost / cost - 1):+.1f} %); set solve.max_pools: {k + 1}")
+    return f"the plan uses all K = {k} pools allowed (solve.max_pools); K = {k + 1} is no cheaper"

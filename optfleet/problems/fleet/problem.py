@@ -72,6 +72,7 @@ class FleetProblem:
     option_windows: tuple[int, ...] = ()
     skipped_options: tuple[str, ...] = ()
     catalog_types: tuple[str, ...] = ()
+    compression_gammas: tuple[float, ...] = (1.0,)
 
     def pool(self, window_tokens: int, gpu: str | None = None) -> PoolConfig:
         """The pool config at ``window_tokens`` on configuration ``gpu`` (a label; None = ``hardware``)."""
@@ -114,6 +115,11 @@ class FleetProblem:
     def milp_takes_service_model(self) -> bool:
         """False for the batching model under the engine model: the MILP's tables are not built for it."""
         return not (self.service_model == "batching" and self.charges_prefill)
+
+    def with_compression_on(self) -> "FleetProblem":
+        """The same problem with Compress-and-Route on at the instance's settings (its share ``p_c`` and gamma grid,
+        ``compression_gammas``): what an instance that leaves compression off would get with it."""
+        return replace(self, compression_enabled=True, gammas=self.compression_gammas)
 
     @property
     def heterogeneous(self) -> bool:
@@ -290,6 +296,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         compression_enabled=comp.enabled,
         compressible_fraction=comp.compressible_fraction,
         gammas=gamma_grid(comp.gamma_max, comp.gamma_step) if comp.enabled else (1.0,),
+        compression_gammas=gamma_grid(comp.gamma_max, comp.gamma_step),
         retrofit_gamma=comp.retrofit_gamma,
         ttft_p99_ms=spec.slo.ttft_p99_ms,
         rho_max=spec.slo.rho_max,

@@ -77,6 +77,10 @@ class WorkloadSpec(Strict):
     split: SplitSpec = SplitSpec()
 
 
+StepCoefficient = Annotated[Real, Field(ge=0.0), at_most(1e5, "ms", "a 100 s iteration")]
+"""An iteration-time term in ms: at most 100 s, beyond any real forward pass (1e308 overflowed the tables to inf)."""
+
+
 class IterationSpec(Strict):
     """Iteration time ``t_iter = W + H n_max`` (flat) or ``W + H n_max L_total / L_scale`` (length_scaled).
 
@@ -84,8 +88,8 @@ class IterationSpec(Strict):
     (optfleet/hardware/profiles.py: weight and KV bytes over effective bandwidth).
     """
 
-    w_ms: Real | None = Field(None, gt=0.0)  # an iteration always takes time: W = 0 makes the batching fixed point 0
-    h_ms_per_slot: Real | None = Field(None, ge=0.0)
+    w_ms: StepCoefficient | None = Field(None, gt=0.0)  # an iteration always takes time: W = 0 makes the batching fixed point 0
+    h_ms_per_slot: StepCoefficient | None = None
     chunk_tokens: Tokens = Field(512, gt=0)
     scaling: Literal["flat", "length_scaled"] = "flat"
     length_scale_tokens: Tokens = Field(8192, gt=0)
@@ -145,7 +149,6 @@ class EngineLimitsSpec(Strict):
 
 
 Efficiency = Annotated[Real, Field(ge=0.01, le=1.0)]  # a share of peak; below 1 % is a misconfiguration, not a GPU
-StepCoefficient = Annotated[Real, Field(ge=0.0), at_most(1e5, "ms", "a 100 s iteration")]
 
 
 class PerformanceSpec(Strict):
@@ -238,8 +241,8 @@ class CatalogOverrideSpec(Strict):
 
     gpu: str
     tp: GpusPerInstance | None = Field(None, ge=1)
-    w_ms: Real | None = Field(None, gt=0.0)
-    h_ms_per_slot: Real | None = Field(None, ge=0.0)
+    w_ms: StepCoefficient | None = Field(None, gt=0.0)
+    h_ms_per_slot: StepCoefficient | None = None
     kv_tokens_per_gpu: Tokens | None = Field(None, gt=0)
     cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
 
@@ -270,9 +273,10 @@ class PoolsSpec(Strict):
 
 
 class CompressionSpec(Strict):
-    """Compress-and-Route: band ``B < L_total <= gamma B``, compressible share ``p_c``."""
+    """Compress-and-Route: band ``B < L_total <= gamma B``, compressible share ``p_c``.  Off unless the instance turns
+    it on (``enabled: true``): compression changes every prompt in the band, so a plan must never assume it silently."""
 
-    enabled: bool = True
+    enabled: bool = False
     compressible_fraction: Real = Field(1.0, ge=0.0, le=1.0)
     gamma_max: Gamma = 2.0
     gamma_step: Real = Field(0.1, gt=0.0)

@@ -7,7 +7,8 @@
 * ``retrofit``: the pool-routing fleet is built, then Compress-and-Route is
   switched on at ``retrofit_gamma`` (1.5 by default) and only the short pool is
   resized for the traffic it now receives; the long pool keeps its GPUs
-  (FleetOpt's retrofit scenario).
+  (FleetOpt's retrofit scenario); not applicable when the instance leaves
+  compression off.
 
 Pool sizes are the minimum GPU counts meeting the utilisation cap and the
 P99 TTFT SLO (fleet/plan_sizing.py).
@@ -15,7 +16,7 @@ P99 TTFT SLO (fleet/plan_sizing.py).
 
 from __future__ import annotations
 
-from optfleet.errors import InfeasibleError
+from optfleet.errors import InfeasibleError, NotApplicableError
 from optfleet.problems.fleet.heuristics.sweep import best_plan, candidate_table
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import size_plan
@@ -43,7 +44,11 @@ def pool_routing(problem: FleetProblem, boundary_tokens: int | None = None) -> P
 
 
 def retrofit(problem: FleetProblem, boundary_tokens: int | None = None) -> Plan:
-    """Pool-routing fleet, then C&R at ``retrofit_gamma`` with only the short pool resized."""
+    """Pool-routing fleet, then C&R at ``retrofit_gamma`` with only the short pool resized; not applicable when the
+    instance leaves compression off (it would compress prompts the instance says cannot be)."""
+    if not problem.compression_enabled:
+        raise NotApplicableError("compression.enabled", False, "retrofit switches Compress-and-Route on at compression.retrofit_gamma; "
+                                                               "this instance leaves compression off (set compression.enabled: true)")
     routed = pool_routing(problem, boundary_tokens)
     if len(routed.pools) < 2:
         raise InfeasibleError("the pool-routing baseline has no short pool to compress into")

@@ -137,8 +137,30 @@ def plan_from_row(problem: FleetProblem, row: pd.Series, method: str) -> Plan:
 
 
 def sweep(problem: FleetProblem) -> SweepResult:
-    """Joint B x gamma sweep (FleetOpt Algorithm 1 over all candidates)."""
+    """Joint B x gamma sweep (FleetOpt Algorithm 1 over all candidates).  With no feasible candidate and compression
+    off, the error says whether compression at the instance's settings would make the instance feasible."""
     start = time.perf_counter()
     table = candidate_table(problem)
-    plan = best_plan(problem, table, "sweep")
+    try:
+        plan = best_plan(problem, table, "sweep")
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"{exc}{compression_hint(problem)}") from None
     return SweepResult(plan=plan, candidates=table, seconds=time.perf_counter() - start)
+
+
+def compression_hint(problem: FleetProblem) -> str:
+    """For an infeasible instance that leaves compression off: whether the sweep with Compress-and-Route on (the
+    instance's ``compressible_fraction`` and gamma grid) finds a plan, and at what cost; empty when compression is on
+    or no prompt is compressible."""
+    if problem.compression_enabled or problem.compressible_fraction <= 0:
+        return ""
+    compressed = problem.with_compression_on()
+    table = candidate_table(compressed)
+    setting = (f"compression.enabled: true, compressible share {problem.compressible_fraction:g}, gamma up to "
+               f"{max(compressed.gammas):g}")
+    if not table["feasible"].any():
+        return f"; compression would not make it feasible either ({setting})"
+    best = best_plan(compressed, table, "sweep")
+    cost = float(table.loc[table["feasible"], "cost_per_hour"].min())
+    return (f"; with compression on ({setting}: prompts between B and gamma B are cut to B), the sweep finds a plan at "
+            f"${cost:,.2f}/h (B = {best.boundary_tokens}, gamma = {best.gamma:g})")
