@@ -57,6 +57,11 @@ def single_type_methods(problem: FleetProblem) -> tuple[str, ...]:
     return tuple(f"{SINGLE_TYPE_PREFIX}{t}" for t in types) if len(types) > 1 else ()
 
 
+def _unit(problem: FleetProblem) -> str:
+    """What a count of the hardware block's configuration is: an instance of ``tp`` GPUs, or a GPU when ``tp`` is 1."""
+    return "instance" if problem.hardware.tp > 1 else "GPU"
+
+
 def _budget(problem: FleetProblem) -> float | None:
     return next((c.max_cost_per_hour for c in problem.constraints if c.kind == "budget"), None)
 
@@ -199,8 +204,8 @@ def describe(problem: FleetProblem) -> str:
         f"valid fleet instance '{problem.name}'",
         f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
         f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
-        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots/GPU at the long window {problem.long_window_tokens}, "
-        f"${long_pool.cost_per_gpu_hour:g}/instance-hour",
+        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots per {_unit(problem)} at the long window {problem.long_window_tokens}, "
+        f"${long_pool.cost_per_gpu_hour:g}/{_unit(problem)}-hour",
         f"  SLO: P99 TTFT {problem.ttft_p99_ms:g} ms (rule {problem.ttft_rule}, service model {problem.service_model}), rho_max {problem.rho_max:g}",
         f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
         f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",

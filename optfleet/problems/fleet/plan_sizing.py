@@ -56,8 +56,17 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
         )
     return (
         f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs {floor} "
-        f"> SLO {evaluation.ttft_slo_ms:g} ms, before any queueing"
+        f"> SLO {evaluation.ttft_slo_ms:g} ms, before any queueing{_floor_remedy(problem, pool)}"
     )
+
+
+def _floor_remedy(problem: FleetProblem, pool: PoolMetrics) -> str:
+    """What lowers a prefill floor: a larger prefill chunk (fewer iterations per prompt), a smaller window (shorter
+    prompts), a faster configuration."""
+    chunk = problem.pool(pool.window_tokens, pool.gpu).chunk_tokens
+    field = "hardware.iteration.chunk_tokens" + (" or hardware.engine.max_num_batched_tokens" if problem.charges_prefill else "")
+    return (f"; a larger prefill chunk ({field}, now {chunk:,} tokens: fewer iterations per prompt), a smaller long window "
+            "or a faster GPU configuration lowers it")
 
 
 def _tpot_reason(problem: FleetProblem, pool: PoolMetrics) -> str | None:
