@@ -73,6 +73,11 @@ def test_product_varies_the_first_field_slowest_and_zip_pairs():
     (["--set", "workload.rate_rps=1,2", "--engine", "spark"], "--engine = 'spark'"),
     (["--set", "workload.rate_rps=1,2", "--scheduler", "tcp://x:8786"], "needs --engine dask"),
     (["--set", "workload.rate_rps=1,2", "--workers", "0"], "--workers = 0"),
+    (["--set", "workload.rate_rps=1,2", "--engine", "dask", "--scheduler", "notaurl"], "--scheduler = 'notaurl': not a Dask scheduler address"),
+    (["--set", "workload.rate_rps=1,2", "--engine", "dask", "--scheduler", "foo://h:1"], "unknown protocol 'foo'"),
+    (["--set", "workload.rate_rps=1,2", "--engine", "dask", "--scheduler", "tcp://h:70000"], "--scheduler = 'tcp://h:70000'"),
+    (["--set", "workload.rate_rps=1,2", "--engine", "dask", "--connect-timeout-s", "0"], "--connect-timeout-s = 0.0"),
+    (["--set", "workload.rate_rps=1,2", "--engine", "dask", "--connect-timeout-s", "nan"], "--connect-timeout-s = nan"),
 ])
 def test_bad_study_exits_2_naming_the_field_and_writes_nothing(tmp_path, capsys, argv, named):
     out = tmp_path / "results.parquet"
@@ -269,6 +274,24 @@ def test_dask_engine_on_a_running_scheduler(serial_table, capsys):
                      "--engine", "dask", "--scheduler", cluster.scheduler_address, "--json", "--quiet"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [row["objective"] for row in rows] == [None if pd.isna(v) else v for v in serial_table["objective"]]
+
+
+def test_a_scheduler_address_that_refuses_or_does_not_speak_dask_fails_within_the_connect_timeout(capsys):
+    """A closed port is refused and a TCP service that accepts but never answers (it kept distributed's client waiting
+    for ever) is given up after --connect-timeout-s: exit 2 naming --scheduler, one line, each within a few seconds
+    of the timeout (no wall-clock assertion: the test would hang, not fail, without the limit)."""
+    import socket
+
+    with socket.socket() as silent, socket.socket() as closed:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)  # accepts connections, never writes
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
+        for sock, said in ((silent, "does not answer as a Dask scheduler"), (closed, "cannot reach a Dask scheduler within 1 s")):
+            address = "tcp://127.0.0.1:%d" % sock.getsockname()[1]
+            assert main(["sweep", TOY, "--set", "workload.rate_rps=50,100", "--engine", "dask", "--scheduler", address,
+                         "--connect-timeout-s", "1", "--quiet"]) == 2
+            err = capsys.readouterr().err
+            assert f"--scheduler = '{address}'" in err and said in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.unit

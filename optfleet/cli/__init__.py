@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="processes of the local pool or the Dask LocalCluster (default: min(cores, scenarios)); local with 1 runs in this process; "
                             "a running --scheduler has its own")
     sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="with --engine dask: a running scheduler, e.g. tcp://host:8786 (default: a LocalCluster)")
+    sweep.add_argument("--connect-timeout-s", type=float, default=None, metavar="S",
+                       help="with --scheduler: seconds to wait for the scheduler before giving up (default 10)")
     sweep.add_argument("--out", default=None, metavar="FILE",
                        help="results table, .parquet or .csv; a rerun with the same file skips the scenarios it holds")
 

@@ -138,7 +138,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     if args.out is not None:
         out_folder("--out", str(Path(args.out).parent))
     study = plan_study(args.file, axes, methods_option(args.methods), zipped=args.zip, engine=args.engine, workers=args.workers,
-                       scheduler=args.scheduler, out=args.out, **option_overrides(args))
+                       scheduler=args.scheduler, connect_timeout_s=args.connect_timeout_s, out=args.out, **option_overrides(args))
     frame = run_study(study, progress_display("sweep", quiet=args.quiet, unit="scenarios"))
     print(dump(_sweep_json(frame, list(axes), args.out)) if args.json else _sweep_text(frame, list(axes), args.out))
     return EXIT_OK if frame["feasible"].fillna(False).any() else EXIT_INFEASIBLE  # as gap: 1 when no row has a plan

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -46,32 +47,66 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def check_engine(engine: str, workers: int | None, scheduler: str | None) -> None:
-    """Refuse, before any work, an unknown engine, a worker count below 1, a scheduler without Dask, or Dask
-    without the ``dask`` extra."""
+CONNECT_TIMEOUT_S = 10.0
+"""How long a study waits to reach a Dask scheduler (``--connect-timeout-s``): long enough for a scheduler across a
+data centre, short enough that a wrong address fails fast (distributed's own default is 30 s, and a TCP service that
+is not Dask kept the connection open for ever)."""
+MAX_CONNECT_TIMEOUT_S = 3600.0
+
+
+def check_engine(engine: str, workers: int | None, scheduler: str | None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse, before any work, an unknown engine, a worker count below 1, a scheduler without Dask, Dask without
+    the ``dask`` extra, a scheduler address Dask cannot parse, or a connect timeout outside (0, 1 h]."""
     if engine not in ENGINES:
         raise InputError("--engine", engine, f"unknown engine; known: {', '.join(ENGINES)}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise InputError("--workers", workers, "give a whole number of workers, at least 1")
     if scheduler is not None and engine != "dask":
         raise InputError("--scheduler", scheduler, "a scheduler address needs --engine dask")
+    if (isinstance(connect_timeout_s, bool) or not isinstance(connect_timeout_s, (int, float)) or not math.isfinite(connect_timeout_s)
+            or not 0 < connect_timeout_s <= MAX_CONNECT_TIMEOUT_S):
+        raise InputError("--connect-timeout-s", connect_timeout_s, f"give seconds above 0, at most {MAX_CONNECT_TIMEOUT_S:g}")
     if engine == "dask":
         try:
             import distributed  # noqa: F401
         except ImportError:
             raise InputError("--engine", engine, "the Dask engine needs distributed: pip install 'optfleet[dask]'") from None
+        if scheduler is not None:
+            check_scheduler_address(scheduler)
+
+
+def check_scheduler_address(address: str) -> None:
+    """A Dask scheduler address: ``[protocol://]host:port`` with a protocol distributed knows (``tcp``, ``tls``,
+    ``inproc``, ...), a host and, for ``tcp``/``tls``, a port from 1 to 65535 (a scheduler listens on 8786 unless told
+    otherwise)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends
+
+    if not isinstance(address, str) or not address.strip():
+        raise InputError("--scheduler", address, "give a scheduler address, e.g. tcp://host:8786")
+    try:
+        protocol, location = parse_address(address)
+        if protocol not in backends:
+            raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(sorted(backends))}")
+        if protocol in ("tcp", "tls"):
+            host, port = parse_host_port(location)
+            if not host or not 0 < int(port) < 65536:
+                raise ValueError("give a host and a port from 1 to 65535")
+    except (ValueError, TypeError) as exc:
+        raise InputError("--scheduler", address, f"not a Dask scheduler address ({exc}); e.g. tcp://host:8786") from None
 
 
 def run_scenarios(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], methods: Sequence[str], *, engine: str = "local",
-                  workers: int | None = None, scheduler: str | None = None) -> Completed:
+                  workers: int | None = None, scheduler: str | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Completed:
     """Solve every ``(index, scenario)`` of ``study`` on ``engine`` (module docstring); ``workers`` defaults to
-    min(cores, scenarios).  ``local`` with one worker runs in this process."""
+    min(cores, scenarios).  ``local`` with one worker runs in this process; ``dask`` waits at most
+    ``connect_timeout_s`` to reach its scheduler."""
     count = max(1, min(available_cores(), len(study)) if workers is None else workers)
     if engine == "serial" or (engine == "local" and count == 1):
         return ((index, solve_scenario(base, scenario, methods)) for index, scenario in study)
     if engine == "local":
         return _pool(base, study, methods, count)
-    return _dask(base, study, methods, count, scheduler)
+    return _dask(base, study, methods, count, scheduler, connect_timeout_s)
 
 
 def batches(study: Sequence[tuple[int, Scenario]], workers: int) -> list[list[tuple[int, Scenario]]]:
@@ -117,17 +152,40 @@ def _pool(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], methods: 
         pool.shutdown(wait=True, cancel_futures=True)  # an interrupted study cancels what has not started
 
 
+def _connect(scheduler: str, timeout_s: float) -> Any:
+    """A Dask client of the scheduler at ``scheduler``, or an InputError within about ``timeout_s``: distributed's own
+    timeout covers the connection, not the handshake, so a TCP service that is not Dask kept the client waiting for
+    ever; the client is made in a daemon thread that is abandoned when the time is up."""
+    from distributed import Client
+
+    made: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            made["client"] = Client(scheduler, timeout=f"{timeout_s}s")
+        except Exception as exc:  # reported below, in the caller's thread
+            made["error"] = exc
+
+    thread = threading.Thread(target=connect, name="optfleet-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 1.0)
+    if thread.is_alive():
+        raise InputError("--scheduler", scheduler, f"no Dask scheduler answered within {timeout_s:g} s (--connect-timeout-s): the "
+                                                   "address accepts connections but does not answer as a Dask scheduler")
+    if "error" in made:
+        raise InputError("--scheduler", scheduler, f"cannot reach a Dask scheduler within {timeout_s:g} s (--connect-timeout-s): "
+                                                   f"{made['error']}")
+    return made["client"]
+
+
 def _dask(base: LoadedInstance, study: Sequence[tuple[int, Scenario]], methods: Sequence[str], workers: int,
-          scheduler: str | None) -> Completed:
+          scheduler: str | None, connect_timeout_s: float) -> Completed:
     from distributed import Client, LocalCluster, as_completed
 
     cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                   dashboard_address=None, silence_logs=logging.ERROR)
     try:
-        try:
-            client = Client(scheduler or cluster)
-        except OSError as exc:
-            raise InputError("--scheduler", scheduler, f"cannot reach the Dask scheduler ({exc})") from None
+        client = Client(cluster) if scheduler is None else _connect(scheduler, connect_timeout_s)
         with client:
             shared = client.scatter(base, broadcast=True)
             size = workers if scheduler is None else max(1, len(client.scheduler_info()["workers"]))  # a running cluster's own

@@ -23,7 +23,7 @@ from optfleet.errors import InputError
 from optfleet.instance.loader import LoadedInstance
 from optfleet.progress import Progress, silent
 from optfleet.studies import table
-from optfleet.studies.engines import check_engine, run_scenarios
+from optfleet.studies.engines import CONNECT_TIMEOUT_S, check_engine, run_scenarios
 from optfleet.studies.overrides import Scenario, axis_values, scenarios, validate_scenarios
 from optfleet.studies.scenario import FAILED_STATUSES
 
@@ -46,6 +46,7 @@ class Study:
     scheduler: str | None
     out: Path | None
     previous: tuple[table.Row, ...]
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
 
     @property
     def pending(self) -> list[tuple[int, Scenario]]:
@@ -56,11 +57,12 @@ class Study:
 
 def plan_study(source: "api.Source", axes: Mapping[str, Sequence[Any] | str], methods: Sequence[str] | str | None = None, *,
                zipped: bool = False, engine: str = "local", workers: int | None = None, scheduler: str | None = None,
-               out: str | Path | None = None, **overrides: Any) -> Study:
+               connect_timeout_s: float | None = None, out: str | Path | None = None, **overrides: Any) -> Study:
     """Validate a study (module docstring): ``axes`` maps each swept field (dotted path) to its values, a list or
     the CLI's text (``"100,1000"``, ``"200:1000:100"``); ``overrides`` apply to every scenario (``preset=...``,
     ``time_limit_s=...``, dotted paths with ``__``)."""
-    check_engine(engine, workers, scheduler)
+    connect_timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
+    check_engine(engine, workers, scheduler, connect_timeout_s)
     path = None if out is None else table.check_path(out)
     loaded = api.load(source, **overrides)
     if isinstance(methods, str):
@@ -74,7 +76,7 @@ def plan_study(source: "api.Source", axes: Mapping[str, Sequence[Any] | str], me
     study = scenarios(values, zipped=zipped)
     validate_scenarios(loaded.instance, study)
     previous = () if path is None else tuple(table.previous_rows(path))
-    return Study(loaded.instance, loaded.kind.name, tuple(study), names, engine, workers, scheduler, path, previous)
+    return Study(loaded.instance, loaded.kind.name, tuple(study), names, engine, workers, scheduler, path, previous, connect_timeout_s)
 
 
 def run_study(study: Study, progress: Progress = silent) -> "pd.DataFrame":
@@ -86,7 +88,7 @@ def run_study(study: Study, progress: Progress = silent) -> "pd.DataFrame":
     progress("0 failed", 0, len(pending))
     try:
         for index, rows in run_scenarios(study.base, pending, study.methods, engine=study.engine, workers=study.workers,
-                                         scheduler=study.scheduler):
+                                         scheduler=study.scheduler, connect_timeout_s=study.connect_timeout_s):
             solved[index] = rows
             failed += any(row["status"] in FAILED_STATUSES for row in rows)
             progress(f"{failed} failed", len(solved), len(pending))

@@ -38,7 +38,10 @@ UNITS_LIMIT = at_most(MAX_UNITS, "units", "the purchase grid is scanned unit ste
 Probability = Annotated[Real, Field(gt=0.0, lt=1.0)]
 PositiveReal = Annotated[Real, Field(gt=0.0)]
 Tau = Annotated[Real, Field(gt=0.0), at_most(1e9, "adjusted tokens/s per unit", "a million times the fastest published unit")]
-Price = Annotated[Real, Field(ge=0.0)]
+MAX_PRICE = 1e6
+"""A price in $ per unit-hour or per million tokens: ten thousand times the dearest published one (units cost $1-$100
+an hour, tokens $0.1-$100 a million); 1e308 overflowed the cost sums to inf and a hybrid MILP's objective to nan."""
+Price = Annotated[Real, Field(ge=0.0), at_most(MAX_PRICE, "$", "ten thousand times the dearest published price; far larger ones overflow the costs")]
 
 
 class LongContextSpec(Strict):
