@@ -737,4 +737,7 @@ def pool_limit_note(problem: FleetProblem, result: MilpResult, seconds: float) -
     if wider_cost < cost * (1 - max(problem.mip_gap, 1e-9)):
         return (f"K = {k} (solve.max_pools) decides the plan: with K = {k + 1} the MILP finds ${wider_cost:,.2f}/h "
                 f"({100 * (wider_cost / cost - 1):+.1f} %); set solve.max_pools: {k + 1}")
+    if wider.report.status != OPTIMAL:
+        return (f"the plan uses all K = {k} pools allowed (solve.max_pools); at K = {k + 1} the MILP found nothing cheaper, "
+                f"without proof ({wider.report.summary})")
     return f"the plan uses all K = {k} pools allowed (solve.max_pools); K = {k + 1} is no cheaper"
