@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from optfleet.engine.step import prefill_pairs
+
 if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
 
@@ -97,7 +99,7 @@ def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, floa
     beta = np.array([e.step_base_ms for e in problem.engines])
     gamma = np.array([e.prefill_ms_per_pair for e in problem.engines])
     work = (q.prompt_tokens - reuse_upper_bound(problem)).astype(float)
-    pairs = work * (q.prompt_tokens - work) + work * (work + 1.0) / 2.0
+    pairs = prefill_pairs(work, q.prompt_tokens - work)
     per_request = (work[:, None] * alpha[None, :] + pairs[:, None] * gamma[None, :] + beta[None, :]).min(axis=1)
     n = len(q)
     if problem.objective == "ttft_excess":

@@ -314,7 +314,7 @@ class OracleBoard:
         chunk = np.minimum(uncached, self.budget - n)
         reused = prompt - uncached
         first = end + (self.base + self.per_seq * n + self.per_block * held + self.per_token * chunk
-                       + self.per_pair * _pairs(chunk, reused))
+                       + self.per_pair * chunk_pairs(chunk, reused))
         left = uncached - chunk
         passes = np.ones_like(n)
         more = np.flatnonzero(common & (left > 0))
@@ -350,17 +350,12 @@ class OracleBoard:
             n_now = n - gone.sum(axis=1)
             chunk = np.minimum(left, budget - n_now)
             step = (base + per_seq * n_now + per_block * (held - (blocks * gone).sum(axis=1)) + per_token * chunk
-                    + per_pair * _pairs(chunk, prompt - left))
+                    + per_pair * chunk_pairs(chunk, prompt - left))
             end = np.where(active, end + step, end)
             left = np.where(active, left - chunk, left)
             passes += active
             active &= left > 0
         return end, passes
-
-
-def _pairs(chunk: np.ndarray, offset: np.ndarray | int) -> np.ndarray:
-    """server.chunk_pairs over arrays (int64, exact)."""
-    return chunk * offset + chunk * (chunk + 1) // 2
 
 
 class _Rows:

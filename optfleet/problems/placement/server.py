@@ -28,8 +28,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from optfleet.problems.placement.cache import BlockCache
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Count = int | NDArray[np.int64]
 
 
 @dataclass(slots=True)
@@ -78,9 +85,10 @@ class Engine:
                 + self.prefill_ms_per_token * prefill_tokens + self.prefill_ms_per_pair * prefill_pairs)
 
 
-def chunk_pairs(chunk_tokens: int, offset_tokens: int) -> int:
+def chunk_pairs(chunk_tokens: Count, offset_tokens: Count) -> Count:
     """Query-key pairs of a prefill chunk of ``chunk_tokens`` starting ``offset_tokens`` into its prompt: ``p o + p (p +
-    1) / 2`` (causal attention over the cached tokens and the chunk), an integer."""
+    1) / 2`` (causal attention over the cached tokens and the chunk), in integers (Python ints, or int64 arrays for the
+    forecast's board), so every implementation sums the same exact count."""
     return chunk_tokens * offset_tokens + chunk_tokens * (chunk_tokens + 1) // 2
 
 
