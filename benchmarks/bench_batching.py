@@ -48,13 +48,13 @@ def fleet_rows() -> list[dict]:
                 result = sweep(problem)
                 row["sweep_seconds"] = time.perf_counter() - start
                 ev = evaluate(problem, result.plan)
-                row.update(sweep_gpus=ev.total_gpus, sweep_cost=ev.cost_per_hour,
-                           sweep_plan=" + ".join(f"{p.window_tokens}:{p.gpus}" for p in result.plan.pools) + f" (gamma {result.plan.gamma:g})")
+                row.update(sweep_gpus=ev.total_instances, sweep_cost=ev.cost_per_hour,
+                           sweep_plan=" + ".join(f"{p.window_tokens}:{p.instances}" for p in result.plan.pools) + f" (gamma {result.plan.gamma:g})")
             except InfeasibleError as exc:
                 row.update(sweep_gpus=None, sweep_cost=None, sweep_plan=f"infeasible: {str(exc)[:80]}", sweep_seconds=None)
             try:
                 ev = evaluate(problem, homogeneous(problem))
-                row.update(homogeneous_gpus=ev.total_gpus, homogeneous_cost=ev.cost_per_hour)
+                row.update(homogeneous_gpus=ev.total_instances, homogeneous_cost=ev.cost_per_hour)
             except InfeasibleError:
                 row.update(homogeneous_gpus=None, homogeneous_cost=None)
             rows.append(row)
@@ -94,17 +94,17 @@ def validation_rows(requests: int, reps: int) -> tuple[list[dict], list[str]]:
                 skipped.append(f"{name} / {label}: simulation skipped, {exc}")
                 continue
             for pool in analytic.pools:
-                if pool.gpus == 0 or pool.share == 0:
+                if pool.instances == 0 or pool.share == 0:
                     continue
                 sim = result.metrics[pool.name]
-                row = {"workload": name, "plan": label, "pool": pool.name, "window": pool.window_tokens, "gpus": pool.gpus, "seconds": seconds,
+                row = {"workload": name, "plan": label, "pool": pool.name, "window": pool.window_tokens, "gpus": pool.instances, "seconds": seconds,
                        "util_model": pool.utilisation, "util_simulated": sim["utilisation"][0], "util_ci95": sim["utilisation"][1],
                        "ttft_p99_model_ms": pool.ttft_p99_ms, "ttft_p99_simulated_ms": sim["ttft_p99_ms"][0], "ttft_ci95_ms": sim["ttft_p99_ms"][1],
                        "slo_attainment": sim["slo_attainment"][0]}
                 row["util_rel_error"] = row["util_model"] / row["util_simulated"] - 1
                 row["ttft_rel_error"] = row["ttft_p99_model_ms"] / row["ttft_p99_simulated_ms"] - 1
                 rows.append(row)
-                print(f"{name:16s} {label:15s} {pool.name:6s} GPUs {pool.gpus:5d} util {row['util_model']:.4f} vs {row['util_simulated']:.4f} "
+                print(f"{name:16s} {label:15s} {pool.name:6s} GPUs {pool.instances:5d} util {row['util_model']:.4f} vs {row['util_simulated']:.4f} "
                       f"({100 * row['util_rel_error']:+.1f} %)  P99 TTFT {row['ttft_p99_model_ms']:.1f} vs {row['ttft_p99_simulated_ms']:.1f} ms "
                       f"({100 * row['ttft_rel_error']:+.1f} %)  SLO met {100 * row['slo_attainment']:.1f} %  [{seconds:.0f} s]")
     return rows, skipped

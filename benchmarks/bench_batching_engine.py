@@ -88,7 +88,7 @@ def rows_of(case: str, label: str, problem, plan: Plan | None, requests: int, re
         if sim is None:
             continue
         model = {"utilisation": pool.utilisation, "ttft_p99_ms": pool.ttft_p99_ms, "tpot_p99_ms": pool.tpot_p99_ms}
-        row = {"case": case, "instance": label, "pool": pool.name, "window": pool.window_tokens, "gpus": pool.gpus, "sweep_seconds": sweep_s,
+        row = {"case": case, "instance": label, "pool": pool.name, "window": pool.window_tokens, "gpus": pool.instances, "sweep_seconds": sweep_s,
                "requests": sim["requests"][0], "ttft_attainment": sim["slo_attainment"][0],
                "tpot_attainment": sim["tpot_attainment"][0] if "tpot_attainment" in sim else None}  # None: no TPOT target
         for metric, value in model.items():

@@ -38,9 +38,9 @@ def row(name: str) -> dict:
     milp_s = time.perf_counter() - start
     bound = result.report.bound
     return {
-        "workload": name, "sweep_cost": swept.cost_per_hour, "sweep_gpus": swept.total_gpus, "sweep_seconds": sweep_s,
-        "milp_cost": result.evaluation.cost_per_hour, "milp_gpus": result.evaluation.total_gpus, "milp_seconds": milp_s,
-        "milp_plan": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in result.evaluation.pools), "plan_origin": result.note or result.plan.method,
+        "workload": name, "sweep_cost": swept.cost_per_hour, "sweep_gpus": swept.total_instances, "sweep_seconds": sweep_s,
+        "milp_cost": result.evaluation.cost_per_hour, "milp_gpus": result.evaluation.total_instances, "milp_seconds": milp_s,
+        "milp_plan": " + ".join(f"{p.window_tokens}:{p.instances}" for p in result.evaluation.pools), "plan_origin": result.note or result.plan.method,
         "status": result.report.status, "bound": bound, "milp_gap": relative_gap(result.evaluation.cost_per_hour, bound),
         "sweep_gap": relative_gap(swept.cost_per_hour, bound), "models_solved": len(result.history),
         "passing_models": sum(h["passes_evaluator"] for h in result.history),

@@ -39,8 +39,8 @@ def solved(case: dict, preset: str) -> dict:
     seconds = time.perf_counter() - start
     report, evaluation = result.report, result.evaluation
     return {"preset": preset, "status": report.status, "cost_per_hour": evaluation.cost_per_hour, "bound": report.bound,
-            "gap_pct": report.gap, "gpus": sum(p.gpus * problem.configuration(p.gpu).tp for p in evaluation.pools),
-            "plan": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in evaluation.pools), "meets_slo": evaluation.meets_slo,
+            "gap_pct": report.gap, "gpus": sum(p.instances * problem.configuration(p.gpu).tp for p in evaluation.pools),
+            "plan": " + ".join(f"{p.window_tokens}:{p.instances}" for p in evaluation.pools), "meets_slo": evaluation.meets_slo,
             "seconds": seconds, "problem": problem, "evaluation": evaluation}
 
 
@@ -53,7 +53,7 @@ def checked(engine: dict, requests: int, reps: int) -> list[dict]:
         if pool.share == 0:
             continue
         sim = simulated[pool.name]
-        rows.append({"pool": pool.name, "instances": pool.gpus, "ttft_p99_model_ms": pool.ttft_p99_ms, "ttft_p99_simulated_ms": sim["ttft_p99_ms"][0],
+        rows.append({"pool": pool.name, "instances": pool.instances, "ttft_p99_model_ms": pool.ttft_p99_ms, "ttft_p99_simulated_ms": sim["ttft_p99_ms"][0],
                      "ttft_attainment": sim["slo_attainment"][0], "utilisation_model": pool.utilisation,
                      "occupancy_simulated": sim["utilisation"][0], "tpot_mean_model_ms": pool.tpot_mean_ms, "tpot_bound_ms": pool.tpot_bound_ms,
                      "tpot_mean_simulated_ms": sim["tpot_mean_ms"][0], "tpot_p99_simulated_ms": sim["tpot_p99_ms"][0],

@@ -34,9 +34,9 @@ ENGINES = (("none", None), ("vllm A100 (256/2048)", {"defaults": "vllm"}),
 
 def _largest_pool(problem, plan) -> tuple[int, float]:
     """The largest slots per GPU among the plan's pools with GPUs, and that pool's full-batch iteration ms."""
-    configs = [problem.pool(p.window_tokens, p.gpu) for p in plan.pools if p.gpus > 0]
-    top = max(configs, key=lambda c: c.slots_per_gpu)
-    return top.slots_per_gpu, float(top.iteration_ms(top.window_tokens if top.length_scale_tokens else 0))
+    configs = [problem.pool(p.window_tokens, p.gpu) for p in plan.pools if p.instances > 0]
+    top = max(configs, key=lambda c: c.slots_per_instance)
+    return top.slots_per_instance, float(top.iteration_ms(top.window_tokens if top.length_scale_tokens else 0))
 
 
 def main() -> int:
@@ -63,7 +63,7 @@ def main() -> int:
                         continue
                     slots, iteration = _largest_pool(problem, plan)
                     baseline.setdefault(method, cost)
-                    row[method] = {"status": status, "cost_per_hour": cost, "bound": bound, "pools": [(p.window_tokens, p.gpus) for p in plan.pools],
+                    row[method] = {"status": status, "cost_per_hour": cost, "bound": bound, "pools": [(p.window_tokens, p.instances) for p in plan.pools],
                                    "max_slots_per_gpu": slots, "iteration_ms": iteration, "vs_no_limits": cost / baseline[method]}
                 rows.append(row)
                 print(f"{preset:19s} {name:16s} {label:22s} " + "; ".join(

@@ -62,7 +62,7 @@ def measure(problem: FleetProblem, time_limit_s: float) -> dict:
     row.update(
         status=mixed.report.status, cost=mixed.evaluation.cost_per_hour, bound=mixed.report.bound, gap=mixed.report.gap,
         seconds=time.perf_counter() - start, solves=mixed.iterations, passes_evaluator=mixed.evaluation.meets_slo,
-        pools=[f"{p.gpu} {p.window_tokens}:{p.gpus}" for p in mixed.evaluation.pools],
+        pools=[f"{p.gpu} {p.window_tokens}:{p.instances}" for p in mixed.evaluation.pools],
     )
     singles = {}
     for method in single_type_methods(problem):

@@ -90,8 +90,8 @@ def solved(model_id: str, gpu: str, moe: bool, rate_rps: float) -> dict:
             continue
         report, evaluation = result.report, result.evaluation
         row.update(tp=tp, status=report.status, cost_per_hour=evaluation.cost_per_hour, bound=report.bound, gap=report.gap,
-                   gpus=sum(p.gpus * problem.configuration(p.gpu).tp for p in evaluation.pools), meets_slo=evaluation.meets_slo,
-                   plan=" + ".join(f"{p.window_tokens}:{p.gpus}" for p in evaluation.pools), seconds=time.perf_counter() - start,
+                   gpus=sum(p.instances * problem.configuration(p.gpu).tp for p in evaluation.pools), meets_slo=evaluation.meets_slo,
+                   plan=" + ".join(f"{p.window_tokens}:{p.instances}" for p in evaluation.pools), seconds=time.perf_counter() - start,
                    engine=problem.pool(problem.long_window_tokens).step.label)
         row.pop("refused", None)
         return row

@@ -62,7 +62,7 @@ def main() -> int:
                 "preset": preset, "workload": name, "routing": routing, "K": max_pools, "status": report.status, "objective": report.objective,
                 "bound": report.bound, "gap": report.gap, "seconds": seconds, "solver_seconds": report.seconds,
                 "iterations": result.iterations, "sweep_cost": swept, "sweep_seconds": sweep_s,
-                "windows": [p.window_tokens for p in result.plan.pools], "gpus": [p.gpus for p in result.plan.pools],
+                "windows": [p.window_tokens for p in result.plan.pools], "gpus": [p.instances for p in result.plan.pools],
                 "passes_evaluator": result.evaluation.meets_slo,
             }
             rows.append(row)

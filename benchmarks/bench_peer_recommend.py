@@ -108,8 +108,8 @@ def case_rows(case: tuple, requests: int, reps: int) -> dict:
         row["optfleet"] = {"note": "no TP meets the targets"}
         return row
     problem, evaluation, tp = best
-    row["optfleet"] = {"tp": tp, "instances": evaluation.total_gpus, "gpus": evaluation.total_gpus * tp, "cost_per_hour": evaluation.cost_per_hour,
-                       "pools": " + ".join(f"{p.window_tokens}:{p.gpus}" for p in evaluation.plan.pools if p.gpus > 0),
+    row["optfleet"] = {"tp": tp, "instances": evaluation.total_instances, "gpus": evaluation.total_instances * tp, "cost_per_hour": evaluation.cost_per_hour,
+                       "pools": " + ".join(f"{p.window_tokens}:{p.instances}" for p in evaluation.plan.pools if p.instances > 0),
                        **simulated(problem, evaluation.plan, requests, reps)}
     return row
 

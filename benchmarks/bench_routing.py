@@ -78,7 +78,7 @@ def throughput(requests: int, baseline_requests: int) -> list[dict]:
     d = vectorised(problem.calibrators["paper"])
     services = service_s(problem, np.where(d.compressed, d.compressed_input_tokens, s.input_tokens))
     fits = d.estimated_total_tokens <= rule.short_window_tokens
-    seconds = _best_of(1, lambda: spill(SpillRule(queue_limit=16), s.arrival_s, d.pool, fits, services, problem.slots, problem.gpus))
+    seconds = _best_of(1, lambda: spill(SpillRule(queue_limit=16), s.arrival_s, d.pool, fits, services, problem.slots, problem.instances))
     rows.append({"what": "spillover pass (queue-depth rule, live slot state)", "requests": requests, "vectorised_rps": None,
                  "loop_requests": requests, "loop_rps": requests / seconds, "speedup": None})
     return rows
@@ -140,7 +140,7 @@ def appendix_a(trace: str, instance: str) -> tuple[dict, dict | None]:
         if not mine.any():
             return 0, 0.0
         mean_service_s = float(pool.service_ms(s.input_tokens[mine], s.output_tokens[mine]).mean()) / 1000.0
-        mu = pool.slots_per_gpu / mean_service_s
+        mu = pool.slots_per_instance / mean_service_s
         return math.ceil(rate * float(mine.mean()) / mu * headroom), mu
 
     g_homo, mu_homo = size(homogeneous, np.ones(len(s), dtype=bool), HEADROOM["homogeneous"])
@@ -159,7 +159,7 @@ def appendix_a(trace: str, instance: str) -> tuple[dict, dict | None]:
             spec = problem.spec.model_copy(update={"replay": problem.spec.replay.model_copy(update={"mode": mode})})
             sized = dataclasses.replace(problem, spec=spec, plan=Plan(pools=pools, method="Appendix A sizing"))
             e = evaluate(sized, replay_router(sized, sized.calibrators["paper"]), needed=False)
-            latency["pools"] += [{"mode": mode, "pool": p.name, "gpus": p.gpus, "requests": p.requests, "ttft_p50_s": _s(p.ttft_p50_ms),
+            latency["pools"] += [{"mode": mode, "pool": p.name, "gpus": p.instances, "requests": p.requests, "ttft_p50_s": _s(p.ttft_p50_ms),
                                   "ttft_p99_s": _s(p.ttft_p99_ms), "tpot_p50_ms": p.tpot_p50_ms, "tpot_p99_ms": p.tpot_p99_ms} for p in e.pools]
     return sizes, latency
 

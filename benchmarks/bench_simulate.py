@@ -54,7 +54,7 @@ def main() -> int:
     problem = optfleet.load(ROOT / "instances/fleet/agent_heavy.yaml", preset="fleetsim_compatible").problem
     plan = sweep(problem).plan
     _, seconds = timed(problem, plan, args.requests, "slots")
-    speed = {"plan_gpus": sum(p.gpus for p in plan.pools), "requests": args.requests, "seconds": seconds, "requests_per_s": args.requests / seconds}
+    speed = {"plan_gpus": sum(p.instances for p in plan.pools), "requests": args.requests, "seconds": seconds, "requests_per_s": args.requests / seconds}
     print(f"speed: {args.requests} requests through {speed['plan_gpus']} GPUs in {seconds:.1f} s ({speed['requests_per_s']:,.0f} req/s), slot mode")
 
     rows, skipped = [], []
@@ -75,19 +75,19 @@ def main() -> int:
                 skipped.append(f"{preset} / {name} / {method} / {mode}: skipped, {exc}")
                 continue
             for pool in analytic.pools:
-                if pool.gpus == 0:
+                if pool.instances == 0:
                     continue
                 sim = result.metrics[pool.name]
                 row = {
                     "preset": preset, "workload": name, "method": method, "mode": mode, "requests": requests, "seconds": seconds,
-                    "pool": pool.name, "gpus": pool.gpus,
+                    "pool": pool.name, "gpus": pool.instances,
                     "util_analytic": pool.utilisation, "util_simulated": sim["utilisation"][0],
                     "util_rel_error": sim["utilisation"][0] / pool.utilisation - 1,
                     "ttft_p99_analytic_ms": pool.ttft_p99_ms, "ttft_p99_simulated_ms": sim["ttft_p99_ms"][0],
                     "slo_attainment": sim["slo_attainment"][0],
                 }
                 rows.append(row)
-                print(f"{preset:20s} {name:16s} {method:5s} {mode:8s} {pool.name:6s} GPUs {pool.gpus:5d}  util {row['util_analytic']:.4f} vs {row['util_simulated']:.4f} "
+                print(f"{preset:20s} {name:16s} {method:5s} {mode:8s} {pool.name:6s} GPUs {pool.instances:5d}  util {row['util_analytic']:.4f} vs {row['util_simulated']:.4f} "
                       f"({100 * row['util_rel_error']:+.2f} %)  P99 TTFT {row['ttft_p99_analytic_ms']:8.1f} vs {row['ttft_p99_simulated_ms']:8.1f} ms  "
                       f"SLO met {100 * row['slo_attainment']:.1f} %  [{seconds:.1f} s, {requests / seconds:,.0f} req/s]")
     results = output_folder(args)

@@ -43,10 +43,10 @@ def loop_sweep(problem: FleetProblem) -> tuple[float, tuple]:
         for g in problem.gammas:
             plans.append(Plan((PoolPlan("short", b, 0), PoolPlan("long", problem.long_window_tokens, 0)), gamma=g))
     for plan in plans:
-        need = [p.min_gpus for p in evaluate(problem, plan).pools]
+        need = [p.min_instances for p in evaluate(problem, plan).pools]
         if min(need) < 0:
             continue
-        cost = evaluate(problem, plan.with_gpus(need)).cost_per_hour
+        cost = evaluate(problem, plan.with_instances(need)).cost_per_hour
         key = (cost, sum(need), plan.gamma, -(plan.boundary_tokens or problem.long_window_tokens))
         if key < best[:4]:
             best = (*key, plan.boundary_tokens, plan.gamma, need)
@@ -82,7 +82,7 @@ def main() -> int:
             try:
                 result = sweep(problem)
                 plan = result.plan
-                found = (plan.boundary_tokens, plan.gamma, [p.gpus for p in plan.pools])
+                found = (plan.boundary_tokens, plan.gamma, [p.instances for p in plan.pools])
                 candidates = len(result.candidates)
                 homogeneous_cost = float(result.candidates.loc[0, "cost_per_hour"])
                 sweep_cost = float(result.candidates["cost_per_hour"].min())

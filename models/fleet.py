@@ -1,7 +1,7 @@
 """Fleet provisioning as a Pyomo MILP over length classes and pool options (FleetOpt, Chen et al. 2026).
 
 Sets: classes k (milp_data.py), pool options j (windows), floor levels m of
-pool j, small GPU counts q < N_j of pool j (the Erlang-C table).
+pool j, small instance counts q < N_j of pool j (the Erlang-C table).
 
 Variables
     x[k,j] in [0,1]     share of class k served by pool j uncompressed (only if the class fits C_j)
@@ -134,8 +134,8 @@ def service_gpu_bounds(data: FleetMilpData) -> np.ndarray:
     per_gpu = []
     for j, o in enumerate(data.pools):
         caps = data.gpu_caps(j)
-        per_gpu.append(float(caps[caps > 0].min()) if np.any(caps > 0) else problem.rho_max * o.slots_per_gpu)
-    return np.array([int(np.ceil(max_load[j] / per_gpu[j])) + o.table_gpus + 1 for j, o in enumerate(data.pools)])
+        per_gpu.append(float(caps[caps > 0].min()) if np.any(caps > 0) else problem.rho_max * o.slots_per_instance)
+    return np.array([int(np.ceil(max_load[j] / per_gpu[j])) + o.table_instances + 1 for j, o in enumerate(data.pools)])
 
 
 def build(
@@ -199,7 +199,7 @@ def add_gpu_vars(m: pyo.ConcreteModel, bounds: np.ndarray) -> None:
     m.n = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda m, j: (0, m.gpu_bound[j]))
     m.open = pyo.Var(pools, domain=pyo.Binary)
     m.level = pyo.Var([(j, lv) for j in pools for lv in range(data.pools[j].levels)], domain=pyo.Binary)
-    m.count = pyo.Var([(j, q) for j in pools for q in range(1, data.pools[j].table_gpus)], domain=pyo.Binary)
+    m.count = pyo.Var([(j, q) for j in pools for q in range(1, data.pools[j].table_instances)], domain=pyo.Binary)
     m.big = pyo.Var(pools, domain=pyo.Binary)
     m.nbig = pyo.Var(pools, domain=pyo.NonNegativeIntegers, bounds=lambda m, j: (0, m.gpu_bound[j]))
 
@@ -219,7 +219,7 @@ def add_utilisation_cap(m: pyo.ConcreteModel) -> None:
     """(3) ``utilisation_cap[j]: load_erlangs[j] <= rho_max n_max_j n[j]``."""
     data = m.data
     m.utilisation_cap = pyo.Constraint(
-        range(len(data.pools)), rule=lambda m, j: m.load_erlangs[j] <= data.problem.rho_max * data.pools[j].slots_per_gpu * m.n[j]
+        range(len(data.pools)), rule=lambda m, j: m.load_erlangs[j] <= data.problem.rho_max * data.pools[j].slots_per_instance * m.n[j]
     )
 
 
@@ -279,7 +279,7 @@ def add_level_and_count_choice(m: pyo.ConcreteModel) -> None:
     m.one_level = pyo.Constraint(
         pools, rule=lambda m, j: sum(m.level[j, lv] for lv in range(options[j].levels)) == 1 if options[j].levels else m.open[j] == 0
     )
-    m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(1, options[j].table_gpus)) + m.big[j] == m.open[j])
+    m.one_count = pyo.Constraint(pools, rule=lambda m, j: sum(m.count[j, q] for q in range(1, options[j].table_instances)) + m.big[j] == m.open[j])
 
 
 def add_gpu_count_link(m: pyo.ConcreteModel) -> None:
@@ -287,8 +287,8 @@ def add_gpu_count_link(m: pyo.ConcreteModel) -> None:
     ``N_j big[j] <= nbig[j] <= gpu_bound[j] big[j]``."""
     options = m.data.pools
     pools = range(len(options))
-    m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(1, options[j].table_gpus)) + m.nbig[j])
-    m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= options[j].table_gpus * m.big[j])
+    m.count_link = pyo.Constraint(pools, rule=lambda m, j: m.n[j] == sum(q * m.count[j, q] for q in range(1, options[j].table_instances)) + m.nbig[j])
+    m.nbig_low = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] >= options[j].table_instances * m.big[j])
     m.nbig_high = pyo.Constraint(pools, rule=lambda m, j: m.nbig[j] <= m.gpu_bound[j] * m.big[j])
 
 
@@ -301,8 +301,8 @@ def add_wait_rows(m: pyo.ConcreteModel) -> None:
     tables = [table.tolist() for table in m.wait_tables]
 
     def wait_rule(m, j, lv):
-        counts = range(1, data.pools[j].table_gpus)
-        per_gpu_cap = problem.rho_max * data.pools[j].slots_per_gpu
+        counts = range(1, data.pools[j].table_instances)
+        per_gpu_cap = problem.rho_max * data.pools[j].slots_per_instance
         level_cap = float(data.gpu_caps(j)[lv])
         table_load = sum(tables[j][q][lv] * m.count[j, q] for q in counts)
         slack = max((per_gpu_cap * q - tables[j][q][lv] for q in counts), default=0.0)
@@ -321,7 +321,7 @@ def add_pool_limit(m: pyo.ConcreteModel, max_pools: int) -> None:
 def add_cost(m: pyo.ConcreteModel) -> None:
     """``cost = sum_j price_j n[j]`` ($/hour), the expression the objectives and user constraints use."""
     options = m.data.pools
-    m.cost = pyo.Expression(expr=sum(options[j].cost_per_gpu_hour * m.n[j] for j in range(len(options))))
+    m.cost = pyo.Expression(expr=sum(options[j].cost_per_instance_hour * m.n[j] for j in range(len(options))))
 
 
 # ---------------------------------------------------------------- pools closed by open[j] = 0
@@ -336,7 +336,7 @@ def closed_pool_variables(m: pyo.ConcreteModel, j: int) -> list[pyo.Var]:
     every level).
     """
     variables = [m.open[j], m.n[j], m.big[j], m.nbig[j], m.load_erlangs[j], m.pool_mass[j]]
-    variables += [m.count[j, q] for q in range(1, m.data.pools[j].table_gpus)]
+    variables += [m.count[j, q] for q in range(1, m.data.pools[j].table_instances)]
     variables += [var for (_, jj), var in m.x.items() if jj == j] + [var for (_, jj), var in m.z.items() if jj == j]
     return variables + ROUTING[m.routing].closed_variables(m, j)
 
@@ -394,7 +394,7 @@ def can_warm_start(m: pyo.ConcreteModel, plan: Any) -> bool:
 
     def loadable(pool: Any) -> bool:
         j = index.get(_option_key(m.data, pool))
-        return j is not None and (pool.gpus == 0 or (m.data.pools[j].levels > 0 and pool.gpus <= pyo.value(m.gpu_bound[j])))
+        return j is not None and (pool.instances == 0 or (m.data.pools[j].levels > 0 and pool.instances <= pyo.value(m.gpu_bound[j])))
 
     return plan.rules is None and len(plan.pools) <= pyo.value(m.max_pools.upper) and all(loadable(p) for p in plan.pools)
 
@@ -404,7 +404,7 @@ def warm_start(m: pyo.ConcreteModel, plan: Any) -> None:
     ``gpus``, and ``gamma``) as the MIP start; every variable gets a value.
 
     Each class follows the plan's rule (smallest pool window holding it, the gamma band compressed at p_c);
-    the floor level is the lowest the routing meets, the count binaries follow the plan's GPU counts, the
+    the floor level is the lowest the routing meets, the count binaries follow the plan's instance counts, the
     objective, the routing mode and each user constraint start their own variables.  Plans with split
     rules, or with pools the model has no option for, are not loaded: check :func:`can_warm_start` first
     (the caller then solves cold).
@@ -418,15 +418,15 @@ def warm_start(m: pyo.ConcreteModel, plan: Any) -> None:
     windows = [p.window_tokens for p in plan.pools]
     chosen = [index[_option_key(data, p)] for p in plan.pools]
     for pool, j in zip(plan.pools, chosen, strict=True):
-        if pool.gpus == 0:
+        if pool.instances == 0:
             continue  # a 0-GPU pool carries nothing: closed in the model, which opens pools with >= 1 GPU
         m.open[j].set_value(1)
-        m.n[j].set_value(pool.gpus)
-        if pool.gpus < data.pools[j].table_gpus:
-            m.count[j, pool.gpus].set_value(1)
+        m.n[j].set_value(pool.instances)
+        if pool.instances < data.pools[j].table_instances:
+            m.count[j, pool.instances].set_value(1)
         else:
             m.big[j].set_value(1)
-            m.nbig[j].set_value(pool.gpus)
+            m.nbig[j].set_value(pool.instances)
     routing = ROUTING[m.routing]
     for k in range(len(data.mass)):
         top = int(data.class_total_to[k])

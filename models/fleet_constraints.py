@@ -3,7 +3,7 @@
 Each ``formulate_<kind>(m, block, i, spec)`` fills the Block ``m.user_<kind>_<i>``
 of the instance's ``i``-th constraint (the contract: models/constraints.py);
 the kinds are registered, with their plan checks, in
-optfleet/problems/fleet/constraints.py.  GPU counts are GPUs, ``g_j = tp_j n[j]``
+optfleet/problems/fleet/constraints.py.  instance counts are GPUs, ``g_j = tp_j n[j]``
 (an instance of TP degree t is t GPUs).
 
 * ``budget``: ``cap: cost <= max_cost_per_hour``; a model with a budget has
@@ -20,7 +20,7 @@ optfleet/problems/fleet/constraints.py.  GPU counts are GPUs, ``g_j = tp_j n[j]`
 * ``fixed``: ``gpus: n[j] = gpus`` (and ``open: open[j] = 1`` if gpus > 0) for the pool with that window
   (and that GPU configuration, default the ``hardware`` block's).
 
-Bounds on GPU counts.  ``bound_<kind>(data, bounds, specs)`` turns the bounds
+Bounds on instance counts.  ``bound_<kind>(data, bounds, specs)`` turns the bounds
 ``bounds`` on each pool option's instances ``n[j]`` (the model's ``gpu_bound``)
 into bounds that keep an optimal plan under the constraints ``specs`` of that
 kind (``(i, spec)`` pairs); optfleet/problems/fleet/constraints.py applies
@@ -145,8 +145,8 @@ def fixed_option(data: FleetMilpData, i: int, spec: Any) -> int:
 def formulate_fixed(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
     """``gpus: n[j] = gpus``; ``open: open[j] = 1`` when ``gpus > 0``."""
     j = fixed_option(m.data, i, spec)
-    block.gpus = pyo.Constraint(expr=m.n[j] == spec.gpus)
-    if spec.gpus > 0:
+    block.instances = pyo.Constraint(expr=m.n[j] == spec.instances)
+    if spec.instances > 0:
         block.open = pyo.Constraint(expr=m.open[j] == 1)
 
 
@@ -160,7 +160,7 @@ def bound_node_multiple(data: FleetMilpData, bounds: np.ndarray, specs: list[tup
     Proof: take any feasible plan and, in every pool j that is not fixed and has at least ``s_j + L_j``
     instances, remove ``L_j`` instances until it has fewer.  Each step removes ``tp_j L_j`` GPUs, a multiple
     of every ``G``, so node multiples still hold; the pool still has ``s_j`` instances or more, so its cap
-    and wait rows and ``open[j]`` are unchanged; cost and GPU counts only fall, so budgets and availability
+    and wait rows and ``open[j]`` are unchanged; cost and instance counts only fall, so budgets and availability
     still hold, and the plan is no worse.  Hence some optimal plan lies within the bounds, and an instance
     is infeasible only if no plan within them exists.
     """
@@ -205,7 +205,7 @@ def bound_gpu_mix(data: FleetMilpData, bounds: np.ndarray, specs: list[tuple[int
 
 def bound_fixed(data: FleetMilpData, bounds: np.ndarray, specs: list[tuple[int, Any]]) -> np.ndarray:
     """A count fixed at ``f``: ``max(bound_j, f)``."""
-    fixed = {fixed_option(data, i, spec): spec.gpus for i, spec in specs}
+    fixed = {fixed_option(data, i, spec): spec.instances for i, spec in specs}
     widened = bounds.copy()
     for j, gpus in fixed.items():
         widened[j] = max(int(widened[j]), min(gpus, LARGEST_BOUND))
@@ -215,7 +215,7 @@ def bound_fixed(data: FleetMilpData, bounds: np.ndarray, specs: list[tuple[int, 
 def bound_budget(data: FleetMilpData, bounds: np.ndarray, specs: list[tuple[int, Any]]) -> np.ndarray:
     """A budget ``B``: every feasible plan has ``n_j <= B / c_j``, so the bounds are capped there (no plan is lost)."""
     for _, spec in specs:
-        bounds = np.minimum(bounds, np.array([min(math.floor(spec.max_cost_per_hour / o.cost_per_gpu_hour), LARGEST_BOUND) for o in data.pools]))
+        bounds = np.minimum(bounds, np.array([min(math.floor(spec.max_cost_per_hour / o.cost_per_instance_hour), LARGEST_BOUND) for o in data.pools]))
     return bounds
 
 

@@ -49,7 +49,7 @@ class HindsightData:
     long_s: NDArray[np.float64]
     capacity_short: NDArray[np.float64]
     capacity_long: NDArray[np.float64]
-    slots_per_gpu: tuple[int, int]
+    slots_per_instance: tuple[int, int]
     span_s: float
 
 
@@ -61,17 +61,17 @@ class HindsightColumns:
     y_requests: NDArray[np.int64]
 
 
-HINDSIGHT_OBJECTIVES = ("busy_gpus", "overflow")
+HINDSIGHT_OBJECTIVES = ("busy_instances", "overflow")
 
 
-def hindsight_arrays(data: HindsightData, objective: str = "busy_gpus", overflow_cap: float | None = None) -> tuple[tuple, HindsightColumns]:
+def hindsight_arrays(data: HindsightData, objective: str = "busy_instances", overflow_cap: float | None = None) -> tuple[tuple, HindsightColumns]:
     """``passModel`` arguments of the hindsight model (module docstring; ``objective`` busy GPU instances, its
     constant as the objective offset, or overflow slot-seconds) and its columns.  ``overflow_cap`` (with the busy
     objective) lets the capacity rows overflow by at most that many slot-seconds in all: the second stage of the
     lexicographic hindsight (least overflow, then least busy instances among the placements that reach it)."""
     if objective not in HINDSIGHT_OBJECTIVES:
         raise ValueError(f"objective must be one of {HINDSIGHT_OBJECTIVES}")
-    n_s, n_l = data.slots_per_gpu
+    n_s, n_l = data.slots_per_instance
     xs = np.flatnonzero(~np.isnan(data.short_s))
     ys = np.flatnonzero(~np.isnan(data.compressed_s))
     requests = np.concatenate([xs, ys])

@@ -56,7 +56,7 @@ class DesignOption:
     tp: int
     window_tokens: int
     fewest: int
-    cost_per_gpu_hour: float
+    cost_per_instance_hour: float
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def build_design(data: DesignData, constraints: ConstraintRegistry) -> pyo.Concr
                             rule=lambda _, c, p: sum(m.open[j] for j in by_pick.get((c, p), [])) == m.z[c])
     m.fewest = pyo.Constraint(options, rule=lambda _, j: data.pools[j].fewest * m.open[j] <= m.n[j])
     m.n_open = pyo.Constraint(options, rule=lambda _, j: m.n[j] <= int(data.upper[j]) * m.open[j])
-    m.cost = pyo.Expression(expr=sum(o.cost_per_gpu_hour * m.n[j] for j, o in enumerate(data.pools)))
+    m.cost = pyo.Expression(expr=sum(o.cost_per_instance_hour * m.n[j] for j, o in enumerate(data.pools)))
     m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
     constraints.declare_all(m, data.constraints)
     return m
@@ -118,8 +118,8 @@ def formulate_fixed_any(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: An
     positive pin excludes every design (``none: sum_c z_c <= 0``) and a zero pin holds outright."""
     options = _fixed_options(m.data, i, spec)
     if options:
-        block.gpus = pyo.Constraint(expr=sum(m.n[j] for j in options) == spec.gpus)
-    elif spec.gpus > 0:
+        block.instances = pyo.Constraint(expr=sum(m.n[j] for j in options) == spec.instances)
+    elif spec.instances > 0:
         block.none = pyo.Constraint(expr=sum(m.z[c] for c in m.z) <= 0)
 
 
@@ -128,5 +128,5 @@ def bound_fixed_any(data: DesignData, bounds: np.ndarray, specs: list[tuple[int,
     widened = bounds.copy()
     for i, spec in specs:
         for j in _fixed_options(data, i, spec):
-            widened[j] = max(int(widened[j]), spec.gpus)
+            widened[j] = max(int(widened[j]), spec.instances)
     return widened

@@ -62,7 +62,7 @@ def check_sizing(document: dict) -> int:
             continue
         planned += 1
         resized = size_plan(problem, plan)
-        counts, minimum = [p.gpus for p in plan.pools], [p.gpus for p in resized.pools]
+        counts, minimum = [p.instances for p in plan.pools], [p.instances for p in resized.pools]
         if method == "retrofit":  # its long pool keeps the pool-routing fleet's count by design
             counts, minimum = counts[:1], minimum[:1]
         assert counts == minimum, f"{method}: {plan.pools} sized {counts}, the evaluator's minimum {minimum}"
@@ -87,4 +87,4 @@ def test_the_shipped_catalog_case_gives_the_evaluators_count():
     minimum for the same routing was 147; now the sweep's plan is the evaluator's."""
     problem = optfleet.load(FLEET_INSTANCES / "azure_2023_catalog.yaml", slo__ttft_p99_ms=2000).problem
     plan = FLEET_METHODS["sweep"](problem)
-    assert [p.gpus for p in plan.pools] == [p.gpus for p in size_plan(problem, plan).pools]
+    assert [p.instances for p in plan.pools] == [p.instances for p in size_plan(problem, plan).pools]

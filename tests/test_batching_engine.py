@@ -14,7 +14,7 @@ from optfleet.errors import InfeasibleError, InputError, NotApplicableError
 from optfleet.instance import load_instance
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.assumptions import assumption_lines
-from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching, state_at
+from optfleet.problems.fleet.batching_pool import batching_workload, min_instances_batching, state_at
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.milp import solve_milp
 from optfleet.problems.fleet.plan import Plan, PoolPlan
@@ -174,7 +174,7 @@ def test_model_agrees_with_the_simulator_on_a_small_pool():
     times = simulate_batching(config, 1, arrival, l_in, l_out)
     keep = arrival > arrival[len(arrival) // 5]
     start, end = arrival[len(arrival) // 5], arrival[-1]
-    busy = np.clip(np.minimum(times.finish_s, end) - np.maximum(times.start_s, start), 0, None).sum() / (config.slots_per_gpu * (end - start))
+    busy = np.clip(np.minimum(times.finish_s, end) - np.maximum(times.start_s, start), 0, None).sum() / (config.slots_per_instance * (end - start))
     ttft = 1000 * (times.first_token_s - arrival)[keep]
     many = keep & (l_out >= 2)
     tpot = 1000 * (times.finish_s - times.first_token_s)[many] / (l_out[many] - 1)
@@ -185,11 +185,11 @@ def test_model_agrees_with_the_simulator_on_a_small_pool():
 
 def test_a_tpot_target_sizes_the_pool():
     free = _problem(workload__rate_rps=8)
-    need = int(evaluate(free, sweep(free).plan).pools[0].gpus)
+    need = int(evaluate(free, sweep(free).plan).pools[0].instances)
     at_need = evaluate(free, Plan((PoolPlan("long", 2000, need),))).pools[0]
     tight = _problem(workload__rate_rps=8, slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_p99_ms": 0.98 * at_need.tpot_p99_ms})
     pool = evaluate(tight, sweep(tight).plan).pools[0]
-    assert pool.gpus > need and pool.meets_slo and pool.binding == "tpot"
+    assert pool.instances > need and pool.meets_slo and pool.binding == "tpot"
     assert not evaluate(tight, Plan((PoolPlan("long", 2000, need),))).pools[0].meets_slo
 
 
@@ -197,7 +197,7 @@ def test_an_unreachable_tpot_target_is_explained():
     problem = _problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_p99_ms": 10.5})  # below base + own step
     config = problem.pool(2000)
     workload = batching_workload([config], [(problem.mix.l_in, problem.mix.l_out, problem.mix.prob)], np.array([problem.rate_rps]))
-    assert min_gpus_batching(workload, [config], 1000, problem.rho_max, problem.tpot_targets)[0] == -1
+    assert min_instances_batching(workload, [config], 1000, problem.rho_max, problem.tpot_targets)[0] == -1
     assert evaluate(problem, Plan((PoolPlan("long", 2000, 3),))).pools[0].binding == "tpot"
 
 
@@ -211,7 +211,7 @@ def test_a_budget_above_the_window_is_the_window():
     at_window = _problem(hardware__iteration={"chunk_tokens": 2000})
     above = _problem(hardware__iteration={"chunk_tokens": 2000}, hardware__engine={"max_num_batched_tokens": 1_000_000})
     assert above.pool(2000).chunk_tokens == 2000 and above.pool(2000).step == at_window.pool(2000).step
-    assert evaluate(above, sweep(above).plan).total_gpus == evaluate(at_window, sweep(at_window).plan).total_gpus
+    assert evaluate(above, sweep(above).plan).total_instances == evaluate(at_window, sweep(at_window).plan).total_instances
 
 
 def test_an_unreachable_tpot_target_is_explained_by_the_batching_model():

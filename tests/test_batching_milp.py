@@ -27,8 +27,8 @@ LMSYS = ROOT / "instances/fleet/lmsys_multiturn.yaml"
 
 
 def config(slots: int, w_ms: float, h_ms: float, chunk: int = 256, window: int = 4096) -> PoolConfig:
-    return PoolConfig(window_tokens=window, slots_per_gpu=slots, w_ms=w_ms, h_ms_per_slot=h_ms, chunk_tokens=chunk,
-                      length_scale_tokens=None, cost_per_gpu_hour=1.0, gpu="test")
+    return PoolConfig(window_tokens=window, slots_per_instance=slots, w_ms=w_ms, h_ms_per_slot=h_ms, chunk_tokens=chunk,
+                      length_scale_tokens=None, cost_per_instance_hour=1.0, gpu="test")
 
 
 @settings(max_examples=80, deadline=None)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import optfleet
 from optfleet.problems.fleet import evaluate
-from optfleet.problems.fleet.batching_pool import min_gpus_batching, state_at
+from optfleet.problems.fleet.batching_pool import min_instances_batching, state_at
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.queueing import erlang_c
 from optfleet.queueing.batching import PREFILL_BINS, BatchingWorkload, batching_state, in_gpu_quantile
@@ -133,11 +133,11 @@ def test_sweep_plan_passes_the_evaluator_and_each_pool_is_minimal(azure_batching
     plan = sweep(azure_batching).plan
     evaluation = evaluate(azure_batching, plan)
     assert evaluation.meets_slo and evaluation.service_model == "batching"
-    fewer = plan.with_gpus([max(p.gpus - 1, 0) if p.gpus > 0 else 0 for p in plan.pools])
+    fewer = plan.with_instances([max(p.instances - 1, 0) if p.instances > 0 else 0 for p in plan.pools])
     short_of = evaluate(azure_batching, fewer)
     for pool, smaller in zip(evaluation.pools, short_of.pools, strict=True):
-        assert pool.min_gpus == pool.gpus
-        if pool.gpus > 0:
+        assert pool.min_instances == pool.instances
+        if pool.instances > 0:
             assert not smaller.meets_slo
 
 
@@ -149,7 +149,7 @@ def test_min_gpus_is_the_smallest_feasible_count(azure_batching):
     traffic = route(azure_batching.mix, plan, azure_batching.compressible_fraction)
     configs = [azure_batching.pool(p.window_tokens) for p in plan.pools]
     load = batching_workload(configs, [(t.l_in, t.l_out, t.weight) for t in traffic], azure_batching.rate_rps * np.array([t.weight.sum() for t in traffic]))
-    need = min_gpus_batching(load, configs, azure_batching.ttft_p99_ms, azure_batching.rho_max)
+    need = min_instances_batching(load, configs, azure_batching.ttft_p99_ms, azure_batching.rho_max)
     slo, rho = azure_batching.ttft_p99_ms, azure_batching.rho_max
     assert meets_slo(state_at(load, configs, need), slo, rho).all()
     assert not meets_slo(state_at(load, configs, need - 1), slo, rho).any()
@@ -158,7 +158,7 @@ def test_min_gpus_is_the_smallest_feasible_count(azure_batching):
 def test_azure_regression_under_the_batching_model(azure_batching):
     """Pinned to the shipped instance (benchmarks/results/batching_fleets.md): the batching model buys 283 GPUs, the slot model 325."""
     plan = sweep(azure_batching).plan
-    assert [(p.window_tokens, p.gpus) for p in plan.pools] == [(4096, 247), (65536, 36)]
+    assert [(p.window_tokens, p.instances) for p in plan.pools] == [(4096, 247), (65536, 36)]
     assert evaluate(azure_batching, plan).cost_per_hour == pytest.approx(283 * 2.21)
 
 

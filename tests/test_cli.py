@@ -31,7 +31,7 @@ def test_solve_json_is_machine_readable(capsys):
     assert data["method"] == "pool-routing"
     (result,) = data["results"]
     assert result["objective"] == 20.0 and result["objective_unit"] == "$/h" and result["gpus"] == 20
-    assert result["evaluation"]["total_gpus"] == 20 and result["plan"]["pools"][0]["gpus"] == 7
+    assert result["evaluation"]["total_instances"] == 20 and result["plan"]["pools"][0]["instances"] == 7
     assert {b["method"] for b in data["baselines"]} == {"homogeneous", "retrofit", "sweep"}
     assert result["evaluation"]["pools"][0]["binding"] == "utilisation"
     closed_forms = data["summary"]["savings_vs_homogeneous"]["pool-routing"]
@@ -43,7 +43,7 @@ def test_solve_out_writes_result_plan_report_and_candidates(tmp_path, capsys):
     assert main(["solve", TOY, "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["candidates.csv", "plan.json", "report.txt", "result.json"]
     plan = Plan.from_dict(json.loads((out / "plan.json").read_text()))
-    assert [p.gpus for p in plan.pools] == [10, 7] and plan.gamma == 2.0
+    assert [p.instances for p in plan.pools] == [10, 7] and plan.gamma == 2.0
     assert len((out / "candidates.csv").read_text().splitlines()) == 1 + 1 + 11
 
 

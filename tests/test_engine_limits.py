@@ -35,12 +35,12 @@ def test_toy_with_limits_by_hand(tmp_path):
     # is the chunk, S = (ceil(750/500) + 250) 1 ms = 252 ms and (ceil(3000/500) + 1000) = 1006 ms.
     problem = prepare(load_instance(_toy(tmp_path, {"max_num_seqs": 3, "max_num_batched_tokens": 500}, chunk=None)))
     short, long = problem.pool(2000), problem.pool(4000)
-    assert (short.slots_per_gpu, long.slots_per_gpu, short.chunk_tokens) == (3, 2, 500)
+    assert (short.slots_per_instance, long.slots_per_instance, short.chunk_tokens) == (3, 2, 500)
     assert short.service_ms(750, 250) == pytest.approx(252.0) and long.service_ms(3000, 1000) == pytest.approx(1006.0)
     # homogeneous: a = 100 (0.8 x 0.252 + 0.2 x 1.006) = 40.28 erlangs over 0.8 x 2 per GPU -> 26 GPUs
-    assert FLEET_METHODS["homogeneous"](problem).pools[0].gpus == 26
+    assert FLEET_METHODS["homogeneous"](problem).pools[0].instances == 26
     # pool routing at 2000: short 20.16 / (0.8 x 3) -> 9, long 20.12 / 1.6 -> 13
-    assert [p.gpus for p in FLEET_METHODS["pool-routing"](problem).pools] == [9, 13]
+    assert [p.instances for p in FLEET_METHODS["pool-routing"](problem).pools] == [9, 13]
     swept = evaluate(problem, sweep(problem).plan).cost_per_hour
     exact = solve_milp(problem, routing="sweep")
     assert exact.report.proven_optimal and exact.evaluation.cost_per_hour == pytest.approx(swept)

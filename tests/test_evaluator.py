@@ -66,7 +66,7 @@ def _assert_table_matches_evaluator(problem, every: int = 1) -> None:
         row = row.copy()
         row[["n_short", "n_long"]] = 0
         evaluation = evaluate(problem, plan_from_row(problem, row, "check"))
-        wanted = [p.min_gpus for p in evaluation.pools]
+        wanted = [p.min_instances for p in evaluation.pools]
         original = table.loc[row.name]
         got = [int(original["n_long"])] if len(wanted) == 1 else [int(original["n_short"]), int(original["n_long"])]
         assert got == wanted, (row["B"], row["gamma"])
@@ -98,7 +98,7 @@ def test_band_requests_too_long_to_compress_stay_long_in_the_sweep(tmp_path, rul
     _assert_table_matches_evaluator(problem)
     table = candidate_table(problem)
     two_pool = table[table["B"] == 2000]
-    assert two_pool["gpus"].nunique() == 1  # gamma changes nothing
+    assert two_pool["instances"].nunique() == 1  # gamma changes nothing
 
 
 @pytest.mark.parametrize("preset", ["paper", "fleetsim_compatible"])
@@ -107,9 +107,9 @@ def test_sweep_plans_pass_the_evaluator_and_are_minimal(preset):
     plan = sweep(problem).plan
     assert evaluate(problem, plan).meets_slo
     for i, pool in enumerate(plan.pools):
-        if pool.gpus > 0:
-            fewer = [p.gpus - (j == i) for j, p in enumerate(plan.pools)]
-            assert not evaluate(problem, plan.with_gpus(fewer)).meets_slo
+        if pool.instances > 0:
+            fewer = [p.instances - (j == i) for j, p in enumerate(plan.pools)]
+            assert not evaluate(problem, plan.with_instances(fewer)).meets_slo
 
 
 def test_sweep_is_never_worse_than_homogeneous_or_pool_routing():

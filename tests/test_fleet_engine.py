@@ -68,7 +68,7 @@ def test_without_compute_or_context_costs_the_engine_is_the_papers_flat_model():
     for method in (homogeneous, sweep):
         a, b = method(engine), method(paper)
         plan_a, plan_b = (getattr(p, "plan", p) for p in (a, b))
-        assert [p.gpus for p in plan_a.pools] == [p.gpus for p in plan_b.pools]
+        assert [p.instances for p in plan_a.pools] == [p.instances for p in plan_b.pools]
         ea, eb = evaluate(engine, plan_a), evaluate(paper, plan_b)
         assert ea.cost_per_hour == eb.cost_per_hour
         assert [p.utilisation for p in ea.pools] == pytest.approx([p.utilisation for p in eb.pools], rel=1e-12)
@@ -85,10 +85,10 @@ def test_a_mean_tpot_target_sizes_the_pool_by_hand():
     # mean TPOT t_w / (1 - lambda P / n) <= 14.5 ms: n >= 10 x 0.010 / (1 - 14 / 14.5) = 2.9 -> 3 instances, fewer than
     # the utilisation cap's 10 x 1.468 / (0.85 x 4) = 4.3 -> 5; at a 14.1 ms target it is 0.1 / (0.1 / 14.1) = 14.1 -> 15
     loose = homogeneous(_one_size(slo={"ttft_p99_ms": 1000, "tpot_mean_ms": 14.5}))
-    assert loose.pools[0].gpus == 5
+    assert loose.pools[0].instances == 5
     tight_problem = _one_size(slo={"ttft_p99_ms": 1000, "tpot_mean_ms": 14.1})
     tight = homogeneous(tight_problem)
-    assert tight.pools[0].gpus == 15
+    assert tight.pools[0].instances == 15
     pool = evaluate(tight_problem, tight).pools[0]
     assert pool.binding == "tpot" and pool.tpot_mean_ms <= 14.1
     with pytest.raises(InfeasibleError, match=r"decode step at the window, 14.0 ms, is already above the mean TPOT target 13.9 ms"):
@@ -100,7 +100,7 @@ def test_the_milp_meets_tpot_targets_and_agrees_with_the_evaluator():
     problem = _one_size(slo={"ttft_p99_ms": 1000, "tpot_mean_ms": 14.1})
     result = solve_milp(problem)
     assert result.report.proven_optimal and result.evaluation.meets_slo
-    assert result.evaluation.total_gpus == 15
+    assert result.evaluation.total_instances == 15
 
 
 @pytest.mark.solved
@@ -115,7 +115,7 @@ def test_the_shipped_engine_instance_milp_finds_the_sweep_in_its_space_and_beats
     assert free.evaluation.cost_per_hour <= swept.cost_per_hour + 1e-9
     # pinned: 6 x H100 x8 at 4,096 tokens and 6 at 16,384 ($258.24/h); the paper's model on the same hardware, which
     # charges no prefill compute and every slot a full window, differs
-    assert [(p.window_tokens, p.gpus) for p in free.evaluation.pools] == [(4096, 6), (16384, 6)]
+    assert [(p.window_tokens, p.instances) for p in free.evaluation.pools] == [(4096, 6), (16384, 6)]
     assert free.evaluation.cost_per_hour == pytest.approx(258.24)
 
 

@@ -75,9 +75,9 @@ def test_unrestricted_milp_is_never_worse_and_its_plan_passes_the_evaluator():
     assert result.report.proven_optimal and result.evaluation.meets_slo
     assert result.evaluation.cost_per_hour <= evaluate(problem, sweep(problem).plan).cost_per_hour + 1e-9
     # Pinned: windows 8192 and 24576, 142 + 158 GPUs, $663.00/h (7.7 % below the sweep's $718.25/h).
-    assert [(p.window_tokens, p.gpus) for p in result.plan.pools] == [(8192, 142), (24576, 158)]
+    assert [(p.window_tokens, p.instances) for p in result.plan.pools] == [(8192, 142), (24576, 158)]
     for pool in result.evaluation.pools:
-        assert pool.gpus == pool.min_gpus
+        assert pool.instances == pool.min_instances
 
 
 @settings(max_examples=40, deadline=None)
@@ -98,7 +98,7 @@ def test_a_solution_meets_its_own_tables_and_fails_tables_at_a_much_higher_r():
     ratio = data.service_ratio_ms.copy()
     model = fleet_model.build(data, ratio, routing="split")
     assert solve(model).proven_optimal
-    tabled = [j for j in range(len(data.pools)) if model.open[j].value > 0.5 and round(model.n[j].value) < data.pools[j].table_gpus]
+    tabled = [j for j in range(len(data.pools)) if model.open[j].value > 0.5 and round(model.n[j].value) < data.pools[j].table_instances]
     assert tabled  # both toy pools sit below their table size N_j
     assert _meets_tables(model, ratio, tabled)
     raised = ratio.copy()
@@ -295,7 +295,7 @@ def test_a_milp_plan_dearer_than_the_sweeps_gives_way_to_it():
     problem = fleet_problem("toy")
     result = solve_milp(problem, routing="split")
     swept = evaluate(problem, sweep(problem).plan)
-    dearer = result.plan.with_gpus([p.gpus + 1 for p in result.plan.pools])
+    dearer = result.plan.with_instances([p.instances + 1 for p in result.plan.pools])
     worse = replace(result, plan=dearer, evaluation=evaluate(problem, dearer))
     kept = _no_worse_than_sweep(problem, worse, problem.max_pools, None, None)
     assert kept.evaluation.cost_per_hour == pytest.approx(min(swept.cost_per_hour, worse.evaluation.cost_per_hour))

@@ -44,14 +44,14 @@ def _brute_force_cost(problem: FleetProblem, max_pools: int, extra=lambda n, opt
     ``rho_max x slots x n``; a routing exists iff a small LP is feasible.
     """
     mix = problem.mix
-    options = [(f, w) for w in problem.option_windows for f in problem.options if f.slots_per_gpu(w) >= 1]
+    options = [(f, w) for w in problem.option_windows for f in problem.options if f.slots_per_instance(w) >= 1]
     load = np.array([
         [problem.rate_rps * mix.prob[i] * f.pool(w).service_ms(mix.l_in[i:i + 1], mix.l_out[i:i + 1])[0] / 1000.0 if mix.l_total[i] <= w else np.nan
          for f, w in options]
         for i in range(len(mix.prob))
     ])
-    capacity = np.array([problem.rho_max * f.slots_per_gpu(w) for f, w in options])
-    price = np.array([f.cost_per_gpu_hour for f, _ in options])
+    capacity = np.array([problem.rho_max * f.slots_per_instance(w) for f, w in options])
+    price = np.array([f.cost_per_instance_hour for f, _ in options])
     upper = [int(np.ceil(np.nansum(load[:, j]) / capacity[j])) + 1 for j in range(len(options))]
     vectors = sorted(itertools.product(*(range(u + 1) for u in upper)), key=lambda n: float(np.dot(price, n)))
     fits = ~np.isnan(load)
@@ -135,10 +135,10 @@ def test_availability_counts_gpus_of_tensor_parallel_instances() -> None:
 
 
 def test_fixed_pins_a_configuration_and_unknown_ones_are_named() -> None:
-    problem = _toy(constraints=[{"kind": "fixed", "window_tokens": 4000, "gpu": "A100-80GB", "gpus": 3}])
+    problem = _toy(constraints=[{"kind": "fixed", "window_tokens": 4000, "gpu": "A100-80GB", "instances": 3}])
     result = solve_milp(problem, routing="split", max_pools=4)
-    assert [p.gpus for p in result.plan.pools if p.gpu == "A100-80GB" and p.window_tokens == 4000] == [3]
-    bad = _toy(constraints=[{"kind": "fixed", "window_tokens": 2000, "gpu": "H100-SXM", "gpus": 1}])
+    assert [p.instances for p in result.plan.pools if p.gpu == "A100-80GB" and p.window_tokens == 4000] == [3]
+    bad = _toy(constraints=[{"kind": "fixed", "window_tokens": 2000, "gpu": "H100-SXM", "instances": 1}])
     with pytest.raises(InputError, match="H100-SXM"):
         solve_milp(bad, routing="split", max_pools=4)
 
@@ -175,8 +175,8 @@ def test_catalog_options_use_first_principles_profiles() -> None:
     assert "L40S x4" in labels and "A100-80GB x8" in labels
     config = problem.pool(8192, "H100-SXM x8")
     profile = derive_profile("H100-SXM", "Llama-3-70B", 8, 8192)
-    assert (config.slots_per_gpu, config.w_ms, config.h_ms_per_slot) == (profile.slots, profile.iteration_base_ms, profile.per_slot_ms)
-    assert config.cost_per_gpu_hour == pytest.approx(profile.cost_per_instance_hour)  # per instance of 8 GPUs
+    assert (config.slots_per_instance, config.w_ms, config.h_ms_per_slot) == (profile.slots, profile.iteration_base_ms, profile.per_slot_ms)
+    assert config.cost_per_instance_hour == pytest.approx(profile.cost_per_instance_hour)  # per instance of 8 GPUs
 
 
 def test_configurations_that_cannot_hold_the_model_are_skipped_with_a_reason() -> None:

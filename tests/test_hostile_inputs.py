@@ -64,8 +64,8 @@ GENERATOR = {
     "answer_tokens": {"distribution": "constant", "mean_tokens": 50},
 }
 # A valid plan of the toy fleet (its sweep's plan) for simulate --plan.
-TOY_PLAN = {"method": "user", "gamma": 2.0, "pools": [{"name": "short", "window_tokens": 2000, "gpus": 10},
-                                                        {"name": "long", "window_tokens": 4000, "gpus": 7}]}
+TOY_PLAN = {"method": "user", "gamma": 2.0, "pools": [{"name": "short", "window_tokens": 2000, "instances": 10},
+                                                        {"name": "long", "window_tokens": 4000, "instances": 7}]}
 FAST_SIM = ("--requests", "2000", "--reps", "2")
 
 
@@ -203,9 +203,9 @@ def simulated(data: dict[str, Any]) -> None:
     assert data["metrics"]["fleet"]["utilisation"]["mean"] is not None, data["metrics"]
 
 
-def sim_gpus(expected: list[int]) -> Callable[[dict[str, Any]], None]:
+def sim_instances(expected: list[int]) -> Callable[[dict[str, Any]], None]:
     def check(data: dict[str, Any]) -> None:
-        assert [p["gpus"] for p in data["plan"]["pools"]] == expected, data["plan"]
+        assert [p["instances"] for p in data["plan"]["pools"]] == expected, data["plan"]
     return check
 
 
@@ -473,8 +473,10 @@ def type_cases() -> list[Case]:
         Case("max_pools beyond int64", "fleet", {"solve.max_pools": BIG}, field="solve.max_pools", value=BIG_TEXT),
         Case("chunk_tokens beyond int64", "fleet", {"hardware.iteration.chunk_tokens": BIG}, field="hardware.iteration.chunk_tokens",
              value=BIG_TEXT),
-        Case("fixed constraint gpus beyond int64", "fleet", {"constraints": [{"kind": "fixed", "window_tokens": 4000, "gpus": BIG}]},
-             field="constraints.0.fixed.gpus", value=BIG_TEXT),
+        Case("fixed constraint instances beyond int64", "fleet", {"constraints": [{"kind": "fixed", "window_tokens": 4000, "instances": BIG}]},
+             field="constraints.0.fixed.instances", value=BIG_TEXT),
+        Case("fixed constraint under its old name gpus", "fleet", {"constraints": [{"kind": "fixed", "window_tokens": 4000, "gpus": 8}]},
+             field="constraints.0.fixed.gpus", value="8", says="renamed instances"),
         Case("profiled gpus_per_instance beyond int64", "profiled_fleet", {"gpus.0.gpus_per_instance": BIG},
              field="gpus.0.gpus_per_instance", value=BIG_TEXT),
         Case("profiled edge beyond int64", "profiled_fleet", {"buckets.input_edges_tokens": [0, 500, BIG]},
@@ -567,7 +569,7 @@ def plan_cases() -> list[Case]:
                     files=(("plan.json", text),), field=field, value=value, says=says, **kw)
 
     return [
-        sim("plan: valid (reference)", plan(), None, exit=0, check=sim_gpus([10, 7])),
+        sim("plan: valid (reference)", plan(), None, exit=0, check=sim_instances([10, 7])),
         sim("plan: negative window", plan(pools__0__window_tokens=-2000), "plan.pools.0.window_tokens", "-2000"),
         sim("plan: window without slots (3000)", plan(pools__0__window_tokens=3000), "plan.pools.0.window_tokens", "3000"),
         sim("plan: window above the long window", plan(pools__1__window_tokens=8000), "plan.pools.1.window_tokens", "8000"),
@@ -576,12 +578,14 @@ def plan_cases() -> list[Case]:
         sim("plan: NaN gamma", plan(gamma=NAN), "plan.gamma", "nan"),
         sim("plan: inf gamma", plan(gamma=INF), "plan.gamma", "inf"),
         sim("plan: gamma below 1", plan(gamma=0.5), "plan.gamma", "0.5"),
-        sim("plan: fractional GPU count", plan(pools__1__gpus=7.5), "plan.pools.1.gpus", "7.5"),
-        sim("plan: boolean GPU count", plan(pools__1__gpus=True), "plan.pools.1.gpus", "True"),
-        sim("plan: text GPU count", plan(pools__1__gpus="seven"), "plan.pools.1.gpus", "seven"),
-        sim("plan: negative GPU count", plan(pools__1__gpus=-7), "plan.pools.1.gpus", "-7"),
-        sim("plan: GPU count beyond int64", plan(pools__1__gpus=BIG), "plan.pools.1.gpus", BIG_TEXT),
-        sim("plan: no GPU on a pool with traffic", plan(pools__1__gpus=0), "plan.pools.1.gpus", "0"),
+        sim("plan: fractional instance count", plan(pools__1__instances=7.5), "plan.pools.1.instances", "7.5"),
+        sim("plan: boolean instance count", plan(pools__1__instances=True), "plan.pools.1.instances", "True"),
+        sim("plan: text instance count", plan(pools__1__instances="seven"), "plan.pools.1.instances", "seven"),
+        sim("plan: negative instance count", plan(pools__1__instances=-7), "plan.pools.1.instances", "-7"),
+        sim("plan: instance count beyond int64", plan(pools__1__instances=BIG), "plan.pools.1.instances", BIG_TEXT),
+        sim("plan: no instance on a pool with traffic", plan(pools__1__instances=0), "plan.pools.1.instances", "0"),
+        sim("plan: the count under its old name gpus", json.dumps({**TOY_PLAN, "pools": [TOY_PLAN["pools"][0], {"name": "long", "window_tokens": 4000, "gpus": 7}]}),
+            "plan.pools.1.gpus", "7", says="renamed instances"),
         sim("plan: NaN served share", plan(served_share=NAN), "plan.served_share", "nan"),
         sim("plan: unknown GPU configuration", plan(pools__0__gpu="Z9000"), "plan.pools.0.gpu", "Z9000"),
         sim("plan: pools is a mapping", plan(pools={"short": 10}), ("--plan", "plan.pools"), "plan.json"),
@@ -595,7 +599,7 @@ def plan_cases() -> list[Case]:
         sim("plan: file is the instance (JSON)", json.dumps(BASE["fleet"]), "--plan", "plan.json"),
         Case("plan: file does not exist", "fleet", {}, command="simulate", argv=("--plan", "{dir}/absent.json", *FAST_SIM),
              field="--plan", value="absent.json", says="not found"),
-        sim("plan: solve --json output is read", json.dumps({"results": [{"plan": TOY_PLAN}]}), None, exit=0, check=sim_gpus([10, 7])),
+        sim("plan: solve --json output is read", json.dumps({"results": [{"plan": TOY_PLAN}]}), None, exit=0, check=sim_instances([10, 7])),
     ]
 
 

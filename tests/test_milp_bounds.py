@@ -51,9 +51,9 @@ def _minimum_gpus() -> list[tuple[float, int, int]]:
     for gamma in TOY.gammas:
         plan = Plan((PoolPlan("short", 2000, 1), PoolPlan("long", 4000, 1)), gamma=gamma)
         short, long = evaluate(TOY, plan).pools
-        rows.append((gamma, short.min_gpus, long.min_gpus))
+        rows.append((gamma, short.min_instances, long.min_instances))
     homogeneous = evaluate(TOY, Plan((PoolPlan("long", 4000, 1),))).pools[0]
-    rows.append((None, 0, homogeneous.min_gpus))
+    rows.append((None, 0, homogeneous.min_instances))
     return rows
 
 
@@ -71,7 +71,7 @@ def _cheapest_allowed_plan(problem) -> Plan | None:
             ok &= short >= 1
         for spec in problem.constraints:
             if spec.kind == "fixed":
-                ok &= (short if spec.window_tokens == 2000 else long) == spec.gpus
+                ok &= (short if spec.window_tokens == 2000 else long) == spec.instances
             elif spec.kind == "node_multiple":
                 ok &= (short + long) % spec.gpus_per_node == 0
             elif spec.kind == "availability":
@@ -92,7 +92,7 @@ def _cheapest_allowed_plan(problem) -> Plan | None:
 
 constraint_sets = st.lists(
     st.one_of(
-        st.builds(lambda w, g: FixedConstraint(kind="fixed", window_tokens=w, gpus=g), st.sampled_from(WINDOWS), st.integers(0, 300)),
+        st.builds(lambda w, g: FixedConstraint(kind="fixed", window_tokens=w, instances=g), st.sampled_from(WINDOWS), st.integers(0, 300)),
         st.builds(lambda g: NodeMultipleConstraint(kind="node_multiple", gpus_per_node=g), st.integers(1, 64)),
         st.builds(lambda a: AvailabilityConstraint(kind="availability", gpu="A100-80GB", max_gpus=a), st.integers(0, 400)),
     ),
@@ -140,8 +140,8 @@ def test_milp_is_infeasible_only_when_no_allowed_plan_exists_500_sets(constraint
 @pytest.mark.parametrize(
     ("constraints", "cost"),
     [
-        ([FixedConstraint(kind="fixed", window_tokens=4000, gpus=100)], 100),  # the reported case: 26 suffice
-        ([FixedConstraint(kind="fixed", window_tokens=4000, gpus=10**9)], 10**9),
+        ([FixedConstraint(kind="fixed", window_tokens=4000, instances=100)], 100),  # the reported case: 26 suffice
+        ([FixedConstraint(kind="fixed", window_tokens=4000, instances=10**9)], 10**9),
         ([NodeMultipleConstraint(kind="node_multiple", gpus_per_node=1000)], 1000),
         ([NodeMultipleConstraint(kind="node_multiple", gpus_per_node=7)], 21),  # 17 GPUs unconstrained
     ],
@@ -155,7 +155,7 @@ def test_bounds_widen_for_fixed_counts_and_node_multiples_and_cap_at_budgets_and
     data = prepare_milp_data(TOY)
     service = service_gpu_bounds(data)
     short, long = (next(j for j, o in enumerate(data.pools) if o.window_tokens == w) for w in WINDOWS)
-    fixed = gpu_bounds(data, (FixedConstraint(kind="fixed", window_tokens=4000, gpus=10**6),))
+    fixed = gpu_bounds(data, (FixedConstraint(kind="fixed", window_tokens=4000, instances=10**6),))
     assert fixed[long] == 10**6 and fixed[short] == service[short]
     nodes = gpu_bounds(data, (NodeMultipleConstraint(kind="node_multiple", gpus_per_node=12),
                               NodeMultipleConstraint(kind="node_multiple", gpus_per_node=8)))
@@ -175,7 +175,7 @@ def test_a_python_constraint_beyond_the_bounds_is_certified_by_cost():
 
     result = solve_milp(TOY, routing="split", customize=at_least)
     assert result.report.proven_optimal
-    assert {p.window_tokens: p.gpus for p in result.plan.pools}[4000] == 3 * bound
+    assert {p.window_tokens: p.instances for p in result.plan.pools}[4000] == 3 * bound
 
 
 def test_a_python_constraint_beyond_the_bounds_without_widening_them_is_explained():

@@ -56,13 +56,13 @@ def test_the_solve_table_says_which_baselines_break_a_constraint(tmp_path, capsy
 
 def test_fixed_availability_and_max_pools(tmp_path):
     problem = _toy_with(tmp_path, [
-        {"kind": "fixed", "window_tokens": 4000, "gpus": 8},
+        {"kind": "fixed", "window_tokens": 4000, "instances": 8},
         {"kind": "availability", "gpu": "A100-80GB", "max_gpus": 20},
         {"kind": "max_pools", "count": 2},
     ])
     result = solve_milp(problem)
-    assert {p.window_tokens: p.gpus for p in result.plan.pools}[4000] == 8
-    assert sum(p.gpus for p in result.plan.pools) <= 20
+    assert {p.window_tokens: p.instances for p in result.plan.pools}[4000] == 8
+    assert sum(p.instances for p in result.plan.pools) <= 20
     assert result.evaluation.meets_slo
 
 
@@ -73,13 +73,13 @@ def test_gpu_mix_of_the_only_type_below_one_is_infeasible_and_named(tmp_path):
 
 
 def test_contradictory_constraints_are_explained(tmp_path):
-    problem = _toy_with(tmp_path, [{"kind": "fixed", "window_tokens": 2000, "gpus": 5}, {"kind": "max_pools", "count": 1}])
+    problem = _toy_with(tmp_path, [{"kind": "fixed", "window_tokens": 2000, "instances": 5}, {"kind": "max_pools", "count": 1}])
     with pytest.raises(InfeasibleError, match=r"constraints\[0\] \(fixed\), constraints\[1\] \(max_pools\)"):
         solve_milp(problem)
 
 
 @pytest.mark.parametrize(("constraint", "field"), [
-    ({"kind": "fixed", "window_tokens": 3000, "gpus": 1}, "constraints[0].window_tokens"),
+    ({"kind": "fixed", "window_tokens": 3000, "instances": 1}, "constraints[0].window_tokens"),
     ({"kind": "availability", "gpu": "H100-SXM", "max_gpus": 4}, "constraints[0].gpu"),
     ({"kind": "gpu_mix", "gpu": "A100-80GB", "min_share": 0.8, "max_share": 0.2}, "constraints[0].min_share"),
 ])
@@ -104,7 +104,7 @@ def test_python_hook_adds_a_constraint_by_component_name(tmp_path):
         m.min_long = pyo.Constraint(expr=m.n[m.data.long_index] >= 10)
 
     result = solve_milp(problem, customize=at_least_ten_long_gpus)
-    assert {p.window_tokens: p.gpus for p in result.plan.pools}[4000] >= 10
+    assert {p.window_tokens: p.instances for p in result.plan.pools}[4000] >= 10
     assert result.evaluation.cost_per_hour > 17.0 and result.evaluation.meets_slo
 
 

@@ -42,7 +42,7 @@ EVERY_FLEET_KIND = (
     MaxPoolsConstraint(kind="max_pools", count=2),
     MaxTypesConstraint(kind="max_types", count=2),
     NodeMultipleConstraint(kind="node_multiple", gpus_per_node=2),
-    FixedConstraint(kind="fixed", window_tokens=4000, gpus=2),
+    FixedConstraint(kind="fixed", window_tokens=4000, instances=2),
 )
 
 

@@ -14,15 +14,15 @@ pytestmark = pytest.mark.unit
 def test_fleetopt_profile_slots_and_iteration():
     problem = fleet_problem("azure_2023")
     long, short = problem.pool(65536), problem.pool(4096)
-    assert (long.slots_per_gpu, short.slots_per_gpu) == (16, 256)
+    assert (long.slots_per_instance, short.slots_per_instance) == (16, 256)
     assert float(long.iteration_ms(0)) == pytest.approx(8 + 0.65 * 16)
-    assert long.cost_per_gpu_hour == 2.21 and long.chunk_tokens == 512
+    assert long.cost_per_instance_hour == 2.21 and long.chunk_tokens == 512
 
 
 def test_fleetsim_preset_switches_the_service_model():
     problem = fleet_problem("azure_2023", "fleetsim_compatible")
     # inference-fleet-sim's slot formula min(128*8192 // C, 65536 // ceil(C/16)).
-    assert [problem.pool(c).slots_per_gpu for c in (65536, 8192, 6144, 1536)] == [16, 128, 170, 682]
+    assert [problem.pool(c).slots_per_instance for c in (65536, 8192, 6144, 1536)] == [16, 128, 170, 682]
     assert problem.ttft_rule == "fleetsim"
     # Length-scaled iteration: W + H n_max L / 8192.
     assert float(problem.pool(8192).iteration_ms(4096)) == pytest.approx(8 + 0.65 * 128 * 0.5)

@@ -17,7 +17,7 @@ What is checked, and against what:
 - Kimura's quantile ``W_q = ln(C/(1-q)) (1+Cs^2) E[S] / (2(c-a))`` (Kimura
   1994, FleetOpt, Chen et al. 2026) on a hand-computed case, its zero and infinite
   branches, its monotonicity in ``c`` and the tail equation it inverts.
-- ``min_gpus`` against a brute-force linear scan of ``pool_is_feasible``,
+- ``min_instances`` against a brute-force linear scan of ``pool_is_feasible``,
   minimality, the ``-1`` / zero-load conventions, vectorisation, and extreme
   inputs.
 """
@@ -38,7 +38,7 @@ from optfleet.queueing import (
     erlang_b,
     erlang_c,
     log_erlang_b,
-    min_gpus,
+    min_instances,
     pool_is_feasible,
     wait_quantile_s,
 )
@@ -88,7 +88,7 @@ def recursive_log_erlang_b(c: int, a: float) -> float:
 
 
 def min_gpus_by_scan(load, slots, mean_s, scv, budget_s, rho_max, limit=10**6, chunk=1024) -> int:
-    """First ``n = 0, 1, 2, ...`` for which ``pool_is_feasible`` holds (the definition of ``min_gpus``)."""
+    """First ``n = 0, 1, 2, ...`` for which ``pool_is_feasible`` holds (the definition of ``min_instances``)."""
     for start in range(0, limit, chunk):
         ok = pool_is_feasible(np.arange(start, start + chunk), load, slots, mean_s, scv, budget_s, rho_max)
         if ok.any():
@@ -124,7 +124,7 @@ def loads(max_erlangs: float):
 
 
 def pool_params(budget_s=st.floats(0.01, 5.0), load=loads(2000.0)):
-    """``(load, slots_per_gpu, mean_service_s, service_scv, wait_budget_s)`` of one pool."""
+    """``(load, slots_per_instance, mean_service_s, service_scv, wait_budget_s)`` of one pool."""
     return st.tuples(load, st.integers(1, 300), st.floats(0.05, 50.0), st.floats(0.0, 4.0), budget_s)
 
 
@@ -251,32 +251,32 @@ def test_cap_lower_bound(load: float, slots: int, rho_max: float, expected: int)
 @settings(max_examples=100, deadline=None)
 @given(pool_params(), rho_maxes)
 def test_min_gpus_equals_linear_scan(pool: tuple, rho_max: float) -> None:
-    assert min_gpus(*pool, rho_max) == min_gpus_by_scan(*pool, rho_max)
+    assert min_instances(*pool, rho_max) == min_gpus_by_scan(*pool, rho_max)
 
 
 @settings(max_examples=200, deadline=None)
 @given(pool_params(load=loads(1e5)), rho_maxes)
 def test_min_gpus_is_minimal(pool: tuple, rho_max: float) -> None:
-    assert_minimal(int(min_gpus(*pool, rho_max)), *pool, rho_max)
+    assert_minimal(int(min_instances(*pool, rho_max)), *pool, rho_max)
 
 
 @pytest.mark.parametrize("budget_s", [0.0, -1.0, -math.inf])
 @pytest.mark.parametrize("load", [1e-9, 3.0, 1e6])
 def test_min_gpus_infeasible_without_budget(load: float, budget_s: float) -> None:
-    assert min_gpus(load, 8, 1.0, 1.0, budget_s, 0.85) == INFEASIBLE
+    assert min_instances(load, 8, 1.0, 1.0, budget_s, 0.85) == INFEASIBLE
 
 
 @pytest.mark.parametrize("budget_s", [0.0, -1.0, 1e-6, 5.0])
 def test_min_gpus_zero_load_needs_no_gpus(budget_s: float) -> None:
-    assert min_gpus(0.0, 8, 1.0, 1.0, budget_s, 0.85) == 0
+    assert min_instances(0.0, 8, 1.0, 1.0, budget_s, 0.85) == 0
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(pool_params(budget_s=st.floats(-1.0, 5.0)), min_size=1, max_size=8), rho_maxes)
 def test_min_gpus_vectorised_equals_scalar_calls(pools: list[tuple], rho_max: float) -> None:
     columns = [np.array(column) for column in zip(*pools)]
-    expected = [int(min_gpus(*pool, rho_max)) for pool in pools]
-    np.testing.assert_array_equal(min_gpus(*columns, rho_max), expected)
+    expected = [int(min_instances(*pool, rho_max)) for pool in pools]
+    np.testing.assert_array_equal(min_instances(*columns, rho_max), expected)
 
 
 def test_min_gpus_broadcasts_over_a_grid() -> None:
@@ -284,11 +284,11 @@ def test_min_gpus_broadcasts_over_a_grid() -> None:
     slots = np.array([1, 8, 256])[:, None, None]
     mean_s = np.array([0.05, 2.0, 40.0])[:, None]
     budget_s = np.array([-1.0, 0.0, 0.01, 0.5, 5.0])
-    grid = min_gpus(load, slots, mean_s, 1.5, budget_s, 0.85)
+    grid = min_instances(load, slots, mean_s, 1.5, budget_s, 0.85)
     assert grid.shape == (5, 3, 3, 5)
     for index in np.ndindex(grid.shape):
         i, j, k, m = index
-        assert grid[index] == min_gpus(load[i, 0, 0, 0], slots[j, 0, 0], mean_s[k, 0], 1.5, budget_s[m], 0.85)
+        assert grid[index] == min_instances(load[i, 0, 0, 0], slots[j, 0, 0], mean_s[k, 0], 1.5, budget_s[m], 0.85)
 
 
 @pytest.mark.parametrize(
@@ -302,6 +302,6 @@ def test_min_gpus_broadcasts_over_a_grid() -> None:
     ],
 )
 def test_min_gpus_extreme_inputs(load, slots, mean_s, scv, budget_s, rho_max) -> None:
-    n = int(min_gpus(load, slots, mean_s, scv, budget_s, rho_max))
+    n = int(min_instances(load, slots, mean_s, scv, budget_s, rho_max))
     assert n >= 1
     assert_minimal(n, load, slots, mean_s, scv, budget_s, rho_max)

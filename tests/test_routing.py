@@ -11,7 +11,7 @@ import yaml
 
 import optfleet
 from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError
+from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError, InputError
 from optfleet.instance import load_instance
 from optfleet.problems.routing.design import candidates, design_ratios, evaluate_design, plan_design
 from optfleet.problems.routing.design_milp import solve_design
@@ -48,11 +48,11 @@ def test_hindsight_bounds_every_feasible_router_and_never_misroutes(tiny):
     assert report.status == "optimal" and report.bound is not None
     best = evaluate(tiny, placement, needed=False)
     assert best.misroutes == 0 and best.capacity_ok
-    assert best.busy_gpus == pytest.approx(report.objective, rel=1e-6)
+    assert best.busy_instances == pytest.approx(report.objective, rel=1e-6)
     for name, calibrator in tiny.calibrators.items():
         e = evaluate(tiny, replay_router(tiny, calibrator), needed=False)
         if e.capacity_ok:
-            assert e.busy_gpus >= report.bound - 1e-6, name
+            assert e.busy_instances >= report.bound - 1e-6, name
 
 
 def test_hindsight_with_slack_capacity_serves_everything_that_fits_short(tiny):
@@ -68,7 +68,7 @@ def test_hindsight_with_slack_capacity_serves_everything_that_fits_short(tiny):
 
 def test_hindsight_with_a_tight_short_pool_keeps_its_capacity():
     problem = prepare(load_instance(_tiny(**{"fleet.boundary_tokens": None, "fleet.plan": {
-        "pools": [{"name": "short", "window_tokens": 2000, "gpus": 3}, {"name": "long", "window_tokens": 4000, "gpus": 40}]}})))
+        "pools": [{"name": "short", "window_tokens": 2000, "instances": 3}, {"name": "long", "window_tokens": 4000, "instances": 40}]}})))
     placement, report = hindsight(problem)
     e = evaluate(problem, placement, needed=False)
     assert report.status == "optimal" and e.capacity_ok
@@ -90,7 +90,7 @@ def test_design_pools_are_sized_by_the_fleet_evaluators_rule(tiny):
     a tight one it is the least n whose Kimura P99 wait plus the TTFT floor meets the SLO (checked against the
     queueing primitives at n and n - 1); below the floor no size does."""
     from optfleet.problems.fleet.pool_stats import pool_stats
-    from optfleet.problems.routing.design import sized_gpus
+    from optfleet.problems.routing.design import sized_instances
     from optfleet.queueing.kimura import wait_quantile_s
 
     config = tiny.pools[0]
@@ -99,21 +99,21 @@ def test_design_pools_are_sized_by_the_fleet_evaluators_rule(tiny):
     load = 30.0 * stats.mean_service_ms / 1000.0
 
     def sized(slo_ms: float) -> int:
-        return sized_gpus(dataclasses.replace(tiny, fleet=dataclasses.replace(tiny.fleet, ttft_p99_ms=slo_ms)), config, l_in, l_out, span)
+        return sized_instances(dataclasses.replace(tiny, fleet=dataclasses.replace(tiny.fleet, ttft_p99_ms=slo_ms)), config, l_in, l_out, span)
 
-    assert sized(1e7) == int(np.ceil(load / (tiny.rho_max * config.slots_per_gpu)))
+    assert sized(1e7) == int(np.ceil(load / (tiny.rho_max * config.slots_per_instance)))
     assert sized(stats.ttft_floor_ms * 0.9) == -1
     slo = stats.ttft_floor_ms + 5.0
     n = sized(slo)
 
     def p99_ttft(gpus: int) -> float:
-        servers = gpus * config.slots_per_gpu
+        servers = gpus * config.slots_per_instance
         if load >= servers:
             return np.inf
         return 1000.0 * float(wait_quantile_s(servers, load, stats.mean_service_ms / 1000.0, 0.0)) + stats.ttft_floor_ms
 
     assert n > sized(1e7) and p99_ttft(n) <= slo * (1 + 1e-9) < p99_ttft(n - 1)
-    assert sized_gpus(tiny, config, l_in[:0], l_out[:0], span) == 0
+    assert sized_instances(tiny, config, l_in[:0], l_out[:0], span) == 0
 
 
 def test_design_is_never_worse_than_the_plans_own_dispatcher_off_the_grid():
@@ -138,8 +138,8 @@ def test_static_ratio_misroutes_a_dense_script_and_the_calibrators_do_not():
 def test_spillover_moves_requests_and_batching_mode_measures_tpot():
     problem = prepare(load_instance(_tiny(**{"dispatcher.queue_limit": 0, "replay.mode": "batching",
                                              "fleet.boundary_tokens": None, "fleet.plan": {"pools": [
-                                                 {"name": "short", "window_tokens": 2000, "gpus": 2},
-                                                 {"name": "long", "window_tokens": 4000, "gpus": 13}]}})))
+                                                 {"name": "short", "window_tokens": 2000, "instances": 2},
+                                                 {"name": "long", "window_tokens": 4000, "instances": 13}]}})))
     e = evaluate(problem, replay_router(problem, problem.calibrators["paper"]), needed=False)
     assert e.spills > 0
     assert e.pools[0].tpot_p50_ms is not None and e.pools[0].tpot_p50_ms >= 1.0 - 1e-9  # at least one 1-ms iteration per token
@@ -247,7 +247,7 @@ def test_overflow_objective_bounds_every_router_on_a_fleet_too_small():
     """A fleet too small for the stream: the busy-GPU hindsight has no placement, the overflow one gives the least
     work above the capacity windows, below every router's own overflow (the evaluator's, for every placement)."""
     small = {"fleet.boundary_tokens": None, "exact.objective": "overflow", "exact.window_s": 200.0, "fleet.plan": {
-        "pools": [{"name": "short", "window_tokens": 2000, "gpus": 2}, {"name": "long", "window_tokens": 4000, "gpus": 6}]}}
+        "pools": [{"name": "short", "window_tokens": 2000, "instances": 2}, {"name": "long", "window_tokens": 4000, "instances": 6}]}}
     problem = prepare(load_instance(_tiny(**small)))
     placement, report = hindsight(problem)
     bound = evaluate(problem, placement, needed=False)
@@ -256,9 +256,21 @@ def test_overflow_objective_bounds_every_router_on_a_fleet_too_small():
     for name in ("paper", "router", "static"):
         routed = evaluate(problem, replay_router(problem, problem.calibrators[name]), needed=False)
         assert routed.overflow_slot_s >= report.bound * (1 - 1e-9)
-    busy = prepare(load_instance(_tiny(**{**small, "exact.objective": "busy_gpus"})))
+    busy = prepare(load_instance(_tiny(**{**small, "exact.objective": "busy_instances"})))
     with pytest.raises(InfeasibleError):
         hindsight(busy)
+
+
+def test_the_old_names_of_instance_counts_are_refused_naming_the_new_ones(tmp_path, capsys):
+    """``busy_gpus`` (the objective) and a plan pool's ``gpus`` became ``busy_instances`` and ``instances``: counts of
+    instances, each of ``tp`` GPUs; the old names are refused with a message naming the new."""
+    with pytest.raises(InputError, match=r"exact\.objective.*busy_instances"):
+        load_instance(_tiny(**{"exact.objective": "busy_gpus"}))
+    plan = {"pools": [{"name": "short", "window_tokens": 2000, "gpus": 3}, {"name": "long", "window_tokens": 4000, "instances": 4}]}
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_tiny(**{"fleet.boundary_tokens": None, "fleet.plan": plan})))
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    assert "renamed instances" in capsys.readouterr().err
 
 
 def test_overflow_hindsight_breaks_ties_by_least_busy_instances(tiny):
@@ -267,7 +279,7 @@ def test_overflow_hindsight_breaks_ties_by_least_busy_instances(tiny):
     overflow_problem = prepare(load_instance(_tiny(**{"exact.objective": "overflow"})))
     placement, report = hindsight(overflow_problem)
     assert report.status == "optimal" and report.objective == pytest.approx(0.0, abs=1e-9)
-    assert evaluate(overflow_problem, placement, needed=False).busy_gpus == pytest.approx(busy_report.objective, rel=1e-6)
+    assert evaluate(overflow_problem, placement, needed=False).busy_instances == pytest.approx(busy_report.objective, rel=1e-6)
 
 
 def test_a_design_no_pool_size_can_serve_is_left_out_and_explained(tiny):
@@ -329,7 +341,7 @@ def test_joint_design_under_a_fleet_constraint_is_no_cheaper_than_without_and_me
             continue
         for extra_s in range(7):
             for extra_l in range(7):
-                scored = evaluate_design(problem, dataclasses.replace(c, gpus=(base.fewest[0] + extra_s, base.fewest[1] + extra_l)))
+                scored = evaluate_design(problem, dataclasses.replace(c, instances=(base.fewest[0] + extra_s, base.fewest[1] + extra_l)))
                 if scored.feasible:
                     best = min(best, scored.cost_per_hour)
     assert report.objective == pytest.approx(best)
@@ -350,7 +362,7 @@ def test_catalog_mix_design_numbers_quoted_in_the_readme():
     chosen, report = solve_design(problem)
     e = evaluate_design(problem, chosen)
     assert report.status == "optimal" and round(report.objective, 2) == 2286.72 and e.feasible
-    assert (chosen.rule, chosen.short_gpu, chosen.long_gpu, chosen.gpus) == ((8192, 7372, 1.5), "H200 x8", "A100-80GB x8", (63, 27))
+    assert (chosen.rule, chosen.short_gpu, chosen.long_gpu, chosen.instances) == ((8192, 7372, 1.5), "H200 x8", "A100-80GB x8", (63, 27))
     own = evaluate_design(problem, plan_design(problem))
     assert round(own.cost_per_hour, 2) == 2281.12 and [v.split(" ")[0] for v in own.violations] == ["constraints[0]", "constraints[1]"]
 
@@ -392,18 +404,18 @@ def test_a_design_whose_long_pool_receives_nothing_leaves_it_empty_and_counts_on
     problem = dataclasses.replace(problem, compressible=tuple(range(len(problem.stream.names))))
     chosen, report = solve_design(problem)
     e = evaluate_design(problem, chosen)
-    assert report.status == "optimal" and chosen.rule == (2000, 1200, 5.0) and chosen.gpus[1] == 0
+    assert report.status == "optimal" and chosen.rule == (2000, 1200, 5.0) and chosen.instances[1] == 0
     assert e.feasible and not e.violations and e.cost_per_hour == pytest.approx(report.objective)
     from optfleet.problems.routing.spill_design import design_spill
 
     _, searched = design_spill(problem, chosen)  # spillover never reaches the empty pool: it stays empty
-    assert all(o.meets and o.spill.gpus[1] == 0 and o.evaluation.pools[1].requests == 0 for o in searched)
+    assert all(o.meets and o.spill.instances[1] == 0 and o.evaluation.pools[1].requests == 0 for o in searched)
 
 
 @pytest.mark.parametrize(("gpus", "feasible"), [(0, True), (3, False)])
 def test_a_fixed_pool_the_design_cannot_have_is_trivial_at_zero_and_infeasible_above(tmp_path, gpus, feasible):
     # the toy fleet's long pool is at 4,000 tokens; no design pool lies at 3,000
-    problem = _toy_routing(tmp_path, [{"kind": "fixed", "window_tokens": 3000, "gpus": gpus}])
+    problem = _toy_routing(tmp_path, [{"kind": "fixed", "window_tokens": 3000, "instances": gpus}])
     if feasible:
         chosen, report = solve_design(problem)
         assert report.status == "optimal"
@@ -455,11 +467,11 @@ def test_hindsight_bounds_every_router_under_large_estimate_errors(seed, spread,
         e = evaluate(overflow, replay_router(overflow, calibrator), needed=False)
         assert e.overflow_slot_s >= report.bound * (1 - 1e-9) - 1e-9, name
         if busy_bound is not None and e.capacity_ok:
-            assert e.busy_gpus >= busy_bound - 1e-6, name
+            assert e.busy_instances >= busy_bound - 1e-6, name
 
 
 def test_a_bad_field_of_a_written_plan_is_named_under_the_fleet_block(tmp_path, capsys):
-    plan = {"pools": [{"name": "short", "window_tokens": 2000, "gpus": 3, "gpu": "FOO"}, {"name": "long", "window_tokens": 4000, "gpus": 4}]}
+    plan = {"pools": [{"name": "short", "window_tokens": 2000, "instances": 3, "gpu": "FOO"}, {"name": "long", "window_tokens": 4000, "instances": 4}]}
     path = tmp_path / "instance.yaml"
     path.write_text(yaml.safe_dump(_tiny(**{"fleet.boundary_tokens": None, "fleet.plan": plan})))
     assert main(["validate", str(path)]) == EXIT_BAD_INPUT

@@ -25,7 +25,7 @@ def _placements(data: HindsightData):
 
 def _brute_force(data: HindsightData) -> float | None:
     """The least busy GPU instances over every placement (long, short, compressed) meeting the capacity rows."""
-    n_s, n_l = data.slots_per_gpu
+    n_s, n_l = data.slots_per_instance
     best = None
     windows = len(data.capacity_short)
     for short, long in _placements(data):
@@ -152,7 +152,7 @@ def _brute_force_design(data, extra: int) -> float:
                 gpus = {A: 0, H: 0}
                 gpus[s.gpu] += ns
                 gpus[l.gpu] += nl
-                cost = ns * s.cost_per_gpu_hour + nl * l.cost_per_gpu_hour
+                cost = ns * s.cost_per_instance_hour + nl * l.cost_per_instance_hour
                 ok = True
                 for spec in data.constraints:
                     if spec.kind == "availability":

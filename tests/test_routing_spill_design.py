@@ -44,25 +44,25 @@ def test_without_spillover_the_search_is_the_brute_force_least_fleet(tiny):
     least counts of the whole box that meet the design."""
     design, _ = solve_design(tiny)
     found = search_limit(tiny, design, None)
-    short, long = design.gpus
+    short, long = design.instances
     box = [(ns, nl) for ns, nl in itertools.product(range(1, GROWTH * short + 1), range(1, GROWTH * long + 1))]
     meeting = [gpus for gpus in box if replay_spill(tiny, SpillDesign(None, design, gpus)).meets]
     cheapest = min(meeting, key=lambda g: replay_spill(tiny, SpillDesign(None, design, g)).cost_per_hour)
     assert found.meets
     assert found.cost_per_hour == pytest.approx(replay_spill(tiny, SpillDesign(None, design, cheapest)).cost_per_hour)
-    assert (found.spill.gpus[0] - 1, found.spill.gpus[1]) not in meeting and (found.spill.gpus[0], found.spill.gpus[1] - 1) not in meeting
+    assert (found.spill.instances[0] - 1, found.spill.instances[1]) not in meeting and (found.spill.instances[0], found.spill.instances[1] - 1) not in meeting
 
 
 def test_a_replayed_spill_design_meets_exactly_when_its_numbers_do(tiny):
     design, _ = solve_design(tiny)
     slo, eps = tiny.fleet.ttft_p99_ms, tiny.spec.design.epsilon
-    for gpus, limit in [((1, 1), 0), (design.gpus, 0), (design.gpus, None), ((design.gpus[0], 2), 4)]:
+    for gpus, limit in [((1, 1), 0), (design.instances, 0), (design.instances, None), ((design.instances[0], 2), 4)]:
         o = replay_spill(tiny, SpillDesign(limit, design, gpus))
         e = o.evaluation
         numbers_meet = (all(p.ttft_p99_ms is None or p.ttft_p99_ms <= slo for p in e.pools) and e.capacity_ok
                         and e.misroutes <= eps * e.requests)
         assert o.meets == numbers_meet, (gpus, limit, o.reasons)
-        assert [p.gpus for p in e.pools] == list(gpus)
+        assert [p.instances for p in e.pools] == list(gpus)
         assert (e.spills > 0) <= (limit is not None)
 
 
@@ -109,11 +109,11 @@ def test_the_search_grows_the_pool_that_breaks_the_slo():
     doc["fleet"]["ttft_p99_ms"] = 200
     problem = prepare(load_instance(_dump(doc)))
     design, _ = solve_design(problem)
-    static = replay_spill(problem, SpillDesign(None, design, design.gpus))
+    static = replay_spill(problem, SpillDesign(None, design, design.instances))
     assert not static.meets and static.failing_pools
     found = search_limit(problem, design, None)
     assert found.meets
-    box = itertools.product(range(1, GROWTH * design.gpus[0] + 1), range(1, GROWTH * design.gpus[1] + 1))
+    box = itertools.product(range(1, GROWTH * design.instances[0] + 1), range(1, GROWTH * design.instances[1] + 1))
     best = min(o.cost_per_hour for o in (replay_spill(problem, SpillDesign(None, design, g)) for g in box) if o.meets)
     assert found.cost_per_hour == pytest.approx(best)
 
@@ -135,15 +135,15 @@ def test_a_pool_whose_p99_does_not_fall_with_more_instances_is_explained(tiny):
     from optfleet.problems.routing.spill_design import _with_plateaus
 
     design, _ = solve_design(tiny)
-    static = replay_spill(tiny, SpillDesign(None, design, design.gpus))
+    static = replay_spill(tiny, SpillDesign(None, design, design.instances))
 
     def outcome(long_count: int, long_p99_ms: float):
         pools = (static.evaluation.pools[0], replace(static.evaluation.pools[1], ttft_p99_ms=long_p99_ms))
-        spill = SpillDesign(None, design, (design.gpus[0], long_count))
+        spill = SpillDesign(None, design, (design.instances[0], long_count))
         return replace(static, spill=spill, evaluation=replace(static.evaluation, pools=pools), reasons=("long P99 TTFT above the SLO",),
                        failing_pools=(1,))
 
-    first = outcome(design.gpus[1], 3000.0)
-    flat = _with_plateaus(outcome(GROWTH * design.gpus[1], 2990.0), first)
-    assert len(flat.reasons) == 2 and "more instances do not lower it" in flat.reasons[1] and f"at {GROWTH * design.gpus[1]}" in flat.reasons[1]
-    assert _with_plateaus(outcome(GROWTH * design.gpus[1], 2000.0), first).reasons == ("long P99 TTFT above the SLO",)
+    first = outcome(design.instances[1], 3000.0)
+    flat = _with_plateaus(outcome(GROWTH * design.instances[1], 2990.0), first)
+    assert len(flat.reasons) == 2 and "more instances do not lower it" in flat.reasons[1] and f"at {GROWTH * design.instances[1]}" in flat.reasons[1]
+    assert _with_plateaus(outcome(GROWTH * design.instances[1], 2000.0), first).reasons == ("long P99 TTFT above the SLO",)

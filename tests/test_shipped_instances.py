@@ -31,9 +31,9 @@ PINS = {
 def test_pinned_answers(name, preset):
     problem = fleet_problem(name, preset)
     n_homogeneous, (b, gamma, gpus), routed = PINS[(name, preset)]
-    assert homogeneous(problem).pools[0].gpus == n_homogeneous
+    assert homogeneous(problem).pools[0].instances == n_homogeneous
     plan = sweep(problem).plan
-    assert (plan.boundary_tokens, plan.gamma, [p.gpus for p in plan.pools]) == (b, gamma, gpus)
+    assert (plan.boundary_tokens, plan.gamma, [p.instances for p in plan.pools]) == (b, gamma, gpus)
     evaluation = evaluate(problem, plan)
     assert evaluation.meets_slo
     assert evaluation.cost_per_hour == pytest.approx(2.21 * sum(gpus))
@@ -42,12 +42,12 @@ def test_pinned_answers(name, preset):
             pool_routing(problem)
     else:
         plan = pool_routing(problem)
-        assert (plan.boundary_tokens, [p.gpus for p in plan.pools]) == routed
+        assert (plan.boundary_tokens, [p.instances for p in plan.pools]) == routed
 
 
 def test_lmsys_fleetsim_retrofit_keeps_the_long_pool():
     plan = retrofit(fleet_problem("lmsys_multiturn", "fleetsim_compatible"))
-    assert (plan.boundary_tokens, plan.gamma, [p.gpus for p in plan.pools]) == (8192, 1.5, [34, 30])
+    assert (plan.boundary_tokens, plan.gamma, [p.instances for p in plan.pools]) == (8192, 1.5, [34, 30])
 
 
 def test_agent_heavy_is_infeasible_under_the_paper_ttft_rule():
@@ -65,6 +65,6 @@ def test_agent_heavy_is_infeasible_under_the_paper_ttft_rule():
 ])
 def test_raw_azure_trace_instance(preset, n_homogeneous, expected):
     problem = fleet_problem("azure_2023_trace", preset)
-    assert homogeneous(problem).pools[0].gpus == n_homogeneous
+    assert homogeneous(problem).pools[0].instances == n_homogeneous
     plan = sweep(problem).plan
-    assert (plan.boundary_tokens, plan.gamma, [p.gpus for p in plan.pools]) == expected
+    assert (plan.boundary_tokens, plan.gamma, [p.instances for p in plan.pools]) == expected

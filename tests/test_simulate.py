@@ -108,7 +108,7 @@ def test_every_pool_within_3_percent_at_full_size(name, preset):
         pytest.skip("no feasible plan under this preset")
     result = simulate_plan(problem, plan, requests=1_000_000, reps=3, seed=5)
     for pool in evaluate(problem, plan).pools:
-        if pool.gpus:
+        if pool.instances:
             assert result.metrics[pool.name]["utilisation"][0] == pytest.approx(pool.utilisation, rel=0.03), pool.name
 
 
@@ -145,7 +145,7 @@ def test_batching_admits_a_request_into_the_iteration_that_starts_as_it_is_admit
     ends of iterations 1, 2, 3, 3, first tokens at 2, 3, 4, 4 ms.  The fifth takes the slot freed at 251 ms and
     joins the iteration starting then: first token 253 ms (it once joined one iteration later: 254)."""
     config = fleet_problem("toy").pool(2000)
-    assert (config.slots_per_gpu, config.w_ms, config.h_ms_per_slot, config.chunk_tokens) == (4, 1.0, 0.0, 1000)
+    assert (config.slots_per_instance, config.w_ms, config.h_ms_per_slot, config.chunk_tokens) == (4, 1.0, 0.0, 1000)
     times = simulate_batching(config, 1, np.zeros(5), np.full(5, 750), np.full(5, 250))
     assert (1000 * times.start_s).tolist() == pytest.approx([0, 0, 0, 0, 251])
     assert (1000 * times.first_token_s).tolist() == pytest.approx([2, 3, 4, 4, 253])
@@ -181,7 +181,7 @@ def test_bad_arguments_name_the_field():
     with pytest.raises(InputError, match="at least two requests"):
         simulate_plan(problem, plan, requests=1)  # its measured window would be empty (utilisation 0/0)
     empty = Plan((PoolPlan("short", 2000, 0), PoolPlan("long", 4000, 5)))
-    with pytest.raises(InputError, match=r"plan.pools\[0\].gpus"):
+    with pytest.raises(InputError, match=r"plan.pools\[0\].instances"):
         simulate_plan(problem, empty, requests=1000)
     with pytest.raises(InputError, match="too few to reach steady state"):
         simulate_plan(problem, plan, requests=50, mode="batching")
@@ -193,7 +193,7 @@ def test_cli_simulates_a_solved_plan(tmp_path, capsys):
     capsys.readouterr()
     assert main(["simulate", toy, "--plan", str(tmp_path / "plan.json"), "--requests", "20000", "--reps", "2", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["plan"]["pools"][0]["gpus"] == 10
+    assert data["plan"]["pools"][0]["instances"] == 10
     assert {row["metric"] for row in data["comparison"]} == {"utilisation", "wait_p99_ms", "ttft_p99_ms"}
     assert main(["simulate", toy, "--method", "homogeneous", "--requests", "20000", "--reps", "1"]) == 0
     assert "analytic (evaluator) vs simulated" in capsys.readouterr().out

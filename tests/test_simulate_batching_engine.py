@@ -81,8 +81,8 @@ def test_the_run_simulator_equals_the_iteration_reference(seed, slots, chunk, co
     l_in = rng.integers(1, 2000, count)
     l_out = rng.integers(1, 60, count)
     step = AffineStep(5.0, 0.3, kv_cost, 0.02, pair_cost)
-    config = PoolConfig(window_tokens=4096, slots_per_gpu=slots, w_ms=5.0, h_ms_per_slot=0.3, chunk_tokens=chunk,
-                        length_scale_tokens=None, cost_per_gpu_hour=1.0, gpu="test", step=step)
+    config = PoolConfig(window_tokens=4096, slots_per_instance=slots, w_ms=5.0, h_ms_per_slot=0.3, chunk_tokens=chunk,
+                        length_scale_tokens=None, cost_per_instance_hour=1.0, gpu="test", step=step)
     got = simulate_batching(config, 1, arrival, l_in, l_out)
     want = reference(step, slots, chunk, arrival, l_in, l_out)
     for name, ours, theirs in zip(("start", "first token", "finish"), (got.start_s, got.first_token_s, got.finish_s), want):
@@ -100,8 +100,8 @@ def test_no_request_decodes_slower_than_the_slot_models_tpot_bound(seed, slots, 
     l_out = rng.integers(2, 200, count)
     l_in = rng.integers(1, window - l_out + 1)
     step = AffineStep(5.0, 0.3, 2e-4, 0.02, 1e-5)
-    config = PoolConfig(window_tokens=window, slots_per_gpu=slots, w_ms=5.0, h_ms_per_slot=0.3, chunk_tokens=chunk,
-                        length_scale_tokens=None, cost_per_gpu_hour=1.0, gpu="test", step=step)
+    config = PoolConfig(window_tokens=window, slots_per_instance=slots, w_ms=5.0, h_ms_per_slot=0.3, chunk_tokens=chunk,
+                        length_scale_tokens=None, cost_per_instance_hour=1.0, gpu="test", step=step)
     times = simulate_batching(config, 1, arrival, l_in, l_out)
     tpot_ms = 1000.0 * (times.finish_s - times.first_token_s) / (l_out - 1)
     assert tpot_ms.max() <= config.tpot_bound_ms * (1 + 1e-9)

@@ -54,7 +54,7 @@ def _metrics(problem: FleetProblem, mode: str = "batching") -> dict[str, dict[st
 
 def test_an_isolated_requests_tpot_is_its_decode_step_by_hand():
     problem = _problem(tpot_p99_ms=13.2)
-    assert (problem.mix.l_in.tolist(), problem.mix.l_out.tolist(), problem.pool(2000).slots_per_gpu) == ([1000], [100], 1)
+    assert (problem.mix.l_in.tolist(), problem.mix.l_out.tolist(), problem.pool(2000).slots_per_instance) == ([1000], [100], 1)
     metrics = _metrics(problem)
     for scope in ("long", "fleet"):
         for name in ("tpot_mean_ms", *(f"tpot_p{p}_ms" for p in PERCENTILES), "tpot_max_ms"):

@@ -28,7 +28,7 @@ def test_rules_reproduce_the_threshold_plan_exactly():
     threshold = sweep(problem).plan
     ruled = _rules_plan(RouteRule(0, 2000, (("short", 1.0),)), RouteRule(2000, 4000, (("long", 0.5),), (("short", 0.5),)))
     for a, b in zip(evaluate(problem, threshold).pools, evaluate(problem, ruled).pools, strict=True):
-        assert (a.load_erlangs, a.min_gpus, a.ttft_p99_ms) == pytest.approx((b.load_erlangs, b.min_gpus, b.ttft_p99_ms))
+        assert (a.load_erlangs, a.min_instances, a.ttft_p99_ms) == pytest.approx((b.load_erlangs, b.min_instances, b.ttft_p99_ms))
 
 
 def test_split_shares_move_load_proportionally():

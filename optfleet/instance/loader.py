@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from optfleet.errors import InputError
 from optfleet.instance.documents import read_document
+from optfleet.instance.shared_schema import RENAMED_FIELD
 from optfleet.registry import kind as registered_kind
 
 
@@ -93,7 +94,7 @@ OPTION_NAMES = {"preset": "preset", "time_limit_s": "time-limit", "solver": "sol
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``data[a][b]... = value`` for ``dotted = "a.b..."`` (a number indexes a list: ``constraints.0.gpus``),
+    """Set ``data[a][b]... = value`` for ``dotted = "a.b..."`` (a number indexes a list: ``constraints.0.instances``),
     creating mappings on the way; :data:`REMOVE` deletes the field, which must be there (a misspelt field is an error)."""
     *parents, last = dotted.split(".")
     node: Any = data
@@ -134,6 +135,8 @@ def validate_spec(schema: type[BaseModel], data: Mapping[str, Any]) -> Any:
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             value, message = None, "required field is missing"
+        if error["type"] == RENAMED_FIELD:
+            where, value = f"{where}.{error['ctx']['old']}", error["ctx"]["value"]
         raise InputError(where, value, message) from None
 
 

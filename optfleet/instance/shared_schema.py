@@ -18,7 +18,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
+from collections.abc import Mapping
+
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 
 class Strict(BaseModel):
@@ -26,6 +29,21 @@ class Strict(BaseModel):
     and non-finite floats (NaN and +-inf in any float field, list items included)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+RENAMED_FIELD = "renamed_field"
+"""The error type :func:`refuse_renamed` raises; the loader names the old field's path and value
+(optfleet.instance.loader.validate_spec)."""
+
+
+def refuse_renamed(data: Any, renamed: Mapping[str, tuple[str, str]]) -> Any:
+    """The body of a ``model_validator(mode="before")``: a field given under an old name (``renamed`` maps it to
+    its new name and why it changed) is refused with a message naming the new one, rather than as an unknown key."""
+    if isinstance(data, Mapping):
+        for old, (new, why) in renamed.items():
+            if old in data:
+                raise PydanticCustomError(RENAMED_FIELD, "renamed {new}: {why}", {"old": old, "new": new, "why": why, "value": data[old]})
+    return data
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -85,6 +103,13 @@ hundred times more than are installed worldwide, so a larger count is a typo.  T
 variable bounds and still solves a fixed pool this large exactly; far beyond, float64 coefficients lose whole GPUs."""
 
 GpuCount = Annotated[Integer, at_most(MAX_GPUS, "GPUs", "a hundred times more than are installed worldwide")]
+
+InstanceCount = Annotated[Integer, at_most(MAX_GPUS, "instances", "a hundred times more GPUs than are installed worldwide")]
+"""Instances of one GPU configuration (a plan's pool size, a pinned pool): an instance of tensor-parallel degree t
+holds t GPUs, so a count of instances is at most the GPU limit too."""
+
+INSTANCE_COUNT_RENAMED = {"gpus": ("instances", "a pool's size counts instances, and an instance of tensor-parallel degree t holds t GPUs")}
+"""The old name of an instance count (a plan's pool, a pinned pool), for :func:`refuse_renamed`."""
 
 MAX_GPUS_PER_INSTANCE = 1024
 """GPUs serving one model instance (tensor-parallel degree, profiled instance size): the largest NVLink domain

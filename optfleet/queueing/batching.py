@@ -9,7 +9,7 @@ each (``c = n s``) is modelled per request ``i`` by its slot-holding iterations
 
 its prefill chunks, its decode steps, half an iteration for joining the batch at the next iteration
 boundary, and ``Q``, its wait behind other prefills on its GPU (each iteration prefills at most ``C``
-tokens, first come first served).  Three parts, all vectorised over pools and GPU counts:
+tokens, first come first served).  Three parts, all vectorised over pools and instance counts:
 
 * **Operating point** (mean field).  A GPU receives ``lambda_g = lambda / n`` requests per second; its
   prefill stage is an M/G/1 queue in iterations with work ``tau = L_in / C``, load ``u = lambda_g t E[tau]``
@@ -97,7 +97,7 @@ class BatchingWorkload:
 
 @dataclass(frozen=True)
 class BatchingState:
-    """The model at a GPU count (arrays over pools): operating point, waits and P99 TTFT; ``stable`` is False
+    """The model at a instance count (arrays over pools): operating point, waits and P99 TTFT; ``stable`` is False
     under overload (then the waits and the TTFT are infinite and the utilisation is the slots' share held)."""
 
     stable: NDArray[np.bool_]
@@ -119,10 +119,10 @@ def take_rows(load: RowsT, rows: NDArray[np.int64]) -> RowsT:
     return type(load)(*(np.asarray(getattr(load, f.name))[rows] for f in fields(load)))
 
 
-def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_gpu: ArrayLike, w_ms: ArrayLike, h_ms: ArrayLike) -> BatchingState:
+def batching_state(load: BatchingWorkload, gpus: ArrayLike, slots_per_instance: ArrayLike, w_ms: ArrayLike, h_ms: ArrayLike) -> BatchingState:
     """Evaluate the model (module docstring) for ``gpus`` GPUs per pool (``gpus >= 1``)."""
     n = np.maximum(np.asarray(gpus, dtype=np.float64), 1.0)  # an empty pool (no GPU, no traffic) as one idle GPU
-    s = np.asarray(slots_per_gpu, dtype=np.float64)
+    s = np.asarray(slots_per_instance, dtype=np.float64)
     lam, ex, phi, e_tau, e_tau2 = np.broadcast_arrays(load.rate_rps, load.mean_iterations, load.phi, *load.prefill_moments)
     n, s, w, hphi = np.broadcast_arrays(n, s, np.asarray(w_ms, dtype=np.float64) / 1000.0, np.asarray(h_ms, dtype=np.float64) / 1000.0 * phi)
     lam_gpu = lam / n

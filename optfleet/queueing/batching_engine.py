@@ -8,7 +8,7 @@ request ``i`` (``L_in``, ``L_out >= 1`` decode iterations, ``m_i = ceil(L_in / C
     P_i = per_prefill_token L_in + per_prefill_pair L_in (L_in + 1) / 2          its prefill compute (ms),
 
 added to the iterations that carry it.  A GPU receives ``lambda`` requests per ms (``lambda_g``, the pool's rate over
-its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and GPU counts.
+its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and instance counts.
 
 * **Operating point** (mean field).  A decoding request's iteration is ``base + own + M + lambda t E[P]``: its own
   work, ``M`` the others' decode work it meets and the prefill compute per iteration (at ``1 / t`` iterations per
@@ -190,14 +190,14 @@ def tpot_columns(max_output_tokens: int) -> int:
 
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")  # overloaded pools take inf and are masked
-def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_per_gpu: ArrayLike,
+def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_per_instance: ArrayLike,
                           ttft_limit_ms: float = np.inf) -> EngineBatchingState:
     """Evaluate the model (module docstring) for ``gpus`` GPUs per pool (``gpus >= 1``).  A pool whose P99 TTFT is
     found above ``ttft_limit_ms`` before its prefill queue is solved (a search asking whether it meets an SLO) gets
     an infinite TTFT."""
     n = np.maximum(np.asarray(gpus, dtype=np.float64), 1.0)
     rate, base, dec, pre, own = np.broadcast_arrays(load.rate_rps, load.base_ms, load.decode_ms, load.prefill_ms, load.own_ms)
-    n, s = np.broadcast_arrays(n, np.asarray(slots_per_gpu, dtype=np.float64))
+    n, s = np.broadcast_arrays(n, np.asarray(slots_per_instance, dtype=np.float64))
     lam = rate / n / 1000.0  # per GPU, per ms
     work = lam * (dec + pre)
     tau = np.arange(load.prefill_share.shape[-1]) / PREFILL_BINS

@@ -33,16 +33,16 @@ BISECTION_STEPS = 60
 class TableShape(Protocol):
     """What a table needs of a pool: slots per GPU, the TTFT floor of each level, their count and its size ``N``."""
 
-    slots_per_gpu: int
+    slots_per_instance: int
     level_floors_ms: tuple[float, ...]
     levels: int
-    table_gpus: int
+    table_instances: int
 
 
-def wait_free_gpus(slots_per_gpu: int, rho_max: float) -> int:
+def wait_free_gpus(slots_per_instance: int, rho_max: float) -> int:
     """``N``: the fewest GPUs (at least 1) whose pool, loaded to ``rho_max``, has Erlang C <= 0.01 (W99 = 0)."""
     gpus = 1
-    while float(erlang_c(gpus * slots_per_gpu, rho_max * gpus * slots_per_gpu)) > CAP_WAIT_PROBABILITY:
+    while float(erlang_c(gpus * slots_per_instance, rho_max * gpus * slots_per_instance)) > CAP_WAIT_PROBABILITY:
         gpus += 1
     return gpus
 
@@ -54,11 +54,11 @@ def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], 
     """
     if not options:
         return []
-    shapes = [(o.table_gpus, o.levels) for o in options]
-    servers = np.concatenate([(np.arange(o.table_gpus)[:, None] * o.slots_per_gpu * np.ones((1, o.levels))).ravel() for o in options])
-    budget_s = np.concatenate([((slo_ms - np.asarray(o.level_floors_ms)[None, :]) / 1000.0 * np.ones((o.table_gpus, 1))).ravel() for o in options])
+    shapes = [(o.table_instances, o.levels) for o in options]
+    servers = np.concatenate([(np.arange(o.table_instances)[:, None] * o.slots_per_instance * np.ones((1, o.levels))).ravel() for o in options])
+    budget_s = np.concatenate([((slo_ms - np.asarray(o.level_floors_ms)[None, :]) / 1000.0 * np.ones((o.table_instances, 1))).ravel() for o in options])
     # W99 depends on E[S] (1 + Cs^2) = R only
-    mean_s = np.concatenate([np.full(o.table_gpus * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
+    mean_s = np.concatenate([np.full(o.table_instances * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
     lo = np.zeros_like(servers)
     hi = rho_max * servers
     ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0) <= budget_s

@@ -1,4 +1,4 @@
-"""Minimum GPU count of one pool under a utilisation cap and a P99 wait budget.
+"""Minimum instance count of one pool under a utilisation cap and a P99 wait budget.
 
 A pool of ``n`` GPUs with ``n_max`` KV slots each is an M/G/c queue with
 ``c = n * n_max`` slot-servers and offered load ``a = lambda E[S]`` (FleetOpt,
@@ -31,15 +31,15 @@ INFEASIBLE = -1
 # different order (evaluator vs MILP coefficients) differs in the last digits.
 RELATIVE_TOLERANCE = 1e-9
 MAX_GPUS = 2**53
-"""Largest GPU count a pool is sized to.  The queueing math holds ``n`` and ``c = n n_max`` in float64, whose
+"""Largest instance count a pool is sized to.  The queueing math holds ``n`` and ``c = n n_max`` in float64, whose
 integers are exact only up to 2^53 (about 9e15, a million times the GPUs ever built): beyond it two counts could not
 be told apart, so a pool that needs more has no count the model can state and is infeasible."""
 
 
-def cap_lower_bound_gpus(load_erlangs: ArrayLike, slots_per_gpu: ArrayLike, rho_max: float) -> NDArray[np.int64]:
+def cap_lower_bound_gpus(load_erlangs: ArrayLike, slots_per_instance: ArrayLike, rho_max: float) -> NDArray[np.int64]:
     """``ceil(a / (rho_max n_max))``, at least 1 for a positive load and 0 for none."""
     a = np.asarray(load_erlangs, dtype=np.float64)
-    n_max = np.asarray(slots_per_gpu, dtype=np.float64)
+    n_max = np.asarray(slots_per_instance, dtype=np.float64)
     # A tiny tolerance keeps a/(rho n) that is an exact integer in floating point from rounding up.
     n = np.ceil(a / (rho_max * n_max) * (1.0 - RELATIVE_TOLERANCE))
     return np.where(a > 0, np.maximum(n, 1.0), 0.0).astype(np.int64)
@@ -48,23 +48,23 @@ def cap_lower_bound_gpus(load_erlangs: ArrayLike, slots_per_gpu: ArrayLike, rho_
 def pool_is_feasible(
     gpus: ArrayLike,
     load_erlangs: ArrayLike,
-    slots_per_gpu: ArrayLike,
+    slots_per_instance: ArrayLike,
     mean_service_s: ArrayLike,
     service_scv: ArrayLike,
     wait_budget_s: ArrayLike,
     rho_max: float,
 ) -> NDArray[np.bool_]:
     """Both feasibility conditions of the module docstring for ``n = gpus``."""
-    c = np.asarray(gpus, dtype=np.float64) * np.asarray(slots_per_gpu, dtype=np.float64)
+    c = np.asarray(gpus, dtype=np.float64) * np.asarray(slots_per_instance, dtype=np.float64)
     a = np.asarray(load_erlangs, dtype=np.float64)
     cap_ok = a <= rho_max * c * (1.0 + RELATIVE_TOLERANCE)
     wait_ok = wait_quantile_s(c, a, mean_service_s, service_scv) <= np.asarray(wait_budget_s)
     return (cap_ok & wait_ok & (np.asarray(wait_budget_s) > 0)) | (a <= 0)
 
 
-def min_gpus(
+def min_instances(
     load_erlangs: ArrayLike,
-    slots_per_gpu: ArrayLike,
+    slots_per_instance: ArrayLike,
     mean_service_s: ArrayLike,
     service_scv: ArrayLike,
     wait_budget_s: ArrayLike,
@@ -75,7 +75,7 @@ def min_gpus(
     A pool with zero load needs 0 GPUs.
     """
     a, n_max, es, scv, budget = np.broadcast_arrays(
-        *(np.asarray(v, dtype=np.float64) for v in (load_erlangs, slots_per_gpu, mean_service_s, service_scv, wait_budget_s))
+        *(np.asarray(v, dtype=np.float64) for v in (load_erlangs, slots_per_instance, mean_service_s, service_scv, wait_budget_s))
     )
 
     def feasible(n: NDArray[np.int64]) -> NDArray[np.bool_]:

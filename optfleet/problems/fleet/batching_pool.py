@@ -7,7 +7,7 @@ TPOT at most the strictest TPOT percentile target (conservative for a P50 or P90
 the mean target.  More GPUs lower the per-GPU
 arrival rate, hence the iteration time, the prefill load, the occupancy, both waits and the TPOT, so the feasible
 counts are an up-set of ``n`` and the minimum is found by doubling and bisection (queueing/sizing.py),
-vectorised over pools.  The evaluator and the sweep size every pool with :func:`min_gpus_batching`.
+vectorised over pools.  The evaluator and the sweep size every pool with :func:`min_instances_batching`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _engine_workload(configs: Sequence[PoolConfig], traffic: Sequence[tuple[Arra
 
 def pool_arrays(configs: Sequence[PoolConfig]) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     """``(slots per GPU, W ms, H ms per slot)`` of each pool."""
-    return (np.array([c.slots_per_gpu for c in configs]), np.array([c.w_ms for c in configs]), np.array([c.h_ms_per_slot for c in configs]))
+    return (np.array([c.slots_per_instance for c in configs]), np.array([c.w_ms for c in configs]), np.array([c.h_ms_per_slot for c in configs]))
 
 
 def state_at(workload: Workload, configs: Sequence[PoolConfig], gpus: ArrayLike) -> BatchingState:
@@ -99,7 +99,7 @@ def meets_slo(state: BatchingState, slo_ms: float, rho_max: float, tpot: TpotTar
     return ok
 
 
-def min_gpus_batching(workload: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
+def min_instances_batching(workload: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
                       tpot: TpotTargets | None = None) -> NDArray[np.int64]:
     """Fewest GPUs per pool meeting the SLO under the batching model; 0 for a pool with no traffic, -1 for none.
 
@@ -154,7 +154,7 @@ def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLik
         scaled = held + JOIN_ITERATIONS
     else:
         scaled = held * (l_in + l_out) / config.length_scale_tokens
-    return ((held + JOIN_ITERATIONS) * config.w_ms + rho_max * config.slots_per_gpu * config.h_ms_per_slot * scaled) / 1000.0
+    return ((held + JOIN_ITERATIONS) * config.w_ms + rho_max * config.slots_per_instance * config.h_ms_per_slot * scaled) / 1000.0
 
 
 TABLE_GPU_LIMIT = 256  # largest table a pool gets; past it the per-GPU rate at the limit is used (conservative)

@@ -4,7 +4,7 @@ Each kind is one :class:`~optfleet.models.constraints.ConstraintKind` of
 :data:`FLEET_CONSTRAINTS`: its MILP block, MIP start and GPU-count bound
 (models/fleet_constraints.py) and its plan check (below), which states for any
 plan, heuristic or exact, whether it meets the constraint in the MILP's own
-terms: GPU counts are GPUs (``tp x instances``), shares are of all GPUs, and a
+terms: instance counts are GPUs (``tp x instances``), shares are of all GPUs, and a
 pool counts towards ``max_pools`` when it has at least one GPU.  A ``budget``
 makes the MILP maximise the served share (the objective ``served``).
 
@@ -39,7 +39,7 @@ def _gpus_by_type(problem: FleetProblem, evaluation: FleetEvaluation) -> Counter
     gpus: Counter[str] = Counter()
     for pool in evaluation.plan.pools:
         config = problem.configuration(pool.gpu)
-        gpus[config.gpu_name] += config.tp * pool.gpus
+        gpus[config.gpu_name] += config.tp * pool.instances
     return gpus
 
 
@@ -66,7 +66,7 @@ def check_gpu_mix(problem: FleetProblem, evaluation: FleetEvaluation, spec: Any)
 
 
 def check_max_pools(problem: FleetProblem, evaluation: FleetEvaluation, spec: Any) -> Verdict:
-    used = sum(1 for p in evaluation.plan.pools if p.gpus > 0)
+    used = sum(1 for p in evaluation.plan.pools if p.instances > 0)
     holds = used <= spec.count
     return Verdict(holds, f"{used} pools {'<=' if holds else '>'} {spec.count}")
 
@@ -86,9 +86,9 @@ def check_node_multiple(problem: FleetProblem, evaluation: FleetEvaluation, spec
 
 def check_fixed(problem: FleetProblem, evaluation: FleetEvaluation, spec: Any) -> Verdict:
     label = problem.configuration_label(spec.gpu, spec.tp)
-    instances = {(problem.configuration(p.gpu).label, p.window_tokens): p.gpus for p in evaluation.plan.pools}
+    instances = {(problem.configuration(p.gpu).label, p.window_tokens): p.instances for p in evaluation.plan.pools}
     have = instances.get((label, spec.window_tokens), 0)
-    return Verdict(have == spec.gpus, f"{have} instances at {label} w{spec.window_tokens}, pinned to {spec.gpus}")
+    return Verdict(have == spec.instances, f"{have} instances at {label} w{spec.window_tokens}, pinned to {spec.instances}")
 
 
 FLEET_CONSTRAINTS = ConstraintRegistry([

@@ -3,13 +3,13 @@
 Whoever produced a plan (a baseline, the sweep, a MILP, a user's JSON file),
 ``evaluate(problem, plan)`` routes the exact request mix through it
 (routing.py), computes each pool's exact statistics (pool_stats.py) and its
-M/G/c queue at the plan's GPU count (FleetOpt, Chen et al. 2026):
+M/G/c queue at the plan's instance count (FleetOpt, Chen et al. 2026):
 
     c = n n_max,  a = lambda_j E[S],  rho = a / c,
     C = ErlangC(c, a),  W99 = Kimura P99 wait,  TTFT99 = W99 + floor,
 
 with the SLO verdict ``rho <= rho_max and TTFT99 <= SLO`` and the term that
-binds.  It also reports each pool's minimum feasible GPU count, so a plan
+binds.  It also reports each pool's minimum feasible instance count, so a plan
 with too few GPUs is told how many it needs.
 
 Under ``slo.service_model: batching`` the same fields come from the
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from optfleet.problems.fleet.batching_pool import batching_workload, meets_slo, min_gpus_batching, state_at
+from optfleet.problems.fleet.batching_pool import batching_workload, meets_slo, min_instances_batching, state_at
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import PoolStats, pool_stats, size_pools
@@ -46,8 +46,8 @@ class PoolMetrics:
     name: str
     gpu: str
     window_tokens: int
-    gpus: int
-    slots_per_gpu: int
+    instances: int
+    slots_per_instance: int
     servers: int
     share: float
     compressed_share: float
@@ -61,7 +61,7 @@ class PoolMetrics:
     prefill_p99_ms: float
     first_iteration_ms: float
     ttft_p99_ms: float
-    min_gpus: int
+    min_instances: int
     meets_slo: bool
     binding: str
     cost_per_hour: float
@@ -82,8 +82,8 @@ class FleetEvaluation:
     service_model: str = "slots"
 
     @property
-    def total_gpus(self) -> int:
-        return sum(p.gpus for p in self.pools)
+    def total_instances(self) -> int:
+        return sum(p.instances for p in self.pools)
 
     @property
     def cost_per_hour(self) -> float:
@@ -100,7 +100,7 @@ class FleetEvaluation:
     def to_dict(self) -> dict[str, Any]:
         return {
             "plan": self.plan.to_dict(),
-            "total_gpus": self.total_gpus,
+            "total_instances": self.total_instances,
             "cost_per_hour": self.cost_per_hour,
             "cost_per_year": self.cost_per_year,
             "meets_slo": self.meets_slo,
@@ -121,20 +121,20 @@ def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
     for pool_plan, served in zip(plan.pools, traffic, strict=True):
         config = problem.pool(pool_plan.window_tokens, pool_plan.gpu)
         stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
-        pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.gpus, config, stats, served.compressed_share))
+        pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.instances, config, stats, served.compressed_share))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)
 
 
 def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> FleetEvaluation:
-    """Every pool of ``plan`` under the continuous-batching model, at its GPU count and at its minimum count."""
+    """Every pool of ``plan`` under the continuous-batching model, at its instance count and at its minimum count."""
     configs = [problem.pool(p.window_tokens, p.gpu) for p in plan.pools]
     shares = np.array([float(t.weight.sum()) for t in traffic])
     workload = batching_workload(configs, [(t.l_in, t.l_out, t.weight) for t in traffic], problem.rate_rps * shares)
-    gpus = np.array([p.gpus for p in plan.pools])
+    gpus = np.array([p.instances for p in plan.pools])
     state = state_at(workload, configs, np.maximum(gpus, 1))
     engine = isinstance(state, EngineBatchingState)
     targets = problem.tpot_targets if engine else None
-    need = min_gpus_batching(workload, configs, problem.ttft_p99_ms, problem.rho_max, targets)
+    need = min_instances_batching(workload, configs, problem.ttft_p99_ms, problem.rho_max, targets)
     below = state_at(workload, configs, np.maximum(need - 1, 1))  # what breaks one GPU short of the minimum
     below_ok = {"utilisation": meets_slo(below, np.inf, problem.rho_max), "ttft": meets_slo(below, problem.ttft_p99_ms, problem.rho_max)}
     idle = state_at(replace(workload, rate_rps=np.zeros(len(configs))), configs, np.ones(len(configs)))
@@ -144,7 +144,7 @@ def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> Flee
     for j, (pool_plan, config, served) in enumerate(zip(plan.pools, configs, traffic, strict=True)):
         rate = float(workload.rate_rps[j])
         empty = rate <= 0
-        working = pool_plan.gpus >= 1 or empty
+        working = pool_plan.instances >= 1 or empty
         if engine:
             hold_ms, scv = float(state.hold_ms[j]), float(state.hold_scv[j])
         else:
@@ -170,16 +170,16 @@ def _evaluate_batching(problem: FleetProblem, plan: Plan, traffic: list) -> Flee
         else:
             binding = "tpot" if bool(below_ok["ttft"][j]) else "ttft"
         pools.append(PoolMetrics(
-            name=pool_plan.name, gpu=config.gpu, window_tokens=pool_plan.window_tokens, gpus=pool_plan.gpus,
-            slots_per_gpu=config.slots_per_gpu, servers=pool_plan.gpus * config.slots_per_gpu, share=float(shares[j]),
+            name=pool_plan.name, gpu=config.gpu, window_tokens=pool_plan.window_tokens, instances=pool_plan.instances,
+            slots_per_instance=config.slots_per_instance, servers=pool_plan.instances * config.slots_per_instance, share=float(shares[j]),
             compressed_share=served.compressed_share, rate_rps=rate, mean_service_ms=0.0 if empty else hold_ms,
             service_scv=scv, load_erlangs=0.0 if empty else rate * hold_ms / 1000.0,
             utilisation=utilisation, erlang_c=0.0 if empty else (float(state.wait_probability[j]) if working else 1.0),
             wait_p99_ms=0.0 if empty else (float(state.wait_p99_ms[j]) if working else np.inf),
             prefill_p99_ms=0.0 if empty else float(state.in_gpu_p99_ms[j] - state.iteration_ms[j]),
-            first_iteration_ms=0.0 if empty else float(state.iteration_ms[j]), ttft_p99_ms=ttft, min_gpus=int(need[j]),
+            first_iteration_ms=0.0 if empty else float(state.iteration_ms[j]), ttft_p99_ms=ttft, min_instances=int(need[j]),
             meets_slo=bool(empty or (working and state.stable[j] and cap_ok and ttft_ok and tpot_met)), binding=binding,
-            cost_per_hour=pool_plan.gpus * config.cost_per_gpu_hour,
+            cost_per_hour=pool_plan.instances * config.cost_per_instance_hour,
             **(_batching_tpot(config, state, j, empty, working) if engine else {}),
         ))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max,
@@ -194,14 +194,14 @@ def _batching_tpot(config: PoolConfig, state: EngineBatchingState, j: int, empty
             "tpot_p99_ms": float(state.tpot_p99_ms[j]) if working else np.inf}
 
 
-def _pool_metrics(problem: FleetProblem, name: str, gpus: int, config: PoolConfig, stats: PoolStats, compressed_share: float) -> PoolMetrics:
-    slots_per_gpu = config.slots_per_gpu
+def _pool_metrics(problem: FleetProblem, name: str, instances: int, config: PoolConfig, stats: PoolStats, compressed_share: float) -> PoolMetrics:
+    slots_per_instance = config.slots_per_instance
     rate = problem.rate_rps * stats.share
     load = rate * stats.mean_service_ms / 1000.0
-    servers = gpus * slots_per_gpu
+    servers = instances * slots_per_instance
     targets = problem.tpot_targets
-    tpot_need = int(targets.min_gpus(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms))
-    need = int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, slots_per_gpu, problem.ttft_p99_ms,
+    tpot_need = int(targets.min_instances(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms))
+    need = int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, slots_per_instance, problem.ttft_p99_ms,
                           problem.rho_max, tpot_need))
     if servers > 0:
         utilisation = load / servers
@@ -213,15 +213,15 @@ def _pool_metrics(problem: FleetProblem, name: str, gpus: int, config: PoolConfi
     cap_ok = utilisation <= problem.rho_max * (1.0 + RELATIVE_TOLERANCE)
     ttft_ok = ttft <= problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)
     busy = stats.share > 0
-    tpot_mean = float(config.mean_tpot_ms(rate / gpus, stats.mean_prefill_compute_ms)) if busy and gpus > 0 else (np.inf if busy else 0.0)
+    tpot_mean = float(config.mean_tpot_ms(rate / instances, stats.mean_prefill_compute_ms)) if busy and instances > 0 else (np.inf if busy else 0.0)
     tpot_bound = config.tpot_bound_ms if busy else 0.0
     tpot_ok = not busy or (bool(targets.bound_fits(tpot_bound)) and (targets.mean_ms is None or tpot_mean <= targets.mean_ms * (1.0 + RELATIVE_TOLERANCE)))
     return PoolMetrics(
         name=name,
         gpu=config.gpu,
         window_tokens=config.window_tokens,
-        gpus=gpus,
-        slots_per_gpu=slots_per_gpu,
+        instances=instances,
+        slots_per_instance=slots_per_instance,
         servers=servers,
         share=stats.share,
         compressed_share=compressed_share,
@@ -235,24 +235,24 @@ def _pool_metrics(problem: FleetProblem, name: str, gpus: int, config: PoolConfi
         prefill_p99_ms=stats.prefill_ms,
         first_iteration_ms=stats.first_iteration_ms,
         ttft_p99_ms=ttft,
-        min_gpus=need,
+        min_instances=need,
         meets_slo=bool(cap_ok and ttft_ok and tpot_ok),
-        binding=_binding(need, load, slots_per_gpu, problem.rho_max, (cap_ok, ttft_ok, tpot_ok), stats, problem.ttft_p99_ms, tpot_need),
-        cost_per_hour=gpus * config.cost_per_gpu_hour,
+        binding=_binding(need, load, slots_per_instance, problem.rho_max, (cap_ok, ttft_ok, tpot_ok), stats, problem.ttft_p99_ms, tpot_need),
+        cost_per_hour=instances * config.cost_per_instance_hour,
         tpot_bound_ms=tpot_bound,
         tpot_mean_ms=tpot_mean,
     )
 
 
 def floor_fits(ttft_floor_ms: float, slo_ms: float) -> bool:
-    """Whether the TTFT floor leaves a positive wait budget: else no GPU count meets the SLO (queueing/sizing.py);
+    """Whether the TTFT floor leaves a positive wait budget: else no instance count meets the SLO (queueing/sizing.py);
     a pool without a feasible count whose floor fits needs more than ``MAX_GPUS`` GPUs."""
     return ttft_floor_ms < slo_ms
 
 
-def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, verdicts: tuple[bool, bool, bool], stats: PoolStats,
+def _binding(need: int, load: float, slots_per_instance: int, rho_max: float, verdicts: tuple[bool, bool, bool], stats: PoolStats,
              slo_ms: float, tpot_need: int) -> str:
-    """Which term decides the pool: the violated one, else the one that sets its minimum GPU count (``tpot`` when
+    """Which term decides the pool: the violated one, else the one that sets its minimum instance count (``tpot`` when
     the mean-TPOT target needs more instances than the utilisation cap and the TTFT)."""
     if stats.share <= 0:
         return "empty"
@@ -267,7 +267,7 @@ def _binding(need: int, load: float, slots_per_gpu: int, rho_max: float, verdict
         return "ttft (violated)"
     if not tpot_ok:
         return "tpot (violated)"
-    cap_only = int(np.ceil(load / (rho_max * slots_per_gpu) * (1.0 - RELATIVE_TOLERANCE)))
+    cap_only = int(np.ceil(load / (rho_max * slots_per_instance) * (1.0 - RELATIVE_TOLERANCE)))
     if need <= max(cap_only, 1):
         return "utilisation"
     return "tpot" if need <= tpot_need else "ttft"

@@ -115,12 +115,12 @@ def _restricted(problem: FleetProblem, method: str) -> FleetProblem:
 
 def _plan_columns(problem: FleetProblem, evaluation: "FleetEvaluation") -> dict[str, Any]:
     """The fleet's own row columns: pools, instances and physical GPUs counted apart, costs, served share."""
-    label = (lambda p: f"{p.gpu} {p.window_tokens}:{p.gpus}") if problem.heterogeneous else (lambda p: f"{p.window_tokens}:{p.gpus}")
+    label = (lambda p: f"{p.gpu} {p.window_tokens}:{p.instances}") if problem.heterogeneous else (lambda p: f"{p.window_tokens}:{p.instances}")
     plan = evaluation.plan
     return {
         "pools": " + ".join(label(p) for p in evaluation.pools),
-        "instances": evaluation.total_gpus,
-        "gpus": sum(problem.configuration(p.gpu).tp * p.gpus for p in plan.pools),
+        "instances": evaluation.total_instances,
+        "gpus": sum(problem.configuration(p.gpu).tp * p.instances for p in plan.pools),
         "cost_per_hour": evaluation.cost_per_hour,
         "cost_per_year": evaluation.cost_per_year,
         "served_share": plan.served_share,
@@ -147,7 +147,7 @@ def _phrase(problem: FleetProblem, milp: MethodResult) -> Reference:
         return Reference(100 * bound, f"the MILP's proven {proven(milp.report)} of the served share (budget cap)")
     if problem.service_model == "batching":
         return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)} (a relaxation of the batching model: occupancy cap and "
-                                            "prefill floor per GPU; the plan comes from approximate tables, optfleet/problems/fleet/milp_batching.py)")
+                                            "prefill floor per instance; the plan comes from approximate tables, optfleet/problems/fleet/milp_batching.py)")
     solves = milp.columns.get("table_iterations") or 1
     tables_note = f", after {solves} solves refreshing the Erlang tables" if solves > 1 else ""
     return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)}{tables_note}")
@@ -204,8 +204,8 @@ def describe(problem: FleetProblem) -> str:
         f"valid fleet instance '{problem.name}'",
         f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
         f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
-        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_gpu} slots per {_unit(problem)} at the long window {problem.long_window_tokens}, "
-        f"${long_pool.cost_per_gpu_hour:g}/{_unit(problem)}-hour",
+        f"  hardware: {long_pool.gpu}, {long_pool.slots_per_instance} slots per {_unit(problem)} at the long window {problem.long_window_tokens}, "
+        f"${long_pool.cost_per_instance_hour:g}/{_unit(problem)}-hour",
         f"  SLO: P99 TTFT {problem.ttft_p99_ms:g} ms (rule {problem.ttft_rule}, service model {problem.service_model}), rho_max {problem.rho_max:g}",
         f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
         f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",

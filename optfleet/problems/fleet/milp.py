@@ -139,7 +139,7 @@ def solve_milp(
     certify = customize is not None or any(not FLEET_CONSTRAINTS[spec.kind].bound_proven for spec in problem.constraints)
     if certify and FLEET_CONSTRAINTS.objective(problem.constraints) == COST:
         # A plan with more instances than gpu_bound[j] in some pool j costs at least c_j (gpu_bound[j] + 1).
-        prices = np.array([option.cost_per_gpu_hour for option in data.pools])
+        prices = np.array([option.cost_per_instance_hour for option in data.pools])
         cost = result.evaluation.cost_per_hour
         if np.min(prices * (bounds + 1)) < cost:
             # Not certified: re-solve with every plan of cost <= this one inside the bounds, which is exact.
@@ -188,7 +188,7 @@ def _within_cost(data: FleetMilpData, bounds: np.ndarray, cost_per_hour: float |
     it costs ``cost_per_hour``: every cheaper plan has no more (a tighter big-M than the level caps' service bounds)."""
     if cost_per_hour is None or customize is not None or FLEET_CONSTRAINTS.objective(data.problem.constraints) != COST:
         return bounds
-    prices = np.array([option.cost_per_gpu_hour for option in data.pools])
+    prices = np.array([option.cost_per_instance_hour for option in data.pools])
     return np.minimum(bounds, np.floor(cost_per_hour / prices * (1 + 1e-9)).astype(np.int64))
 
 
@@ -286,7 +286,7 @@ def _solve_within(
         tabled = []  # pools below their table size: only there does R_j enter the model
         for pool in evaluation.pools:
             j = _pool_index(data, pool.name)
-            if pool.share > 0 and pool.gpus < data.pools[j].table_gpus:
+            if pool.share > 0 and pool.instances < data.pools[j].table_instances:
                 updated[j] = (1.0 + pool.service_scv) * pool.mean_service_ms
                 tabled.append(j)
         # The plan is optimal for the refreshed model too if it meets its tables and a model that one
@@ -336,7 +336,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     first the sweep plan's, else every request its window holds), refreshed from each plan's routed mix and re-solved
     from the last plan until a plan passes the evaluator and its pools' tables no longer change (``converged``), the
     same cost comes back, or ``max_iterations`` models have been solved (then the cheapest plan that passed).  Under
-    the cost objective and without a Python hook, each model's routing with every pool at its least GPU count under
+    the cost objective and without a Python hook, each model's routing with every pool at its least instance count under
     the evaluator is a candidate too, and the sweep's plan the incumbent, each when it meets the instance's
     constraints: the cheapest of them all is the result (its ``note`` says where it came from; status ``unproven``):
     the tables hold only at the mix they were computed for.  No passing plan at all raises ``NoPlanFoundError``
@@ -377,9 +377,9 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
         tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo)
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
-        if repairable and all(p.min_gpus >= 0 for p in evaluation.pools):
-            # The model's routing with every pool at its least GPU count under the batching model passes the evaluator.
-            resized = evaluate(problem, plan.with_gpus([p.min_gpus for p in evaluation.pools]))
+        if repairable and all(p.min_instances >= 0 for p in evaluation.pools):
+            # The model's routing with every pool at its least instance count under the batching model passes the evaluator.
+            resized = evaluate(problem, plan.with_instances([p.min_instances for p in evaluation.pools]))
             if _passes(problem, resized) and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
                 repaired = (iteration, resized)
         if evaluation.meets_slo:
@@ -393,7 +393,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
         iteration, resized = repaired
         best = MilpResult(resized.plan, SolveReport(UNPROVEN, resized.cost_per_hour, None, None, report.seconds, report.solver, log=report.log),
                           resized, iteration, False, history,
-                          note=f"the routing of the batching tables' model {iteration} with every pool at its least GPU count under the evaluator")
+                          note=f"the routing of the batching tables' model {iteration} with every pool at its least instance count under the evaluator")
     if swept is not None and (best is None or swept.cost_per_hour < best.evaluation.cost_per_hour - 1e-9):
         cost = swept.cost_per_hour
         incumbent = SolveReport(UNPROVEN, cost, None, None, report.seconds, report.solver,
@@ -410,7 +410,7 @@ def _sweep_incumbent(problem: FleetProblem, sweep_plan: Plan | None, max_pools: 
     """The sweep's plan, scored, when the MILP may return it: under the cost objective without a Python hook, on the
     instance's own hardware within K pools, meeting the SLO and the instance's constraints; else None."""
     if (sweep_plan is None or customize is not None or FLEET_CONSTRAINTS.objective(problem.constraints) != COST or problem.heterogeneous
-            or sum(p.gpus > 0 for p in sweep_plan.pools) > max_pools):
+            or sum(p.instances > 0 for p in sweep_plan.pools) > max_pools):
         return None
     swept = evaluate(problem, sweep_plan)
     return swept if _passes(problem, swept) else None
@@ -629,7 +629,7 @@ def _explain(problem: FleetProblem, data: FleetMilpData, max_pools: int, report:
         return f"MILP {report.status}: TPOT targets: {closed}"
     if not problem.heterogeneous:
         evaluation = evaluate(problem, Plan((PoolPlan("long", problem.long_window_tokens, 0),)))
-        if evaluation.pools[0].min_gpus < 0:
+        if evaluation.pools[0].min_instances < 0:
             rows = "TPOT targets" if evaluation.pools[0].binding == "tpot" else "TTFT floor constraints (4) cannot hold"
             return f"MILP {report.status}: {rows}; {infeasible_pool_message(problem, evaluation, 'long')}"
     floor = _stranded_class(data) or _floor_tail(data)
@@ -723,7 +723,7 @@ def pool_limit_note(problem: FleetProblem, result: MilpResult, seconds: float) -
     solved again at K + 1 (when the first solve took at most :data:`CHEAP_RESOLVE_S`), and its cost if lower; empty when
     K does not bind, or under a budget (whose objective is the served share)."""
     k = problem.max_pools
-    opened = sum(1 for pool in result.plan.pools if pool.gpus > 0)
+    opened = sum(1 for pool in result.plan.pools if pool.instances > 0)
     options = len(prepare_milp_data(problem).pools) if opened == k else 0
     if opened < k or options <= k or FLEET_CONSTRAINTS.objective(problem.constraints) != COST:
         return ""

@@ -78,14 +78,14 @@ def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[i
     problem = data.problem
     configs = option_configs(data)
     rows = [j for j in sorted(traffic) if float(np.sum(traffic[j][2])) > 0]
-    result = {j: np.array([problem.rho_max * data.pools[j].slots_per_gpu]) for j in traffic if j not in rows}
+    result = {j: np.array([problem.rho_max * data.pools[j].slots_per_instance]) for j in traffic if j not in rows}
     if not rows:
         return result
     chosen = [configs[j] for j in rows]
     unit = batching_workload(chosen, [traffic[j] for j in rows], 1.0)
     seconds = np.array([float(np.dot(traffic[j][2], cap_seconds_per_request(configs[j], traffic[j][0], traffic[j][1], problem.rho_max)))
                         / float(np.sum(traffic[j][2])) for j in rows])
-    ceiling = problem.rho_max * np.array([c.slots_per_gpu for c in chosen]) / seconds * (1.0 + 1e-9)
+    ceiling = problem.rho_max * np.array([c.slots_per_instance for c in chosen]) / seconds * (1.0 + 1e-9)
     rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling)
     result.update({j: rate * e for j, rate, e in zip(rows, rates, seconds, strict=True)})
     return result
@@ -106,9 +106,9 @@ def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -
     scale = np.ones(len(data.pools))
     for j, (option, config) in enumerate(zip(data.pools, option_configs(data), strict=True)):
         curve = capacity[j] * (1.0 - TABLE_MARGIN)
-        cap = problem.rho_max * option.slots_per_gpu
+        cap = problem.rho_max * option.slots_per_instance
         if curve[-1] <= LEAST_CAPACITY_SHARE * cap:
-            pools.append(replace(option, level_floors_ms=(), table_gpus=1))
+            pools.append(replace(option, level_floors_ms=(), table_instances=1))
             tables.append(np.zeros((1, 0)))
             caps.append(np.zeros(0))
             continue
@@ -116,7 +116,7 @@ def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -
         size = len(curve)
         level_cap = np.minimum(level_caps(problem, config, option.levels, extra_iterations=1.0) * scale[j], cap)
         rows = np.concatenate(([0.0], np.arange(1, size) * curve[:-1] * scale[j]))
-        pools.append(replace(option, table_gpus=size))
+        pools.append(replace(option, table_instances=size))
         tables.append(np.minimum(rows[:, None], np.multiply.outer(np.arange(size), level_cap)))
         caps.append(level_cap)
     return replace(data, pools=tuple(pools), load=data.load * scale, compressed_load=data.compressed_load * scale[None, :],
@@ -126,7 +126,7 @@ def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -
 def relaxation_data(data: FleetMilpData) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
     """``data`` without wait tables (every option's table size 1): the relaxation whose bound holds for the batching
     problem (module docstring)."""
-    pools = tuple(replace(o, table_gpus=1) for o in data.pools)
+    pools = tuple(replace(o, table_instances=1) for o in data.pools)
     return replace(data, pools=pools), [np.zeros((1, o.levels)) for o in pools]
 
 

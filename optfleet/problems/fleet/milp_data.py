@@ -35,7 +35,7 @@
 * **Service time** per request and pool, ``S_j = (ceil(L_in/C) + L_out)
   t_iter,j(L_total)`` (pool_config.py): flat or length-scaled, the load of a
   class in a pool is a constant per unit routed, so the load stays linear.
-* **Erlang-C table size**: ``N_j`` is the smallest GPU count at which a pool
+* **Erlang-C table size**: ``N_j`` is the smallest instance count at which a pool
   loaded to the cap ``rho_max`` has Erlang C <= 0.01, hence Kimura's
   ``W99 = 0``; Erlang C at a fixed utilisation falls with the number of
   servers, so the cap alone guarantees zero wait for every ``n >= N_j``.
@@ -86,10 +86,10 @@ class PoolOption:
 
     name: str
     window_tokens: int
-    slots_per_gpu: int
-    cost_per_gpu_hour: float
+    slots_per_instance: int
+    cost_per_instance_hour: float
     level_floors_ms: tuple[float, ...]
-    table_gpus: int
+    table_instances: int
     gpu: str
     gpu_type: str
     tp: int
@@ -129,10 +129,10 @@ class FleetMilpData:
     prefill_capacity: NDArray[np.float64] | None = None
 
     def gpu_caps(self, j: int) -> NDArray[np.float64]:
-        """Pool j's load per GPU at each floor level, at every GPU count (the wait rows (7) beyond the table and the
+        """Pool j's load per GPU at each floor level, at every instance count (the wait rows (7) beyond the table and the
         table itself never exceed it): ``rho_max s_j`` at every level, but under the batching model (``level_caps``)."""
         if self.level_caps is None:
-            return np.full(self.pools[j].levels, self.problem.rho_max * self.pools[j].slots_per_gpu)
+            return np.full(self.pools[j].levels, self.problem.rho_max * self.pools[j].slots_per_instance)
         return self.level_caps[j]
 
     def floor_excess(self, j: int, level: int | slice) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -172,7 +172,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         )
     factories = problem.options or (problem.hardware,)
     offered = problem.option_windows or (*problem.boundary_candidates, problem.long_window_tokens)
-    option_list = [(f, int(c)) for c in sorted(offered) for f in factories if f.slots_per_gpu(int(c)) >= 1]
+    option_list = [(f, int(c)) for c in sorted(offered) for f in factories if f.slots_per_instance(int(c)) >= 1]
     windows = np.array([c for _, c in option_list], dtype=np.int64)
     configs = [f.pool(c) for f, c in option_list]
     mix = problem.mix
@@ -328,7 +328,7 @@ def _floor_step_ms(problem: FleetProblem, cfg: PoolConfig) -> float:
 
 def level_caps(problem: FleetProblem, cfg: PoolConfig, levels: int, extra_iterations: float = 0.0) -> NDArray[np.float64]:
     """Under the batching model, the most load (slot-seconds at the cap, :func:`cap_seconds_per_request`) per GPU a pool
-    at floor level m can carry at any GPU count, ``m = 0 .. levels - 1``.
+    at floor level m can carry at any instance count, ``m = 0 .. levels - 1``.
 
     A pool at level m has its P99 prefill at ``m`` chunks or more, so its P99 TTFT is at least ``t (m + 1 + e)``
     (``e = extra_iterations``: 0 in the relaxation; the restriction adds the join's iteration) with ``t`` at least the
@@ -340,7 +340,7 @@ def level_caps(problem: FleetProblem, cfg: PoolConfig, levels: int, extra_iterat
     capped at ``rho_max s`` (row 3).  Length-scaled iteration (``G`` not a multiple of the load) and ``H = 0`` (a
     constant iteration) get the cap alone.
     """
-    cap = problem.rho_max * cfg.slots_per_gpu
+    cap = problem.rho_max * cfg.slots_per_instance
     if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0:
         return np.full(levels, cap)
     pressure = 1.0 - cfg.w_ms * (np.arange(levels) + 1.0 + extra_iterations) / problem.ttft_p99_ms
@@ -380,6 +380,6 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
 
 def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig,
                  floors_ms: tuple[float, ...]) -> PoolOption:
-    slots = cfg.slots_per_gpu
-    return PoolOption(name, window, slots, cfg.cost_per_gpu_hour, floors_ms, wait_free_gpus(slots, problem.rho_max),
+    slots = cfg.slots_per_instance
+    return PoolOption(name, window, slots, cfg.cost_per_instance_hour, floors_ms, wait_free_gpus(slots, problem.rho_max),
                       factory.label, factory.gpu_name, factory.tp)

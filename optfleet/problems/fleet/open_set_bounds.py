@@ -206,7 +206,7 @@ class ThresholdCaseBound:
         level = self._level(last, largest, None)[0, :, -1]
         gpus = _least_gpus(self.data, last, self.tables[last], tail_load, level, float(self.caps[last]))
         whole = _whole_intervals(self.data, last, self.positions, self.segment_count)[:, -1]
-        tail = np.where(whole, self.data.pools[last].cost_per_gpu_hour * gpus, np.inf)
+        tail = np.where(whole, self.data.pools[last].cost_per_instance_hour * gpus, np.inf)
         tail[..., -1] = 0.0  # an empty last pool (nothing compressed into the last pool: no pool after it)
         return float(np.min(reach + tail))
 
@@ -234,7 +234,7 @@ class ThresholdCaseBound:
         start = np.arange(own.shape[0])[:, None]
         stop = np.arange(ends)[None, :]
         whole = _whole_intervals(self.data, j, self.positions, self.segment_count)[:own.shape[0]]
-        priced = self.data.pools[j].cost_per_gpu_hour * gpus
+        priced = self.data.pools[j].cost_per_instance_hour * gpus
         busy = np.where(start < stop, np.where(whole, priced, np.inf), np.where(inflow[:, None, None] > 0, priced, 0.0))
         return np.where(start <= stop, busy, np.inf)
 
@@ -339,7 +339,7 @@ def _rounded_costs(data: FleetMilpData, j: int, table: NDArray[np.float64], posi
     interval_load = _interval_sums(_kept_load(data, j, positions, compressible), positions, ends)
     gpus = _least_gpus(data, j, table, interval_load, level, instance_cap)
     upper = np.triu(np.ones((ends, ends), dtype=bool), k=1)
-    rounded = np.where(upper & _whole_intervals(data, j, positions, segment_count), data.pools[j].cost_per_gpu_hour * gpus, np.inf)
+    rounded = np.where(upper & _whole_intervals(data, j, positions, segment_count), data.pools[j].cost_per_instance_hour * gpus, np.inf)
     np.fill_diagonal(rounded, 0.0)
     return rounded
 
@@ -371,14 +371,14 @@ def _least_gpus(data: FleetMilpData, j: int, table: NDArray[np.float64], load: N
     * ``n <= instance_cap`` (the model's ``gpu_bound``).
     """
     option = data.pools[j]
-    gpus = np.maximum(np.ceil(load / (data.problem.rho_max * option.slots_per_gpu) - SLACK), 1.0)
-    table_gpus = option.table_gpus
-    if table_gpus > 1:
-        fitted = np.full(gpus.shape, float(table_gpus))
-        for n in range(table_gpus - 1, 0, -1):  # the least n >= the cap's count whose table holds the load
+    gpus = np.maximum(np.ceil(load / (data.problem.rho_max * option.slots_per_instance) - SLACK), 1.0)
+    table_instances = option.table_instances
+    if table_instances > 1:
+        fitted = np.full(gpus.shape, float(table_instances))
+        for n in range(table_instances - 1, 0, -1):  # the least n >= the cap's count whose table holds the load
             a_max = table[n][np.maximum(level, 0)]
             fitted = np.where((n >= gpus) & (load <= a_max * (1 + SLACK)), float(n), fitted)
-        gpus = np.maximum(gpus, np.where(gpus < table_gpus, fitted, gpus))
+        gpus = np.maximum(gpus, np.where(gpus < table_instances, fitted, gpus))
     return np.where((level >= 0) & (gpus <= instance_cap), gpus, np.inf)
 
 
@@ -416,4 +416,4 @@ def _interval_sums(values: NDArray[np.float64], segment: NDArray[np.int64], ends
 
 def _cost_per_erlang(data: FleetMilpData) -> NDArray[np.float64]:
     """``rho_j = price_j / (rho_max s_j)``: the least $/h per erlang of load in pool option j (utilisation cap)."""
-    return np.array([o.cost_per_gpu_hour / (data.problem.rho_max * o.slots_per_gpu) for o in data.pools])
+    return np.array([o.cost_per_instance_hour / (data.problem.rho_max * o.slots_per_instance) for o in data.pools])

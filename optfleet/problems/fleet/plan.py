@@ -1,4 +1,4 @@
-"""A fleet plan: pools with GPU counts and the routing rule; the same vocabulary as instances.
+"""A fleet plan: pools with instance counts and the routing rule; the same vocabulary as instances.
 
 Routing (threshold, as the papers' routers): a request of total length L goes
 to the pool with the smallest window ``C_j >= L``.  Compress-and-Route with
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optfleet.errors import InputError
 from optfleet.instance.loader import validate_spec
-from optfleet.instance.shared_schema import GpuCount, Tokens
+from optfleet.instance.shared_schema import INSTANCE_COUNT_RENAMED, InstanceCount, Tokens, refuse_renamed
 
 if TYPE_CHECKING:
     from optfleet.problems.fleet.problem import FleetProblem
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PoolPlan:
-    """One pool: a name, its context window, its GPU (instance) count and GPU configuration.
+    """One pool: a name, its context window, its instance count and GPU configuration (an instance of TP t holds t GPUs).
 
     ``gpu`` names one of the instance's GPU configurations (``FleetProblem.options``,
     e.g. ``"H100-80GB x4"``); ``None`` is the instance's own ``hardware``.
@@ -48,7 +48,7 @@ class PoolPlan:
 
     name: str
     window_tokens: int
-    gpus: int
+    instances: int
     gpu: str | None = None
 
 
@@ -99,8 +99,8 @@ class Plan:
         if not 1.0 <= self.gamma < math.inf:
             raise InputError("plan.gamma", self.gamma, "gamma must be a finite number >= 1")
         for i, pool in enumerate(self.pools):
-            if pool.gpus < 0:
-                raise InputError(f"plan.pools[{i}].gpus", pool.gpus, "GPU counts must be >= 0")
+            if pool.instances < 0:
+                raise InputError(f"plan.pools[{i}].instances", pool.instances, "instance counts must be >= 0")
         if not 0.0 <= self.served_share <= 1.0:
             raise InputError("plan.served_share", self.served_share, "must lie in [0, 1]")
         names = {p.name for p in self.pools}
@@ -117,14 +117,14 @@ class Plan:
         """The short window B of a two-pool plan (None for one pool)."""
         return self.pools[0].window_tokens if len(self.pools) > 1 else None
 
-    def with_gpus(self, gpus: list[int] | tuple[int, ...]) -> "Plan":
-        """The same routing with other GPU counts."""
-        pools = tuple(PoolPlan(p.name, p.window_tokens, int(n), p.gpu) for p, n in zip(self.pools, gpus, strict=True))
+    def with_instances(self, instances: list[int] | tuple[int, ...]) -> "Plan":
+        """The same routing with other instance counts."""
+        pools = tuple(PoolPlan(p.name, p.window_tokens, int(n), p.gpu) for p, n in zip(self.pools, instances, strict=True))
         return Plan(pools=pools, gamma=self.gamma, method=self.method, notes=self.notes, rules=self.rules, served_share=self.served_share)
 
     def to_dict(self) -> dict[str, Any]:
         pools = [{k: v for k, v in asdict(p).items() if k != "gpu" or v is not None} for p in self.pools]
-        pools = [{**p, "window_tokens": int(p["window_tokens"]), "gpus": int(p["gpus"])} for p in pools]
+        pools = [{**p, "window_tokens": int(p["window_tokens"]), "instances": int(p["instances"])} for p in pools]
         data: dict[str, Any] = {"method": self.method, "gamma": float(self.gamma), "pools": pools}
         if self.rules is not None:
             data["rules"] = [r.to_dict() for r in self.rules]
@@ -137,9 +137,9 @@ class Plan:
         """Read a plan written by :meth:`to_dict` (e.g. ``optfleet solve --json`` output).
 
         Every field is checked for its type and range (:class:`_PlanDocument`): a bad one is an InputError naming
-        its path, e.g. ``plan.pools[1].gpus = 7.5: Input should be a valid integer``."""
+        its path, e.g. ``plan.pools[1].instances = 7.5: Input should be a valid integer``."""
         doc = validate_spec(_PlanDocument, {"plan": data}).plan
-        pools = tuple(PoolPlan(p.name, p.window_tokens, p.gpus, p.gpu) for p in doc.pools)
+        pools = tuple(PoolPlan(p.name, p.window_tokens, p.instances, p.gpu) for p in doc.pools)
         rules = None if doc.rules is None else tuple(_rule(r) for r in doc.rules)
         return cls(pools=pools, gamma=doc.gamma, method=doc.method, rules=rules, served_share=doc.served_share)
 
@@ -153,15 +153,15 @@ def check_plan(problem: "FleetProblem", plan: Plan) -> None:
         where = f"plan.pools[{i}].window_tokens"
         if pool.window_tokens > problem.long_window_tokens:
             raise InputError(where, pool.window_tokens, f"must lie in (0, {problem.long_window_tokens}] (the instance's long window)")
-        if configuration.slots_per_gpu(pool.window_tokens) < 1:
-            raise InputError(where, pool.window_tokens, f"{configuration.label} holds no KV slot at this window (0 slots per GPU)")
+        if configuration.slots_per_instance(pool.window_tokens) < 1:
+            raise InputError(where, pool.window_tokens, f"{configuration.label} holds no KV slot at this window (0 slots per instance)")
 
 
-# The plan file's form, checked field by field (strict: true is not 1, "7" is not 7, 7.5 GPUs are not a count).
+# The plan file's form, checked field by field (strict: true is not 1, "7" is not 7, 7.5 instances are not a count).
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
-# The instance files' limits (optfleet/instance/shared_schema.py): a plan states no more GPUs or tokens than an
+# The instance files' limits (optfleet/instance/shared_schema.py): a plan states no more instances or tokens than an
 # instance may.
-_Count = Annotated[GpuCount, Field(ge=0)]
+_TokensFrom0 = Annotated[Tokens, Field(ge=0)]
 _Tokens = Annotated[Tokens, Field(ge=1)]
 _Share = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -170,18 +170,23 @@ class _PoolDocument(BaseModel):
     model_config = _STRICT
     name: str
     window_tokens: _Tokens
-    gpus: _Count
+    instances: Annotated[InstanceCount, Field(ge=0)]
     gpu: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return refuse_renamed(data, INSTANCE_COUNT_RENAMED)
 
 
 class _RuleFields(BaseModel):
     model_config = _STRICT
-    total_above: Annotated[Tokens, Field(ge=0)]
+    total_above: _TokensFrom0
     total_to: _Tokens
     shares: dict[str, float] = {}
     compressed: dict[str, float] = {}
-    out_from: _Count = 0
-    out_below: _Count | None = None
+    out_from: _TokensFrom0 = 0
+    out_below: _TokensFrom0 | None = None
 
 
 class _PlanFields(BaseModel):

@@ -1,4 +1,4 @@
-"""Size a plan's pools to their minimum feasible GPU counts, or say why a pool cannot be."""
+"""Size a plan's pools to their minimum feasible instance counts, or say why a pool cannot be."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from optfleet.queueing.batching_engine import EngineBatchingState
 
 
 def size_plan(problem: FleetProblem, plan: Plan) -> Plan:
-    """``plan`` with every pool at its minimum feasible GPU count; InfeasibleError says which pool cannot be."""
+    """``plan`` with every pool at its minimum feasible instance count; InfeasibleError says which pool cannot be."""
     evaluation = evaluate(problem, plan)
     for pool in evaluation.pools:
-        if pool.min_gpus < 0:
+        if pool.min_instances < 0:
             raise InfeasibleError(infeasible_pool_message(problem, evaluation, pool.name))
-    return plan.with_gpus([p.min_gpus for p in evaluation.pools])
+    return plan.with_instances([p.min_instances for p in evaluation.pools])
 
 
 def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, pool_name: str) -> str:
@@ -51,7 +51,7 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
         return (
             f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs more than {MAX_GPUS:,} GPUs (2^53), the "
             f"most the queueing model counts exactly: {pool.rate_rps:.4g} req/s at rho_max {evaluation.rho_max:g} with "
-            f"{pool.slots_per_gpu} slots per GPU" + (f" (mean service {pool.mean_service_ms:.4g} ms = {pool.load_erlangs:.4g} erlangs of load)"
+            f"{pool.slots_per_instance} slots per instance" + (f" (mean service {pool.mean_service_ms:.4g} ms = {pool.load_erlangs:.4g} erlangs of load)"
                                                      if evaluation.service_model != "batching" else "")
         )
     return (

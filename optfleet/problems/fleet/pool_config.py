@@ -78,12 +78,12 @@ class PoolConfig:
     paper's service model (module docstring)."""
 
     window_tokens: int
-    slots_per_gpu: int
+    slots_per_instance: int
     w_ms: float
     h_ms_per_slot: float
     chunk_tokens: int
     length_scale_tokens: int | None
-    cost_per_gpu_hour: float
+    cost_per_instance_hour: float
     gpu: str
     step: AffineStep | None = None
 
@@ -100,14 +100,14 @@ class PoolConfig:
         scale = np.ones_like(np.asarray(l_total, dtype=np.float64))
         if self.length_scale_tokens is not None:
             scale = np.asarray(l_total, dtype=np.float64) / self.length_scale_tokens
-        return self.w_ms + self.h_ms_per_slot * self.slots_per_gpu * scale
+        return self.w_ms + self.h_ms_per_slot * self.slots_per_instance * scale
 
     @property
     def window_step_ms(self) -> float:
         """``t_w``: the decode step of a full batch at the full window (the paper's flat ``t_iter``)."""
         if self.step is None:
-            return float(self.w_ms + self.h_ms_per_slot * self.slots_per_gpu)
-        return float(self.step.base_ms + self.slots_per_gpu * self.step.seq_step_ms(self.window_tokens))
+            return float(self.w_ms + self.h_ms_per_slot * self.slots_per_instance)
+        return float(self.step.base_ms + self.slots_per_instance * self.step.seq_step_ms(self.window_tokens))
 
     def prefill_chunks(self, l_in: ArrayLike) -> NDArray[np.int64]:
         """``ceil(L_in / C_chunk)`` prefill iterations."""
@@ -154,7 +154,7 @@ class PoolConfig:
 
     def service_ms(self, l_in: ArrayLike, l_out: ArrayLike) -> NDArray[np.float64]:
         """``S = W u + s v`` in slot-milliseconds (module docstring)."""
-        return self.base_ms * self.held_iterations(l_in, l_out) + self.slots_per_gpu * self.slot_work_ms(l_in, l_out)
+        return self.base_ms * self.held_iterations(l_in, l_out) + self.slots_per_instance * self.slot_work_ms(l_in, l_out)
 
     def chunk_floor_ms(self, chunks: ArrayLike) -> NDArray[np.float64]:
         """``F(m)``: a request with ``m`` chunks gets its first token after ``(m + 1) t_w + P(m C)`` with no wait

@@ -1,4 +1,4 @@
-"""Exact statistics of the requests a pool serves, and its minimum GPU count.
+"""Exact statistics of the requests a pool serves, and its minimum instance count.
 
 For pool j with routed atoms (weights w_i summing to the pool's share):
 
@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
-from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, min_gpus
+from optfleet.queueing import INFEASIBLE, RELATIVE_TOLERANCE, min_instances
 from optfleet.queueing.sizing import MAX_GPUS
 
 QUANTILE = 0.99
@@ -44,7 +44,7 @@ _QUANTILE_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class PoolStats:
-    """Workload statistics of one pool (independent of its GPU count)."""
+    """Workload statistics of one pool (independent of its instance count)."""
 
     share: float
     mean_service_ms: float
@@ -92,18 +92,18 @@ def size_pools(
     mean_service_ms: ArrayLike,
     service_scv: ArrayLike,
     ttft_floor_ms: ArrayLike,
-    slots_per_gpu: ArrayLike,
+    slots_per_instance: ArrayLike,
     ttft_p99_ms: float,
     rho_max: float,
     tpot_gpus: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
     """Minimum GPUs per pool (vectorised); ``-1`` where the TTFT floor alone breaks the SLO.  ``tpot_gpus`` is
-    :meth:`TpotTargets.min_gpus` (the feasible counts of both are up-sets of ``n``: the least count meeting both is
+    :meth:`TpotTargets.min_instances` (the feasible counts of both are up-sets of ``n``: the least count meeting both is
     the larger least count)."""
     rate = np.asarray(rate_rps, dtype=np.float64)
     mean_s = np.asarray(mean_service_ms, dtype=np.float64) / 1000.0
     budget_s = (ttft_p99_ms - np.asarray(ttft_floor_ms, dtype=np.float64)) / 1000.0
-    need = min_gpus(rate * mean_s, slots_per_gpu, mean_s, service_scv, budget_s, rho_max)
+    need = min_instances(rate * mean_s, slots_per_instance, mean_s, service_scv, budget_s, rho_max)
     if tpot_gpus is None:
         return need
     tpot = np.asarray(tpot_gpus, dtype=np.int64)
@@ -137,7 +137,7 @@ class TpotTargets:
         target and its window step below the mean target."""
         return self.bound_fits(tpot_bound_ms) & (self.mean_capacity(window_step_ms) > 0)
 
-    def min_gpus(self, rate_rps: ArrayLike, mean_prefill_compute_ms: ArrayLike, window_step_ms: ArrayLike,
+    def min_instances(self, rate_rps: ArrayLike, mean_prefill_compute_ms: ArrayLike, window_step_ms: ArrayLike,
                  tpot_bound_ms: ArrayLike) -> NDArray[np.int64]:
         """Fewest instances meeting the targets (module docstring): 0 for an idle pool, -1 where none does."""
         rate = np.asarray(rate_rps, dtype=np.float64)

@@ -135,14 +135,14 @@ class FleetProblem:
 class PoolFactory:
     """Builds the :class:`PoolConfig` of one GPU configuration at any window (memoised).
 
-    ``cost_per_gpu_hour`` is the price of one instance (``tp`` GPUs).  Under the engine model (``engine`` given)
+    ``cost_per_instance_hour`` is the price of one instance (``tp`` GPUs).  Under the engine model (``engine`` given)
     each window's iteration is the engine reduced over that pool's region (engine/reduce.py); under the paper's,
     iteration constants missing from ``spec.iteration`` are derived per window from first principles
     (:func:`optfleet.hardware.profiles.derive_profile`).
     """
 
     spec: HardwareSpec
-    cost_per_gpu_hour: float
+    cost_per_instance_hour: float
     model: ModelSpec
     engine: EngineModel | None = None
     _cache: dict[int, PoolConfig] = field(default_factory=dict, compare=False, repr=False)
@@ -161,8 +161,8 @@ class PoolFactory:
         """``"<gpu>"`` or ``"<gpu> x<tp>"``: the configuration's name in plans and reports."""
         return _label(self.gpu_name, self.spec.tp)
 
-    def slots_per_gpu(self, window_tokens: int) -> int:
-        return self.pool(window_tokens).slots_per_gpu
+    def slots_per_instance(self, window_tokens: int) -> int:
+        return self.pool(window_tokens).slots_per_instance
 
     @property
     def engine_limits(self) -> EngineLimits:
@@ -187,12 +187,12 @@ class PoolFactory:
                 w_ms, h_ms = step.base_ms, float(step.seq_step_ms(window_tokens))
             self._cache[window_tokens] = PoolConfig(
                 window_tokens=window_tokens,
-                slots_per_gpu=limits.slots(slots),
+                slots_per_instance=limits.slots(slots),
                 w_ms=float(w_ms),
                 h_ms_per_slot=float(h_ms),
                 chunk_tokens=chunk,
                 length_scale_tokens=it.length_scale_tokens if it.scaling == "length_scaled" else None,
-                cost_per_gpu_hour=self.cost_per_gpu_hour,
+                cost_per_instance_hour=self.cost_per_instance_hour,
                 gpu=self.label,
                 step=step,
             )
@@ -263,7 +263,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         _check_budgets_per_prompt(spec.hardware, hardware.chunk_tokens, long_window)
     if spec.hardware.slots.table is not None and long_window not in spec.hardware.slots.table:
         raise InputError("hardware.slots.table", sorted(spec.hardware.slots.table), f"has no slot count for the long window {long_window}")
-    if hardware.slots_per_gpu(long_window) < 1:
+    if hardware.slots_per_instance(long_window) < 1:
         profile = hardware.profile(long_window)
         why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot"
         raise InputError(
@@ -393,7 +393,7 @@ def _catalog_options(loaded: LoadedInstance, hardware: PoolFactory, candidates: 
                 matching = [ov for ov in catalog.overrides if get_gpu(ov.gpu).name == name and ov.tp in (None, tp)]
                 override = max(matching, key=lambda ov: ov.tp is not None, default=None)
                 option = _catalog_option(loaded, hardware, name, tp, override, catalog.overrides.index(override) if override is not None else None)
-            if max(option.slots_per_gpu(w) for w in windows) < 1:
+            if max(option.slots_per_instance(w) for w in windows) < 1:
                 profile = option.profile(windows[0])
                 why = profile.infeasible_reason if profile is not None and profile.infeasible_reason else "no KV slot at any window"
                 skipped.append(f"{option.label}: {model.name}: {why}")
@@ -489,7 +489,7 @@ def _check_boundary(boundary: int, long_window: int, field: str, hardware: PoolF
         raise InputError(field, boundary, "a pool boundary must be a positive token count")
     if boundary >= long_window:
         raise InputError(field, boundary, f"a pool boundary must be below the long window {long_window}")
-    if hardware.slots_per_gpu(boundary) < 1:
+    if hardware.slots_per_instance(boundary) < 1:
         raise InputError(field, boundary, "the hardware has 0 KV slots at this window")
 
 
@@ -500,5 +500,5 @@ def _boundary_candidates(spec: FleetInstanceSpec, breakpoints: tuple[int, ...], 
     for i, b in enumerate(user):
         _check_boundary(b, long_window, f"pools.short_window_candidates[{i}]", hardware)
     automatic = breakpoints or TRACE_BOUNDARY_CANDIDATES
-    feasible = {b for b in automatic if b < long_window and hardware.slots_per_gpu(b) >= 1}
+    feasible = {b for b in automatic if b < long_window and hardware.slots_per_instance(b) >= 1}
     return tuple(sorted(feasible | set(user)))

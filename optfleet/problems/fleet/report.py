@@ -22,13 +22,13 @@ if TYPE_CHECKING:
 
 def _physical_gpus(problem: FleetProblem, pool: PoolMetrics) -> int:
     """GPUs of a pool: its instances times their tensor-parallel degree."""
-    return problem.configuration(pool.gpu).tp * pool.gpus
+    return problem.configuration(pool.gpu).tp * pool.instances
 
 
 def _gpu_count(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
     """``113 GPUs``, or ``392 GPUs in 80 instances`` when instances span several GPUs."""
     gpus = sum(_physical_gpus(problem, p) for p in evaluation.pools)
-    return f"{gpus} GPUs" if gpus == evaluation.total_gpus else f"{gpus} GPUs in {evaluation.total_gpus} instances"
+    return f"{gpus} GPUs" if gpus == evaluation.total_instances else f"{gpus} GPUs in {evaluation.total_instances} instances"
 
 
 def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
@@ -38,9 +38,9 @@ def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
             "pool": p.name,
             "GPU": p.gpu,
             "window": p.window_tokens,
-            "instances": p.gpus,
+            "instances": p.instances,
             "GPUs": _physical_gpus(problem, p),
-            "slots/instance": p.slots_per_gpu,
+            "slots/instance": p.slots_per_instance,
             "traffic %": 100 * p.share,
             "compressed %": 100 * p.compressed_share,
             "E[S] s": p.mean_service_ms / 1000,
@@ -116,7 +116,7 @@ def render_solve(outcome: "SolveOutcome") -> str:
             headline = f"{main.method}: windows {', '.join(str(p.window_tokens) for p in e.plan.pools)}, {routed}, "
         else:
             headline = f"{main.method}: B* = {boundary if boundary else '- (one pool)'}, gamma* = {e.plan.gamma:.1f}, "
-        headline += ", ".join(f"n_{p.name} = {p.gpus}" for p in e.pools)
+        headline += ", ".join(f"n_{p.name} = {p.instances}" for p in e.pools)
         headline += f"; {_gpu_count(problem, e)}, {format_cost(e.cost_per_hour)}, ${e.cost_per_year:,.0f}/yr"
         if homogeneous is not None and e.plan.served_share >= 1.0:
             headline += f", {100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}% below homogeneous"
@@ -156,7 +156,7 @@ def solve_files(outcome: SolveOutcome) -> dict[str, str]:
         from optfleet.problems.fleet.heuristics.sweep import sweep
 
         table = sweep(outcome.loaded.problem).candidates
-        sized = ["n_short", "n_long", "gpus", "cost_per_hour"]  # the sweep marks an infeasible candidate with -1 / inf here
+        sized = ["n_short", "n_long", "instances", "cost_per_hour"]  # the sweep marks an infeasible candidate with -1 / inf here
         table[sized] = table[sized].where(table["feasible"])
         files["candidates.csv"] = table.convert_dtypes().to_csv(index=False)  # infeasible candidates: empty cells
     return files

@@ -7,7 +7,7 @@ an error naming the field rather than a silently ignored setting.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -16,7 +16,9 @@ from optfleet.instance.shared_schema import (
     AvailabilityConstraint,
     GpuCount,
     GpuMixConstraint,
+    INSTANCE_COUNT_RENAMED,
     GpusPerInstance,
+    InstanceCount,
     Integer,
     MaxTypesConstraint,
     Number,
@@ -26,6 +28,7 @@ from optfleet.instance.shared_schema import (
     Strict,
     Tokens,
     at_most,
+    refuse_renamed,
 )
 
 MAX_SLOTS_PER_INSTANCE = 1_000_000
@@ -364,17 +367,22 @@ class NodeMultipleConstraint(Strict):
 
 
 class FixedConstraint(Strict):
-    """Pin the GPU count of the pool with this window (opening it if ``gpus > 0``).
+    """Pin the instance count of the pool with this window (opening it if ``instances > 0``).
 
     With a ``gpu_catalog``, ``gpu`` and ``tp`` pick the configuration (default:
-    the ``hardware`` block's).
+    the ``hardware`` block's); ``instances`` of tensor-parallel degree ``tp`` hold ``instances x tp`` GPUs.
     """
 
     kind: Literal["fixed"]
     window_tokens: Tokens = Field(gt=0)
-    gpus: GpuCount = Field(ge=0)
+    instances: InstanceCount = Field(ge=0)
     gpu: str | None = None
     tp: GpusPerInstance | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return refuse_renamed(data, INSTANCE_COUNT_RENAMED)
 
 
 UserConstraint = Annotated[

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from optfleet.errors import InputError
-from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching
+from optfleet.problems.fleet.batching_pool import batching_workload, min_instances_batching
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import pool_stats, size_pools
@@ -56,7 +56,7 @@ class DesignCandidate:
     gamma: float
     short_gpu: str
     long_gpu: str
-    gpus: tuple[int, int] | None = None
+    instances: tuple[int, int] | None = None
 
     @property
     def rule(self) -> tuple[int, int, float]:
@@ -65,15 +65,15 @@ class DesignCandidate:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"short_window_tokens": self.short_window_tokens, "b_short_tokens": self.b_short_tokens, "gamma": self.gamma,
                                 "short_gpu": self.short_gpu, "long_gpu": self.long_gpu}
-        if self.gpus is not None:
-            data["gpus"] = list(self.gpus)
+        if self.instances is not None:
+            data["instances"] = list(self.instances)
         return data
 
 
 @dataclass(frozen=True)
 class DesignEvaluation:
     """A candidate scored (module docstring): ``fewest`` are the pools' fewest instances (-1: none meets the SLO),
-    ``plan`` the two pools bought (``gpus`` or the fewest), ``violations`` the fleet constraints it breaks."""
+    ``plan`` the two pools bought (``instances`` or the fewest), ``violations`` the fleet constraints it breaks."""
 
     candidate: DesignCandidate
     misroute_probability: float
@@ -87,19 +87,19 @@ class DesignEvaluation:
     @property
     def sized(self) -> bool:
         """Both pools can meet the SLO at some size, and the plan buys at least that."""
-        return min(self.fewest) >= 0 and all(p.gpus >= f for p, f in zip(self.plan.pools, self.fewest, strict=True))
+        return min(self.fewest) >= 0 and all(p.instances >= f for p, f in zip(self.plan.pools, self.fewest, strict=True))
 
     @property
     def feasible(self) -> bool:
         return self.sized and self.misroute_probability <= self.epsilon + 1e-12 and not self.violations
 
     @property
-    def short_gpus(self) -> int:
-        return self.plan.pools[0].gpus
+    def short_instances(self) -> int:
+        return self.plan.pools[0].instances
 
     @property
-    def long_gpus(self) -> int:
-        return self.plan.pools[1].gpus
+    def long_instances(self) -> int:
+        return self.plan.pools[1].instances
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def rules(problem: RoutingProblem) -> list[tuple[int, int, float]]:
     for c in windows:
         if c >= long_window:
             raise InputError("design.short_windows_tokens", c, f"a short window must lie below the long pool's {long_window} tokens")
-        if max(config.slots_per_gpu(c) for config in configs) < 1:
+        if max(config.slots_per_instance(c) for config in configs) < 1:
             raise InputError("design.short_windows_tokens", c, "holds no KV slot on any of the fleet's GPU configurations "
                              f"({', '.join(config.label for config in configs)})")
     grid = {(int(c), max(1, int(f * c)), float(g)) for c, f, g in product(windows, d.threshold_fractions, d.gammas)}
@@ -171,10 +171,10 @@ def rule_traffic(problem: RoutingProblem, rule: tuple[int, int, float], ratios: 
 def fewest_instances(problem: RoutingProblem, traffic: RuleTraffic, pool: int, config: PoolFactory, window_tokens: int) -> int:
     """The fleet evaluator's fewest instances of ``config`` at ``window_tokens`` for the pool's traffic; -1 when
     none meets the SLO or the configuration holds no KV slot there."""
-    if config.slots_per_gpu(window_tokens) < 1:
+    if config.slots_per_instance(window_tokens) < 1:
         return -1
     l_in, l_out = traffic.traffic[pool]
-    return sized_gpus(problem, config.pool(window_tokens), l_in, l_out, max(problem.stream.span_s, 1e-9))
+    return sized_instances(problem, config.pool(window_tokens), l_in, l_out, max(problem.stream.span_s, 1e-9))
 
 
 def pool_windows(problem: RoutingProblem, candidate: DesignCandidate) -> tuple[int, int]:
@@ -189,16 +189,16 @@ def evaluate_design(problem: RoutingProblem, candidate: DesignCandidate, ratios:
     configs = [problem.fleet.configuration(label, "design") for label in (candidate.short_gpu, candidate.long_gpu)]
     windows = pool_windows(problem, candidate)
     fewest = tuple(fewest_instances(problem, traffic, p, configs[p], windows[p]) for p in range(2))
-    bought = candidate.gpus if candidate.gpus is not None else (max(fewest[0], 0), max(fewest[1], 0))
+    bought = candidate.instances if candidate.instances is not None else (max(fewest[0], 0), max(fewest[1], 0))
     plan = design_fleet(problem, candidate, bought, "design")
-    cost = float(sum(n * c.cost_per_gpu_hour for n, c in zip(bought, configs, strict=True))) if min(fewest) >= 0 else float("inf")
+    cost = float(sum(n * c.cost_per_instance_hour for n, c in zip(bought, configs, strict=True))) if min(fewest) >= 0 else float("inf")
     return DesignEvaluation(candidate, traffic.misroute_probability, traffic.short_share, fewest, plan, cost,  # type: ignore[arg-type]
                             constraint_violations(problem, plan, cost), problem.spec.design.epsilon)
 
 
-def design_fleet(problem: RoutingProblem, candidate: DesignCandidate, gpus: tuple[int, int], method: str) -> Plan:
-    """The two pools a design buys: its short window and the plan's long one, its GPU configurations, ``gpus``."""
-    pools = zip(POOL_NAMES, pool_windows(problem, candidate), gpus, (candidate.short_gpu, candidate.long_gpu), strict=True)
+def design_fleet(problem: RoutingProblem, candidate: DesignCandidate, instances: tuple[int, int], method: str) -> Plan:
+    """The two pools a design buys: its short window and the plan's long one, its GPU configurations, ``instances``."""
+    pools = zip(POOL_NAMES, pool_windows(problem, candidate), instances, (candidate.short_gpu, candidate.long_gpu), strict=True)
     return Plan(pools=tuple(PoolPlan(name, w, n, gpu) for name, w, n, gpu in pools), gamma=candidate.gamma, method=method)
 
 
@@ -211,18 +211,18 @@ def constraint_violations(problem: RoutingProblem, plan: Plan, cost_per_hour: fl
                  for i, spec, verdict in FLEET_CONSTRAINTS.verdicts(problem.fleet, scored, problem.fleet.constraints) if not verdict.holds)
 
 
-def sized_gpus(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarray, l_out: np.ndarray, span_s: float) -> int:
-    """The fleet evaluator's least GPU count for a pool serving these requests at ``len / span_s`` per second (module
+def sized_instances(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarray, l_out: np.ndarray, span_s: float) -> int:
+    """The fleet evaluator's least instance count for a pool serving these requests at ``len / span_s`` per second (module
     docstring); 0 for none, -1 when no count meets the SLO."""
     if len(l_in) == 0:
         return 0
     fleet, rate, weight = problem.fleet, len(l_in) / span_s, np.full(len(l_in), 1.0 / len(l_in))
     if fleet.service_model == "batching":
         workload = batching_workload([config], [(l_in, l_out, weight)], np.array([rate]))
-        return int(min_gpus_batching(workload, [config], fleet.ttft_p99_ms, problem.rho_max, fleet.tpot_targets)[0])
+        return int(min_instances_batching(workload, [config], fleet.ttft_p99_ms, problem.rho_max, fleet.tpot_targets)[0])
     stats = pool_stats(config, l_in, l_out, weight, fleet.ttft_rule)
-    tpot = fleet.tpot_targets.min_gpus(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms)
-    return int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, config.slots_per_gpu,
+    tpot = fleet.tpot_targets.min_instances(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms)
+    return int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, config.slots_per_instance,
                           fleet.ttft_p99_ms, problem.rho_max, tpot))
 
 

@@ -44,7 +44,7 @@ def design_data(problem: RoutingProblem) -> tuple[list[tuple[int, int, float]], 
             for config in configs:
                 fewest = fewest_instances(problem, traffic, pool, config, window)
                 if fewest >= 0:
-                    options.append(DesignOption(c, pool, config.label, config.gpu_name, config.tp, window, fewest, config.cost_per_gpu_hour))
+                    options.append(DesignOption(c, pool, config.label, config.gpu_name, config.tp, window, fewest, config.cost_per_instance_hour))
     data = DesignData(np.array(misroute), tuple(options), np.array([o.fewest for o in options], dtype=np.int64), problem.fleet,
                       problem.spec.design.epsilon, empty=frozenset(empty))
     return grid, with_constraints(data, problem.fleet.constraints)
@@ -86,7 +86,7 @@ def _certify(problem: RoutingProblem, data: DesignData, model, report: SolveRepo
     least that (then capped by budgets and availability): its optimum is proven over all instance counts.  Should
     that solve find nothing (a time limit), the first solve's design and report stand."""
     cost = float(report.objective)
-    base = np.array([max(o.fewest, int(np.floor(cost / o.cost_per_gpu_hour * (1 + 1e-9)))) for o in data.pools], dtype=np.int64)
+    base = np.array([max(o.fewest, int(np.floor(cost / o.cost_per_instance_hour * (1 + 1e-9)))) for o in data.pools], dtype=np.int64)
     widened = with_constraints(data, data.constraints, base=np.maximum(base, data.upper))
     if (widened.upper <= data.upper).all():
         return model, report

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from optfleet.problems.routing.dispatcher import LONG, SHORT
 from optfleet.problems.routing.problem import RoutingProblem, capacity_window_count
 from optfleet.problems.routing.replay import Routing, service_s
-from optfleet.problems.routing.simulate import fewest_gpus, pool_latency
+from optfleet.problems.routing.simulate import fewest_instances, pool_latency
 
 CHECKPOINTS = (10, 50, 100, 1000, 10_000)
 """Observations per category after which the calibration error is reported."""
@@ -39,20 +39,20 @@ class PoolOutcome:
 
     name: str
     window_tokens: int
-    gpus: int
+    instances: int
     requests: int
-    busy_gpus: float
+    busy_instances: float
     ttft_p50_ms: float | None
     ttft_p99_ms: float | None
     tpot_p50_ms: float | None
     tpot_p99_ms: float | None
     slo_attainment: float | None
-    needed_gpus: int | None
-    cost_per_gpu_hour: float
+    needed_instances: int | None
+    cost_per_instance_hour: float
 
     @property
     def cost_per_hour(self) -> float:
-        return self.gpus * self.cost_per_gpu_hour
+        return self.instances * self.cost_per_instance_hour
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class RoutingEvaluation:
     spills: int
     compressed: int
     short_share: float
-    busy_gpus: float
+    busy_instances: float
     overloaded_windows: tuple[int, int]
     overflow_slot_s: float
     pools: tuple[PoolOutcome, PoolOutcome]
@@ -80,9 +80,9 @@ class RoutingEvaluation:
 
     @property
     def needed_cost_per_hour(self) -> float | None:
-        if any(p.needed_gpus is None for p in self.pools):
+        if any(p.needed_instances is None for p in self.pools):
             return None
-        return sum(p.needed_gpus * p.cost_per_gpu_hour for p in self.pools)
+        return sum(p.needed_instances * p.cost_per_instance_hour for p in self.pools)
 
     @property
     def capacity_ok(self) -> bool:
@@ -112,7 +112,7 @@ def evaluate(problem: RoutingProblem, routing: Routing, *, needed: bool = True) 
     short, long = problem.pools
     work = work_slot_s(problem, routing)
     span = max(s.span_s, 1e-9)
-    busy = float(work[0].sum() / short.slots_per_gpu + work[1].sum() / long.slots_per_gpu) / span
+    busy = float(work[0].sum() / short.slots_per_instance + work[1].sum() / long.slots_per_instance) / span
     index, width, count = capacity_windows(problem)
     per_window = [np.bincount(index, weights=w, minlength=count) for w in work]
     capacity = [problem.rho_max * slots * width for slots in problem.slots]
@@ -132,21 +132,21 @@ def evaluate(problem: RoutingProblem, routing: Routing, *, needed: bool = True) 
 
 def _pool(problem: RoutingProblem, routing: Routing, p: int, measured_from: float, rng: np.random.Generator, needed: bool) -> PoolOutcome:
     s = problem.stream
-    config, plan_pool, gpus = problem.pools[p], problem.plan.pools[p], problem.gpus[p]
+    config, plan_pool, instances = problem.pools[p], problem.plan.pools[p], problem.instances[p]
     mine = routing.pool == p
     arrival, l_in, l_out = s.arrival_s[mine], routing.input_tokens[mine], s.output_tokens[mine]
     service = config.service_ms(l_in, l_out) / 1000.0
-    busy = float(service.sum()) / config.slots_per_gpu / max(s.span_s, 1e-9)
+    busy = float(service.sum()) / config.slots_per_instance / max(s.span_s, 1e-9)
     if not mine.any():
-        return PoolOutcome(plan_pool.name, config.window_tokens, gpus, 0, 0.0, None, None, None, None, None, 0, config.cost_per_gpu_hour)
-    latency = pool_latency(config, gpus, arrival, l_in, l_out, problem.spec.replay.mode, measured_from, rng)
+        return PoolOutcome(plan_pool.name, config.window_tokens, instances, 0, 0.0, None, None, None, None, None, 0, config.cost_per_instance_hour)
+    latency = pool_latency(config, instances, arrival, l_in, l_out, problem.spec.replay.mode, measured_from, rng)
     slo = problem.fleet.ttft_p99_ms
     attainment = float((latency.ttft_ms <= slo).mean()) if len(latency.ttft_ms) else None
     floor = int(np.ceil(busy / problem.rho_max - 1e-9))
-    fewest = fewest_gpus(config, arrival, l_in, l_out, measured_from, slo, floor, gpus, problem.spec.stream.seed) if needed else None
-    return PoolOutcome(plan_pool.name, config.window_tokens, gpus, int(mine.sum()), busy, latency.percentile("ttft_ms", 50),
+    fewest = fewest_instances(config, arrival, l_in, l_out, measured_from, slo, floor, instances, problem.spec.stream.seed) if needed else None
+    return PoolOutcome(plan_pool.name, config.window_tokens, instances, int(mine.sum()), busy, latency.percentile("ttft_ms", 50),
                        latency.percentile("ttft_ms", 99), latency.percentile("tpot_ms", 50), latency.percentile("tpot_ms", 99), attainment,
-                       fewest, config.cost_per_gpu_hour)
+                       fewest, config.cost_per_instance_hour)
 
 
 def _calibration(problem: RoutingProblem, routing: Routing) -> tuple[dict[str, dict[int, float]], dict[str, float]]:

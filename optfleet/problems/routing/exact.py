@@ -38,7 +38,7 @@ def hindsight_data(problem: RoutingProblem) -> HindsightData:
     cap = problem.rho_max * width
     return HindsightData(window, np.where(total <= rule.short_window_tokens, short_s, np.nan), np.where(band, compressed_s, np.nan), long_s,
                          np.full(count, cap * short_slots), np.full(count, cap * long_slots),
-                         (problem.pools[0].slots_per_gpu, problem.pools[1].slots_per_gpu), max(s.span_s, 1e-9))
+                         (problem.pools[0].slots_per_instance, problem.pools[1].slots_per_instance), max(s.span_s, 1e-9))
 
 
 def hindsight(problem: RoutingProblem) -> tuple[Routing, SolveReport]:
@@ -51,7 +51,7 @@ def hindsight(problem: RoutingProblem) -> tuple[Routing, SolveReport]:
     if objective == "overflow" and values is not None and report.objective is not None:
         # Among the placements of least overflow, the least busy one (the report stays the overflow solve's).
         cap = report.objective * (1 + OVERFLOW_SLACK) + OVERFLOW_SLACK
-        _, tie_break = highs.solve_arrays(hindsight_arrays(data, "busy_gpus", overflow_cap=cap)[0], what="the hindsight routing model",
+        _, tie_break = highs.solve_arrays(hindsight_arrays(data, "busy_instances", overflow_cap=cap)[0], what="the hindsight routing model",
                                           time_limit=problem.spec.solve.time_limit_s)
         values = values if tie_break is None else tie_break
     if values is None and report.status == "infeasible":

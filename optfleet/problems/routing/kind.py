@@ -13,7 +13,7 @@ Two questions, each a group of rows:
 * **design**: the routing threshold, window and C&R band (design.py).  Rows: ``design_plan`` (the plan's own
   window, ``B = C_s``, the plan's gamma and GPU configurations) and ``design`` (the MILP over the grid and the fleet's
   GPU configurations, under its constraints: design_milp.py); both scored by the design evaluator; objective = fleet
-  $/h, each pool at the fleet evaluator's least GPU count (or the MILP's count); feasible = both pools can meet
+  $/h, each pool at the fleet evaluator's least instance count (or the MILP's count); feasible = both pools can meet
   the SLO, the mis-route probability <= epsilon and the fleet instance's constraints hold.
 """
 
@@ -92,7 +92,7 @@ def run(problem: RoutingProblem, method: str, progress: Progress) -> list[Method
     if problem.spec.exact.objective == "overflow":
         return [MethodResult(method, routing, e, seconds, objective=e.overflow_slot_s, objective_unit=OVERFLOW, sense=MINIMISE, feasible=True,
                              report=report, note=note, group=group, columns=routing_columns(e))]
-    return [MethodResult(method, routing, e, seconds, objective=e.busy_gpus, objective_unit=BUSY, sense=MINIMISE, feasible=e.capacity_ok,
+    return [MethodResult(method, routing, e, seconds, objective=e.busy_instances, objective_unit=BUSY, sense=MINIMISE, feasible=e.capacity_ok,
                          report=report, note=note, group=group, columns=routing_columns(e))]
 
 
@@ -103,8 +103,8 @@ def routing_columns(e: Any) -> dict[str, Any]:
                                "overflow_slot_s": e.overflow_slot_s}
     for tag, pool in zip(("short", "long"), e.pools, strict=True):
         columns.update({f"{tag}_requests": pool.requests, f"{tag}_ttft_p50_ms": pool.ttft_p50_ms, f"{tag}_ttft_p99_ms": pool.ttft_p99_ms,
-                        f"{tag}_tpot_p50_ms": pool.tpot_p50_ms, f"{tag}_tpot_p99_ms": pool.tpot_p99_ms, f"{tag}_gpus": pool.gpus,
-                        f"{tag}_needed_gpus": pool.needed_gpus})
+                        f"{tag}_tpot_p50_ms": pool.tpot_p50_ms, f"{tag}_tpot_p99_ms": pool.tpot_p99_ms, f"{tag}_instances": pool.instances,
+                        f"{tag}_needed_instances": pool.needed_instances})
     columns.update(plan_per_hour=e.plan_cost_per_hour, needed_per_hour=e.needed_cost_per_hour)
     for name, ratio in e.ratio_at_50.items():
         columns[f"c_hat_50_{name}"] = ratio
@@ -143,11 +143,11 @@ def design_columns(e: Any) -> dict[str, Any]:
     c = e.candidate
     return {"short_window_tokens": c.short_window_tokens, "b_short_tokens": c.b_short_tokens, "gamma": c.gamma,
             "misroute_pct": 100.0 * e.misroute_probability, "short_share_pct": 100.0 * e.short_share, "short_gpu": c.short_gpu,
-            "short_gpus": e.short_gpus, "long_gpu": c.long_gpu, "long_gpus": e.long_gpus}
+            "short_instances": e.short_instances, "long_gpu": c.long_gpu, "long_instances": e.long_instances}
 
 
 def _run_spill(problem: RoutingProblem) -> MethodResult:
-    """The threshold design's rule and GPUs, then the queue limit and counts searched by replay (spill_design.py)."""
+    """The threshold design's rule and GPU configurations, then the queue limit and counts searched by replay (spill_design.py)."""
     from optfleet.problems.routing.design_milp import solve_design
     from optfleet.problems.routing.spill_design import GROWTH, SpillSearch, design_spill
 
@@ -159,8 +159,8 @@ def _run_spill(problem: RoutingProblem) -> MethodResult:
         return no_plan(SPILL_METHOD, time.perf_counter() - start, f"no threshold design to spill from: {exc}", objective_unit="$/h", group=group)
     best, searched = design_spill(problem, design)
     seconds = time.perf_counter() - start
-    tried = "; ".join(f"{_limit_text(o.spill.queue_limit)}: " + (f"${o.cost_per_hour:,.2f}/h {o.spill.gpus}" if o.meets
-                                                                 else f"none up to {GROWTH}x the static counts (at {o.spill.gpus}: {'; '.join(o.reasons)})")
+    tried = "; ".join(f"{_limit_text(o.spill.queue_limit)}: " + (f"${o.cost_per_hour:,.2f}/h {o.spill.instances}" if o.meets
+                                                                 else f"none up to {GROWTH}x the static counts (at {o.spill.instances}: {'; '.join(o.reasons)})")
                       for o in searched)
     if best is None:
         return no_plan(SPILL_METHOD, seconds, f"no queue limit's fleet meets the SLO, the utilisation cap, epsilon and the constraints by replay: {tried}",

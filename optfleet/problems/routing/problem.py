@@ -1,7 +1,7 @@
 """A routing instance in numbers: the fleet plan's two pools, the stream, the calibrators and the dispatcher.
 
 ``prepare`` loads the fleet instance the routing instance names (``fleet.instance``), takes its plan (a fleet
-method's, or the one written out), checks that the plan has two pools with GPUs, builds the stream
+method's, or the one written out), checks that the plan has two pools with instances, builds the stream
 (stream.py) and the calibrator variants (calibrator.py), and the dispatch and spill rules.
 """
 
@@ -43,12 +43,12 @@ class RoutingProblem:
         return self.fleet.pool(short.window_tokens, short.gpu), self.fleet.pool(long.window_tokens, long.gpu)
 
     @property
-    def gpus(self) -> tuple[int, int]:
-        return self.plan.pools[0].gpus, self.plan.pools[1].gpus
+    def instances(self) -> tuple[int, int]:
+        return self.plan.pools[0].instances, self.plan.pools[1].instances
 
     @property
     def slots(self) -> tuple[int, int]:
-        return tuple(g * c.slots_per_gpu for g, c in zip(self.gpus, self.pools, strict=True))  # type: ignore[return-value]
+        return tuple(g * c.slots_per_instance for g, c in zip(self.instances, self.pools, strict=True))  # type: ignore[return-value]
 
     @property
     def rho_max(self) -> float:
@@ -129,7 +129,7 @@ def calibrators(spec: RoutingInstanceSpec) -> dict[str, Calibrator]:
 
 
 def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
-    """The fleet plan the routing instance names; it must have a short and a long pool, each with GPUs."""
+    """The fleet plan the routing instance names; it must have a short and a long pool, each with instances."""
     from optfleet.problems.fleet.heuristics import FLEET_METHODS, size_plan
     from optfleet.problems.fleet.plan import PoolPlan, check_plan
 
@@ -147,7 +147,7 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
         boundary = spec.fleet.boundary_tokens
         if boundary >= fleet.long_window_tokens:
             raise InputError("fleet.boundary_tokens", boundary, f"must be below the fleet's long window of {fleet.long_window_tokens} tokens")
-        if fleet.hardware.slots_per_gpu(boundary) < 1:
+        if fleet.hardware.slots_per_instance(boundary) < 1:
             raise InputError("fleet.boundary_tokens", boundary, f"holds no KV slot on the fleet's {fleet.hardware.label} (hardware block)")
         pools = (PoolPlan("short", boundary, 0), PoolPlan("long", fleet.long_window_tokens, 0))
         plan = _sized(lambda: size_plan(fleet, Plan(pools=pools, gamma=spec.fleet.gamma, method=f"boundary {boundary}")),
@@ -157,9 +157,9 @@ def _plan(spec: RoutingInstanceSpec, fleet: FleetProblem) -> Plan:
         raise InputError(field, value, f"the plan has {len(plan.pools)} pools"
                          + (" and split routing rules" if plan.rules is not None else "") + "; token-budget routing needs a short and a long pool")
     for i, pool in enumerate(plan.pools):
-        if pool.gpus < 1:
-            where = "fleet.method" if spec.fleet.method is not None else f"fleet.plan.pools[{i}].gpus"
-            raise InputError(where, spec.fleet.method or pool.gpus, f"the plan's pool {pool.name} has no GPU: token-budget routing needs both pools")
+        if pool.instances < 1:
+            where = "fleet.method" if spec.fleet.method is not None else f"fleet.plan.pools[{i}].instances"
+            raise InputError(where, spec.fleet.method or pool.instances, f"the plan's pool {pool.name} has no instance: token-budget routing needs both pools")
     return plan
 
 
@@ -169,4 +169,4 @@ def _sized(make_plan: Callable[[], Plan], what: str) -> Plan:
         return make_plan()
     except InfeasibleError as exc:
         raise InfeasibleError(f"{exc}; the plan that {what} names cannot be sized at this SLO: give fleet.plan with explicit pools "
-                              "and GPU counts to replay the routers and run the threshold design on it") from exc
+                              "and instance counts to replay the routers and run the threshold design on it") from exc

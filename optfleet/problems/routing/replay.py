@@ -59,7 +59,7 @@ def replay_router(problem: RoutingProblem, calibrator: Calibrator) -> Routing:
     dispatch = route(problem.rule, estimate, s.output_tokens, s.category)
     short_input = np.where(dispatch.compressed, dispatch.compressed_input_tokens, s.input_tokens)
     pool = spill(problem.spill, s.arrival_s, dispatch.pool, estimate <= problem.rule.short_window_tokens,
-                 service_s(problem, short_input), problem.slots, problem.gpus)
+                 service_s(problem, short_input), problem.slots, problem.instances)
     band = dispatch.compressed & (pool == SHORT)
     compressor = compression(problem.rule, band, s.total_tokens)
     misrouted = (pool == SHORT) & ~band & (s.total_tokens > problem.rule.short_window_tokens)

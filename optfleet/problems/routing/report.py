@@ -17,7 +17,7 @@ QUESTIONS = {
                 "objective = slot-seconds of offered load above rho_max x slots, summed over the capacity windows and pools",
     "design": "design: short window, threshold, C&R band and each pool's GPU configuration of least fleet $/h (each pool sized by the fleet "
               "evaluator: TTFT SLO and utilisation cap) with mis-route probability <= epsilon, under the fleet instance's constraints",
-    "spill": "spill: the design's rule and GPUs with the queue limit and pool counts of least fleet $/h whose replay (spillover on the live "
+    "spill": "spill: the design's rule and GPU configurations with the queue limit and pool counts of least fleet $/h whose replay (spillover on the live "
              "slot state) meets the P99 TTFT SLO, the utilisation cap and epsilon; searched by replay",
 }
 
@@ -30,13 +30,13 @@ ROUTING_COLUMNS = {
 }
 DESIGN_COLUMNS = {
     "short_window_tokens": ("window", tables.text), "b_short_tokens": ("B", tables.text), "gamma": ("gamma", tables.number(3)),
-    "misroute_pct": ("mis-route %", tables.number(3)), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
-    "long_gpu": ("long GPU", tables.text), "long_gpus": ("long GPUs", tables.text),
+    "misroute_pct": ("mis-route %", tables.number(3)), "short_gpu": ("short GPU", tables.text), "short_instances": ("short instances", tables.text),
+    "long_gpu": ("long GPU", tables.text), "long_instances": ("long instances", tables.text),
 }
 
 SPILL_COLUMNS = {
-    "spill_rule": ("spill rule", tables.text), "short_gpu": ("short GPU", tables.text), "short_gpus": ("short GPUs", tables.text),
-    "long_gpu": ("long GPU", tables.text), "long_gpus": ("long GPUs", tables.text), "misroute_pct": ("mis-route %", tables.number(3)),
+    "spill_rule": ("spill rule", tables.text), "short_gpu": ("short GPU", tables.text), "short_instances": ("short instances", tables.text),
+    "long_gpu": ("long GPU", tables.text), "long_instances": ("long instances", tables.text), "misroute_pct": ("mis-route %", tables.number(3)),
     "spills": ("spills", tables.text), "short_ttft_p99_ms": ("short P99 TTFT ms", MS), "long_ttft_p99_ms": ("long P99 TTFT ms", MS),
     "static_per_hour": ("static design $/h", tables.fixed(2)),
 }
@@ -51,12 +51,12 @@ def describe(problem: RoutingProblem) -> str:
 def render_problem(problem: RoutingProblem) -> str:
     """The fleet plan, the stream, the categories and the dispatcher."""
     s, r = problem.stream, problem.rule
-    pools = ", ".join(f"{p.name} {p.window_tokens:,} tokens x {p.gpus} GPUs" for p in problem.plan.pools)
+    pools = ", ".join(f"{p.name} {p.window_tokens:,} tokens x {p.instances} instances" for p in problem.plan.pools)
     categories = ", ".join(f"{name} {ratio:.3g} B/token ({100 * (s.category == k).mean():.3g} %"
                            + (", compressible" if k in problem.compressible else "") + ")"
                            for k, (name, ratio) in enumerate(zip(s.names, s.true_ratio, strict=True)))
     spill = [f"queue > {problem.spill.queue_limit}" if problem.spill.queue_limit is not None else "",
-             f"(active + queued) / GPUs >= {problem.spill.pressure_limit:g}" if problem.spill.pressure_limit is not None else ""]
+             f"(active + queued) / instances >= {problem.spill.pressure_limit:g}" if problem.spill.pressure_limit is not None else ""]
     return "\n".join([
         f"instance {problem.spec.name}: fleet '{problem.fleet.name}' plan {problem.plan.method}: {pools}",
         f"  stream: {len(s):,} requests over {s.span_s:,.4g} s; categories: {categories}",

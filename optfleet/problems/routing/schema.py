@@ -131,13 +131,13 @@ class DesignSpec(Strict):
 
 class ExactSpec(Strict):
     """Hindsight routing: the capacity windows' width (default: the whole stream), the utilisation cap
-    (default: the fleet instance's ``rho_max``) and the routing question's objective: ``busy_gpus`` (the work
+    (default: the fleet instance's ``rho_max``) and the routing question's objective: ``busy_instances`` (the work
     the placement asks of the fleet, every capacity window within the cap) or ``overflow`` (the slot-seconds
     above the capacity windows: the work that must queue beyond ``rho_max``, for a fleet too small for the stream)."""
 
     window_s: PositiveReal | None = None
     rho_max: Probability | None = None
-    objective: Literal["busy_gpus", "overflow"] = "busy_gpus"
+    objective: Literal["busy_instances", "overflow"] = "busy_instances"
 
 
 class SolveSpec(Strict):

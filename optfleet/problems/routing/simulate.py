@@ -43,8 +43,8 @@ def pool_latency(config: PoolConfig, gpus: int, arrival_s: NDArray[np.float64], 
     if mode == "slots":
         service = config.service_ms(l_in, l_out) / 1000.0
         span = max(float(arrival_s[-1]), 1e-9)
-        backlog = stationary_backlog(service, len(arrival_s) / span, gpus * config.slots_per_gpu, rng)
-        start = fcfs_starts(arrival_s, service, gpus * config.slots_per_gpu, backlog)
+        backlog = stationary_backlog(service, len(arrival_s) / span, gpus * config.slots_per_instance, rng)
+        start = fcfs_starts(arrival_s, service, gpus * config.slots_per_instance, backlog)
         first, finish = start + config.first_token_ms(l_in, l_out) / 1000.0, start + service
     else:
         times = simulate_batching(config, gpus, arrival_s, l_in, l_out)
@@ -53,7 +53,7 @@ def pool_latency(config: PoolConfig, gpus: int, arrival_s: NDArray[np.float64], 
     return PoolLatency(1000.0 * (first - arrival_s)[keep], request_tpot_ms(first[keep], finish[keep], l_out[keep]))
 
 
-def fewest_gpus(config: PoolConfig, arrival_s: NDArray[np.float64], l_in: NDArray[np.int64], l_out: NDArray[np.int64],
+def fewest_instances(config: PoolConfig, arrival_s: NDArray[np.float64], l_in: NDArray[np.int64], l_out: NDArray[np.int64],
                 measured_from_s: float, ttft_p99_ms: float, lower: int, upper: int, seed: int) -> int | None:
     """The fewest GPU instances, at least ``lower`` (the utilisation cap's count), whose slot-mode replay of these
     requests meets P99 TTFT <= ``ttft_p99_ms`` (bisection up to ``upper``, doubling beyond); None if even

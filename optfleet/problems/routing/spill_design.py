@@ -43,14 +43,14 @@ GROWTH = 4
 
 @dataclass(frozen=True)
 class SpillDesign:
-    """A queue limit and the fleet found for it: the design's rule and GPU configurations at ``gpus`` instances."""
+    """A queue limit and the fleet found for it: the design's rule and GPU configurations at ``instances``."""
 
     queue_limit: int | None
     design: DesignCandidate
-    gpus: tuple[int, int]
+    instances: tuple[int, int]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.design.to_dict(), "gpus": list(self.gpus), "queue_limit": self.queue_limit}
+        return {**self.design.to_dict(), "instances": list(self.instances), "queue_limit": self.queue_limit}
 
 
 @dataclass(frozen=True)
@@ -78,14 +78,14 @@ class SpillSearch:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.best.spill.to_dict(), "queue_limits_tried": [
-            {"queue_limit": o.spill.queue_limit, "gpus": list(o.spill.gpus), "cost_per_hour": o.cost_per_hour, "meets": o.meets,
+            {"queue_limit": o.spill.queue_limit, "instances": list(o.spill.instances), "cost_per_hour": o.cost_per_hour, "meets": o.meets,
              "reasons": list(o.reasons)} for o in self.searched]}
 
 
 def spill_problem(problem: RoutingProblem, spill: SpillDesign) -> RoutingProblem:
-    """The routing problem with the design's rule, its fleet at ``spill.gpus`` and the queue limit."""
+    """The routing problem with the design's rule, its fleet at ``spill.instances`` and the queue limit."""
     d = spill.design
-    return replace(problem, plan=design_fleet(problem, d, spill.gpus, "design_spill"),
+    return replace(problem, plan=design_fleet(problem, d, spill.instances, "design_spill"),
                    rule=DispatchRule(d.b_short_tokens, d.short_window_tokens, d.gamma, problem.compressible),
                    spill=SpillRule(spill.queue_limit, None))
 
@@ -124,14 +124,14 @@ def search_limit(problem: RoutingProblem, design: DesignCandidate, queue_limit: 
     why)."""
     outcomes: dict[tuple[int, int], SpillOutcome] = {}
 
-    def outcome(gpus: tuple[int, int]) -> SpillOutcome:
-        if gpus not in outcomes:
-            outcomes[gpus] = replay_spill(problem, SpillDesign(queue_limit, design, gpus))
-        return outcomes[gpus]
+    def outcome(instances: tuple[int, int]) -> SpillOutcome:
+        if instances not in outcomes:
+            outcomes[instances] = replay_spill(problem, SpillDesign(queue_limit, design, instances))
+        return outcomes[instances]
 
-    if design.gpus is None:
+    if design.instances is None:
         raise ValueError("the spill search starts from a design with instance counts (design_milp.solve_design's)")
-    static = design.gpus
+    static = design.instances
     counts = list(static)
     tried = outcome(static)
     while not tried.meets:
@@ -157,11 +157,11 @@ def _with_plateaus(last: SpillOutcome, first: SpillOutcome) -> SpillOutcome:
     outcome says so rather than only that the search stopped."""
     notes = []
     for p, (now, then) in enumerate(zip(last.evaluation.pools, first.evaluation.pools, strict=True)):
-        grown = last.spill.gpus[p] > first.spill.gpus[p]
+        grown = last.spill.instances[p] > first.spill.instances[p]
         if grown and p in last.failing_pools and now.ttft_p99_ms is not None and then.ttft_p99_ms is not None \
                 and now.ttft_p99_ms >= 0.99 * then.ttft_p99_ms:
-            notes.append(f"{now.name} P99 TTFT {then.ttft_p99_ms:.4g} ms at {first.spill.gpus[p]} instances and {now.ttft_p99_ms:.4g} ms at "
-                         f"{last.spill.gpus[p]}: more instances do not lower it")
+            notes.append(f"{now.name} P99 TTFT {then.ttft_p99_ms:.4g} ms at {first.spill.instances[p]} instances and {now.ttft_p99_ms:.4g} ms at "
+                         f"{last.spill.instances[p]}: more instances do not lower it")
     return replace(last, reasons=(*last.reasons, *notes)) if notes else last
 
 

@@ -10,7 +10,7 @@
   (FleetOpt's retrofit scenario); not applicable when the instance leaves
   compression off.
 
-Pool sizes are the minimum GPU counts meeting the utilisation cap and the
+Pool sizes are the minimum instance counts meeting the utilisation cap and the
 P99 TTFT SLO (fleet/plan_sizing.py).
 """
 
@@ -54,4 +54,4 @@ def retrofit(problem: FleetProblem, boundary_tokens: int | None = None) -> Plan:
         raise InfeasibleError("the pool-routing baseline has no short pool to compress into")
     compressed = Plan(routed.pools, gamma=problem.retrofit_gamma, method="retrofit")
     resized = size_plan(problem, compressed)
-    return resized.with_gpus([resized.pools[0].gpus, routed.pools[1].gpus])
+    return resized.with_instances([resized.pools[0].instances, routed.pools[1].instances])

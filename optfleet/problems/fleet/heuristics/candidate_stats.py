@@ -167,7 +167,7 @@ class CandidateTables:
     def homogeneous(self) -> CandidateStats:
         """Statistics of the single long pool serving everything."""
         sums = self._prefix_at[-1:]
-        moments = _moments(sums, self.long.base_ms, self.long.slots_per_gpu, self.long.slot_work_coefficients)
+        moments = _moments(sums, self.long.base_ms, self.long.slots_per_instance, self.long.slot_work_coefficients)
         hist = self._hist_at[-1:] if self._hist_at is not None else None
         floor = self._floor(sums, [self.long], hist)
         if floor is None:
@@ -215,9 +215,9 @@ class CandidateTables:
         short_sums = lo_at + comp_sums
         long_sums = self._prefix_at[-1][None, :] - lo_at - moved_orig
         shorts = [pool for pool in self.short_pools for _ in range(n_g)]
-        short = _moments(short_sums, np.array([p.base_ms for p in shorts]), np.array([p.slots_per_gpu for p in shorts]),
+        short = _moments(short_sums, np.array([p.base_ms for p in shorts]), np.array([p.slots_per_instance for p in shorts]),
                          np.array([p.slot_work_coefficients for p in shorts]))
-        long = _moments(long_sums, self.long.base_ms, self.long.slots_per_gpu, self.long.slot_work_coefficients)
+        long = _moments(long_sums, self.long.base_ms, self.long.slots_per_instance, self.long.slot_work_coefficients)
         short_hist = long_hist = None
         if self._hist_at is not None:
             h_lo = self._hist_at[self._at(np.repeat(self.lo, n_g))]

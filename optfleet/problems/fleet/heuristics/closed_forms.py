@@ -33,7 +33,7 @@ class SavingsForecast:
 
 
 def _throughput(pool: PoolMetrics) -> float:
-    return pool.slots_per_gpu / pool.mean_service_ms if pool.mean_service_ms > 0 else float("inf")
+    return pool.slots_per_instance / pool.mean_service_ms if pool.mean_service_ms > 0 else float("inf")
 
 
 def savings_forecast(plan: FleetEvaluation, homogeneous: FleetEvaluation) -> SavingsForecast | None:

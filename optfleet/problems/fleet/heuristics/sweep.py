@@ -2,7 +2,7 @@
 
 For each candidate (B, gamma) the two pools' exact statistics come from
 :class:`~optfleet.problems.fleet.heuristics.candidate_stats.CandidateTables`, each pool is
-sized to its minimum GPU count (utilisation cap and P99 TTFT, pool_stats.py),
+sized to its minimum instance count (utilisation cap and P99 TTFT, pool_stats.py),
 and the cheapest feasible candidate wins; the single long pool (homogeneous)
 is a candidate too, so the sweep is never worse than it.  Ties go to fewer
 GPUs, then smaller gamma, then larger B.  The winning plan is re-scored by the
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from optfleet.errors import InfeasibleError
-from optfleet.problems.fleet.batching_pool import batching_workload, min_gpus_batching
+from optfleet.problems.fleet.batching_pool import batching_workload, min_instances_batching
 from optfleet.problems.fleet.evaluator import evaluate
 from optfleet.problems.fleet.heuristics.candidate_stats import CandidateStats, CandidateTables
 from optfleet.problems.fleet.plan import Plan, PoolPlan
@@ -39,7 +39,7 @@ class SweepResult:
 
 
 def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = None, boundaries: tuple[int, ...] | None = None) -> pd.DataFrame:
-    """Size every candidate; columns B, gamma, n_short, n_long, gpus, cost_per_hour, feasible.
+    """Size every candidate; columns B, gamma, n_short, n_long, instances, cost_per_hour, feasible.
 
     The first row is the homogeneous fleet (B = the long window, no short pool).
     All candidates are sized in two vectorised calls (one per pool role).
@@ -50,8 +50,8 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
     g = np.concatenate([[1.0], np.tile(gammas, len(boundaries))])
     short_pools = [problem.pool(int(x)) for x in (problem.long_window_tokens, *boundaries)]
     per_boundary = np.concatenate(([1], np.full(len(boundaries), len(gammas))))
-    short_price = np.repeat([p.cost_per_gpu_hour for p in short_pools], per_boundary)
-    long_price = problem.pool(problem.long_window_tokens).cost_per_gpu_hour
+    short_price = np.repeat([p.cost_per_instance_hour for p in short_pools], per_boundary)
+    long_price = problem.pool(problem.long_window_tokens).cost_per_instance_hour
     if problem.service_model == "batching":
         n_short, n_long = _size_batching(problem, b, g)
     else:
@@ -67,7 +67,7 @@ def candidate_table(problem: FleetProblem, gammas: tuple[float, ...] | None = No
         "n_short": n_short,
         "n_long": n_long,
         "feasible": feasible,
-        "gpus": np.where(feasible, n_short + n_long, -1),
+        "instances": np.where(feasible, n_short + n_long, -1),
         "cost_per_hour": np.where(feasible, n_short * short_price + n_long * long_price, np.inf),
     })
 
@@ -79,9 +79,9 @@ def _stack(stats: list[CandidateStats]) -> CandidateStats:
 def _size(problem: FleetProblem, stats: CandidateStats, pools: list[PoolConfig]) -> np.ndarray:
     """Each candidate's pool sized (``pools[i]`` its configuration), TTFT and TPOT targets included."""
     rate = problem.rate_rps * stats.share
-    tpot = problem.tpot_targets.min_gpus(rate, stats.mean_prefill_compute_ms, np.array([p.window_step_ms for p in pools]),
+    tpot = problem.tpot_targets.min_instances(rate, stats.mean_prefill_compute_ms, np.array([p.window_step_ms for p in pools]),
                                          np.array([p.tpot_bound_ms for p in pools])) if problem.tpot_targets.any else None
-    return size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, np.array([p.slots_per_gpu for p in pools]),
+    return size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, np.array([p.slots_per_instance for p in pools]),
                       problem.ttft_p99_ms, problem.rho_max, tpot)
 
 
@@ -101,7 +101,7 @@ def _size_batching(problem: FleetProblem, boundaries: np.ndarray, gammas: np.nda
             configs.append(problem.pool(pool.window_tokens))
             traffic.append((served.l_in, served.l_out, served.weight))
     rates = problem.rate_rps * np.array([float(np.sum(w)) for _, _, w in traffic])
-    need = min_gpus_batching(batching_workload(configs, traffic, rates), configs, problem.ttft_p99_ms, problem.rho_max, problem.tpot_targets)
+    need = min_instances_batching(batching_workload(configs, traffic, rates), configs, problem.ttft_p99_ms, problem.rho_max, problem.tpot_targets)
     return need[0::2], need[1::2]
 
 
@@ -113,8 +113,8 @@ def best_plan(problem: FleetProblem, table: pd.DataFrame, method: str) -> Plan:
     feasible = table["feasible"].to_numpy()
     if not feasible.any():
         raise InfeasibleError(f"none of {len(table)} (B, gamma) candidates meets the SLO; {_why_none(problem, table)}")
-    cost, gpus, gamma, boundary = (table[c].to_numpy() for c in ("cost_per_hour", "gpus", "gamma", "B"))
-    order = np.lexsort((-boundary, gamma, gpus, cost))
+    cost, instances, gamma, boundary = (table[c].to_numpy() for c in ("cost_per_hour", "instances", "gamma", "B"))
+    order = np.lexsort((-boundary, gamma, instances, cost))
     return plan_from_row(problem, table.iloc[order[0]], method)
 
 
@@ -123,7 +123,7 @@ def _why_none(problem: FleetProblem, table: pd.DataFrame) -> str:
     row = table.loc[table["B"].idxmax()].copy()
     row[["n_short", "n_long"]] = 0
     evaluation = evaluate(problem, plan_from_row(problem, row, "sweep"))
-    broken = [p for p in evaluation.pools if p.min_gpus < 0]
+    broken = [p for p in evaluation.pools if p.min_instances < 0]
     return infeasible_pool_message(problem, evaluation, broken[0].name) if broken else "no pool size meets the SLO"
 
 

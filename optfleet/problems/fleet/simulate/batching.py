@@ -111,8 +111,8 @@ def simulate_batching(
     # GPUs beyond the request count change nothing (every arrival finds an idle GPU, the lowest-numbered, either way),
     # so a plan's huge count costs no memory.
     gpus = min(gpus, count)
-    machines = [_Gpu(config.slots_per_gpu) for _ in range(gpus)]
-    most_free = [(-config.slots_per_gpu, g) for g in range(gpus)]  # lazy max-heap of free slots
+    machines = [_Gpu(config.slots_per_instance) for _ in range(gpus)]
+    most_free = [(-config.slots_per_instance, g) for g in range(gpus)]  # lazy max-heap of free slots
     heapq.heapify(most_free)
     events: list[tuple[float, int, int, int]] = [(t, 1, i, 0) for i, t in enumerate(arrival_s.tolist())]
     heapq.heapify(events)  # (time, kind: 0 end of a run / 1 arrival, index, version)

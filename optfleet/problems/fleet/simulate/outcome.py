@@ -46,7 +46,7 @@ class SimulationOutcome:
         from optfleet.problems.fleet.report import render_simulation
 
         r = self.result
-        pools = ", ".join(f"{p.name} {p.window_tokens}:{p.gpus}" + (f" ({p.gpu})" if p.gpu else "") for p in self.plan.pools)
+        pools = ", ".join(f"{p.name} {p.window_tokens}:{p.instances}" + (f" ({p.gpu})" if p.gpu else "") for p in self.plan.pools)
         spread = "mean +- 95 % half-width over replications" if r.reps > 1 else "one replication: no confidence interval"
         from optfleet.problems.fleet.routing_text import routing_lines
 

@@ -188,10 +188,10 @@ def _one_replication(
         if not mine.any():
             continue
         config = problem.pool(pool.window_tokens, pool.gpu)
-        if pool.gpus < 1:
-            raise InputError(f"plan.pools[{j}].gpus", pool.gpus, f"pool {pool.name} receives requests but has no GPU")
+        if pool.instances < 1:
+            raise InputError(f"plan.pools[{j}].instances", pool.instances, f"pool {pool.name} receives requests but has no GPU")
         arrival, l_in, l_out = stream.arrival_s[mine], stream.l_in[mine], stream.l_out[mine]
-        slots = pool.gpus * config.slots_per_gpu
+        slots = pool.instances * config.slots_per_instance
         backlog = np.zeros(0)
         if mode == "slots":
             service = config.service_ms(l_in, l_out) / 1000.0
@@ -200,7 +200,7 @@ def _one_replication(
             first = start + config.first_token_ms(l_in, l_out) / 1000.0
             finish = start + service
         else:
-            times = simulate_batching(config, pool.gpus, arrival, l_in, l_out)
+            times = simulate_batching(config, pool.instances, arrival, l_in, l_out)
             start, first, finish = times.start_s, times.first_token_s, times.finish_s
         keep = arrival >= measured_from
         busy = np.clip(np.minimum(finish, window_end) - np.maximum(start, measured_from), 0.0, None).sum()
