@@ -168,5 +168,5 @@ def test_batching_infeasibility_names_the_idle_floor_not_inf(tmp_path):
     doc["slo"]["ttft_p99_ms"] = 10_000
     doc["workload"]["rate_rps"] = 1e18
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(InfeasibleError, match=r"needs more than 9,007,199,254,740,992 GPUs"):
+    with pytest.raises(InfeasibleError, match=r"needs more than 9,007,199,254,740,992 instances"):
         sweep(optfleet.load(path).problem)

@@ -96,6 +96,10 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
 
         origin = "; ".join(part for part in (origin, pool_limit_note(problem, exact, seconds)) if part)
     evaluation = evaluate(problem, plan)
+    if budget is None and method in (MILP, problem.method):
+        from optfleet.problems.fleet.binding_limits import limit_notes
+
+        origin = "; ".join([*([origin] if origin else []), *limit_notes(problem, evaluation, report)])
     broken = constraint_violations(problem, evaluation)
     failing = [f"pool {p.name}: {p.binding}, P99 TTFT {p.ttft_p99_ms:,.1f} ms, utilisation {p.utilisation:.4f}" for p in evaluation.pools if not p.meets_slo]
     note = "; ".join([*([origin] if origin else []), *(f"violates the SLO ({f})" for f in failing), *(f"breaks {b}" for b in broken)])
@@ -147,10 +151,19 @@ def _phrase(problem: FleetProblem, milp: MethodResult) -> Reference:
         return Reference(100 * bound, f"the MILP's proven {proven(milp.report)} of the served share (budget cap)")
     if problem.service_model == "batching":
         return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)} (a relaxation of the batching model: occupancy cap and "
-                                            "prefill floor per instance; the plan comes from approximate tables, optfleet/problems/fleet/milp_batching.py)")
+                                            "prefill floor per instance; the plan comes from approximate tables, optfleet/problems/fleet/milp_batching.py)"
+                                            f"{_same_model(problem)}")
     solves = milp.columns.get("table_iterations") or 1
     tables_note = f", after {solves} solves refreshing the Erlang tables" if solves > 1 else ""
-    return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)}{tables_note}")
+    return Reference(milp.report.bound, f"the MILP's proven {proven(milp.report)}{tables_note}{_same_model(problem)}")
+
+
+def _same_model(problem: FleetProblem) -> str:
+    """Which model the bound belongs to: the instance's, as its header states, the one every row is scored in."""
+    text = ", of this instance's model as stated below, the one every row is scored in"
+    if problem.compression_enabled:
+        text += " (compression on: the gaps of homogeneous and pool-routing, which never compress, include what it saves)"
+    return text
 
 
 def gap_summary(problem: FleetProblem, results: Sequence[MethodResult]) -> dict[str, Any] | None:

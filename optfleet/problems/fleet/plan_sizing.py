@@ -49,7 +49,7 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
         return f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens): {tpot}"
     if fits:
         return (
-            f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs more than {MAX_GPUS:,} GPUs (2^53), the "
+            f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs more than {MAX_GPUS:,} instances (2^53), the "
             f"most the queueing model counts exactly: {pool.rate_rps:.4g} req/s at rho_max {evaluation.rho_max:g} with "
             f"{pool.slots_per_instance} slots per instance" + (f" (mean service {pool.mean_service_ms:.4g} ms = {pool.load_erlangs:.4g} erlangs of load)"
                                                      if evaluation.service_model != "batching" else "")

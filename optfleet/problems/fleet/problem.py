@@ -73,6 +73,8 @@ class FleetProblem:
     skipped_options: tuple[str, ...] = ()
     catalog_types: tuple[str, ...] = ()
     compression_gammas: tuple[float, ...] = (1.0,)
+    standard_windows: bool = False
+    """True when the short windows tried are the standard grid (a trace workload), not the workload's breakpoints."""
 
     def pool(self, window_tokens: int, gpu: str | None = None) -> PoolConfig:
         """The pool config at ``window_tokens`` on configuration ``gpu`` (a label; None = ``hardware``)."""
@@ -292,6 +294,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         mix=mix,
         long_window_tokens=long_window,
         boundary_candidates=candidates,
+        standard_windows=not breakpoints,
         pool_routing_boundary_tokens=routing_b,
         compression_enabled=comp.enabled,
         compressible_fraction=comp.compressible_fraction,
