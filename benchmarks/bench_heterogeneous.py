@@ -9,7 +9,7 @@ exact single-type MILP of each type, and prints mixed cost / best single-type
 cost and the times; then the mixed MILP again under threshold routing (same K),
 its time against the split routing time of the same run.  The scale case's
 gate is "proven optimal in <= 10 s".
-Writes benchmarks/out/ (benchmarks/results/ with --publish): heterogeneous.json and .md (quoted by the README).
+Writes benchmarks/out/ (benchmarks/results/ with --publish): heterogeneous.json and .md (quoted by the documentation).
 
 Run: python benchmarks/bench_heterogeneous.py [--time-limit 120]
 """

@@ -6,7 +6,7 @@ policy space, threshold routing K = 2, split routing K = 2 and K = 3 -- it
 times data preparation + build + solve (with the R_j refreshes), and prints
 MILP time / sweep time and MILP cost / sweep cost with the solver's status,
 bound and gap.  Writes benchmarks/out/ (benchmarks/results/ with --publish): milp.json and milp.md (quoted by
-the README).
+the documentation).
 
 Run: python benchmarks/bench_milp.py [--time-limit 120]
 """

@@ -9,7 +9,7 @@
    default 4e5), one replication each, against the evaluator: utilisation and
    P99 TTFT per pool, relative errors, and the time each run took.
 
-Writes benchmarks/out/ (benchmarks/results/ with --publish): simulate.json and simulate.md (quoted by the README).
+Writes benchmarks/out/ (benchmarks/results/ with --publish): simulate.json and simulate.md (quoted by the documentation).
 Run: python benchmarks/bench_simulate.py [--requests 1000000] [--batching-requests 200000]
 """
 

@@ -6,7 +6,7 @@ what ``optfleet solve --method sweep`` runs) and, as the baseline, the same
 candidates scored one by one with the evaluator (route + exact pool statistics
 + sizing per candidate).  It checks both give the same best plan, prints the
 time per workload, the number of candidates and the speed-up, and writes
-benchmarks/out/ (benchmarks/results/ with --publish): sweep.json and sweep.md (quoted by the README).
+benchmarks/out/ (benchmarks/results/ with --publish): sweep.json and sweep.md (quoted by the documentation).
 
 Run: python benchmarks/bench_sweep.py [--repeat 15]
 """

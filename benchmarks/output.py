@@ -1,6 +1,6 @@
 """Where a benchmark writes: ``benchmarks/out/`` (untracked) by default, ``benchmarks/results/`` with ``--publish``.
 
-The README quotes the committed files in ``benchmarks/results/``; running a benchmark to look at the
+The documentation quotes the committed files in ``benchmarks/results/``; running a benchmark to look at the
 numbers never rewrites them (so it never breaks ``tests/test_readme.py``).  ``--publish`` refreshes them.
 """
 
@@ -19,7 +19,7 @@ SCRATCH = ROOT / "benchmarks" / "out"
 
 def add_output_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--publish", action="store_true",
-                        help="write benchmarks/results/ (the files the README quotes) instead of benchmarks/out/")
+                        help="write benchmarks/results/ (the files the documentation quotes) instead of benchmarks/out/")
 
 
 def output_folder(args: argparse.Namespace) -> Path:
@@ -31,7 +31,7 @@ def output_folder(args: argparse.Namespace) -> Path:
 
 
 def write_results(folder: Path, stem: str, data: dict[str, Any], columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """``<stem>.json`` (``data``) and ``<stem>.md`` (the Markdown table of ``columns`` and ``rows`` the README quotes)."""
+    """``<stem>.json`` (``data``) and ``<stem>.md`` (the Markdown table of ``columns`` and ``rows`` the documentation quotes)."""
     (folder / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

@@ -14,6 +14,21 @@ FLEET_INSTANCES = REPO / "instances" / "fleet"
 SHARED_DATA = REPO.parent / "shared" / "data"
 PAPER_WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
 
+DOCS = REPO / "docs"
+GENERATED_DOCS = ("_build/", "auto_examples/", "reference/instance-files/", "reference/cli.md")
+
+
+def documentation_pages() -> list[Path]:
+    """The README and every written page of docs/ (the pages the build generates left out)."""
+    pages = sorted(p for p in DOCS.rglob("*.md") if not any(str(p.relative_to(DOCS)).startswith(g) for g in GENERATED_DOCS))
+    return [REPO / "README.md", *pages]
+
+
+def documentation_text() -> str:
+    """What a user reads: the README and the documentation's pages, one text."""
+    return "\n\n".join(page.read_text() for page in documentation_pages())
+
+
 needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not beside the checkout")
 
 

@@ -28,7 +28,7 @@ from optfleet.problems.placement.policies import (
 )
 from optfleet.problems.placement.workload import Requests
 
-from support import REPO
+from support import REPO, documentation_text
 
 PLACEMENT = REPO / "instances" / "placement"
 TINY = PLACEMENT / "tiny.yaml"
@@ -304,8 +304,8 @@ def test_lookahead_windows_commit_every_request_and_respect_the_balance_cap():
     assert evaluate(problem, placement).objective_ms > 0
 
 
-def test_the_readme_quotes_the_published_placement_tables():
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_quote_the_published_placement_tables():
+    readme = documentation_text()
     for name in ("placement.md", "placement_scenarios.md"):
         table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
         assert "\n".join(table) in readme, f"README does not quote benchmarks/results/{name}"

@@ -23,6 +23,7 @@ from optfleet.problems.placement.evaluate import evaluate
 from optfleet.problems.placement.server import chunk_pairs
 
 from test_placement import PLACEMENT, TIMING, instance, with_requests
+from support import documentation_text
 
 PAIR = 0.01
 PAIR_TIMING = {**TIMING, "prefill_ms_per_pair": PAIR}
@@ -197,7 +198,7 @@ def test_the_shipped_engine_scenario_is_as_the_readme_quotes():
     assert e.kv_capacity_blocks == 24_494
     assert e.timing_reduction == ("affine over 45 sequences and 12,745 tokens: within 0.8 % on decode steps and 2,048-token chunks, "
                                   "+4 to +59 % on chunks of 1/64 to 1/2 of that")
-    readme = " ".join((PLACEMENT.parents[1] / "README.md").read_text().split())
+    readme = " ".join(documentation_text().split())
     assert "24,494" in readme and "within 0.8 % on decode steps and full chunks, and +4 to +59 % on chunks of 1/64 to 1/2" in readme
 
 

@@ -1,4 +1,4 @@
-"""The README stays true: its Python example runs and its quoted CLI lines match the code."""
+"""The README and the documentation stay true: their Python examples run and their quoted CLI lines match the code."""
 
 from __future__ import annotations
 
@@ -8,38 +8,50 @@ import yaml
 
 from optfleet.cli import main
 
-from support import FLEET_INSTANCES, REPO
+from support import FLEET_INSTANCES, REPO, documentation_pages, documentation_text
 import pytest
 
 pytestmark = pytest.mark.solved
 
 README = (REPO / "README.md").read_text()
+DOCS_TEXT = documentation_text()
 
 
 def test_python_examples_run(monkeypatch):
     monkeypatch.chdir(REPO)
-    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
-    assert blocks
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+    ran = 0
+    for page in documentation_pages():
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S):
+            exec(compile(block, str(page.relative_to(REPO)), "exec"), {})
+            ran += 1
+    assert ran >= 3
 
 
-def test_quick_start_is_two_commands_that_solve_and_test():
+def test_quick_start_is_two_commands_the_first_with_the_core_only():
     first_block = re.search(r"```bash\n(.*?)```", README, flags=re.S).group(1).strip().splitlines()
     assert len(first_block) == 2
+    assert "pip install -e . &&" in first_block[0] and "[" not in first_block[0]  # no extra
     assert "optfleet solve instances/fleet/azure_2023.yaml" in first_block[0]
-    assert "pytest" in first_block[1]
+    assert "'.[test]'" in first_block[1] and "pytest" in first_block[1]
+    ci = (REPO / ".ci" / "run").read_text()  # runs the same commands (pip quietly)
+    for command in first_block:
+        for part in command.split("&&"):
+            assert part.strip().replace("pip install -e", "pip install -q -e").replace(".venv/bin/python -m pytest", "run_tests .venv/bin/python") in ci, part
+
+
+def test_the_readme_is_short():
+    assert len(README.splitlines()) <= 150
 
 
 def test_quoted_fleetsim_output_matches(capsys):
     assert main(["solve", str(FLEET_INSTANCES / "azure_2023.yaml"), "--preset", "fleetsim_compatible"]) == 0
     out = capsys.readouterr().out
     headline = next(line for line in out.splitlines() if line.startswith("sweep: B*"))
-    assert headline in README
+    assert headline in DOCS_TEXT
 
 
 def _assert_quoted(text: str, captured: str) -> None:
-    assert text in README, text
+    assert text in DOCS_TEXT, text
     assert text in captured, captured
 
 
@@ -65,7 +77,7 @@ def test_benchmark_tables_are_quoted_from_the_results_files():
                  "studies.md", "engine_limits.md", "compress.md", "batching_fleets.md", "batching.md",
                  "batching_milp.md", "engine.md", "engine_simulated.md", "batching_engine.md", "measured_models.md", "peer_recommend.md"):
         table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
-        assert "\n".join(table) in README, f"README does not quote benchmarks/results/{name}"
+        assert "\n".join(table) in DOCS_TEXT, f"the docs do not quote benchmarks/results/{name}"
 
 
 def test_supported_versions_table_quotes_the_declared_lower_bounds():
@@ -74,6 +86,6 @@ def test_supported_versions_table_quotes_the_declared_lower_bounds():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     for requirement in declared:
         name, lower = (part.strip() for part in requirement.split(">=", 1))
-        row = re.search(rf"^\s*\| {re.escape(name)} \| ([0-9.]+) \|", README, flags=re.M)
-        assert row is not None, f"README's version table has no row for {name}"
+        row = re.search(rf"^\s*\| {re.escape(name)} \| ([0-9.]+) \|", DOCS_TEXT, flags=re.M)
+        assert row is not None, f"the docs' version table has no row for {name}"
         assert row.group(1).startswith(lower.split(",")[0]), (name, row.group(1), lower)

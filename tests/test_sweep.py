@@ -218,14 +218,14 @@ def test_pool_after_dask_and_highs_ran_in_this_process():
 
 
 @pytest.mark.solved
-def test_readme_study_commands_run(tmp_path, monkeypatch, capsys):
-    """The README's "Studies" commands run as printed (their out/ folder moved to a temporary one)."""
+def test_the_guides_study_commands_run(tmp_path, monkeypatch, capsys):
+    """The user guide's "Studies" commands run as printed (their out/ folder moved to a temporary one)."""
     import re
     import shlex
 
     from support import REPO
 
-    section = (REPO / "README.md").read_text().split("## Studies", 1)[1]
+    section = (REPO / "docs" / "guide" / "studies.md").read_text()
     commands = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1).strip().splitlines()
     assert [c.split()[:2] for c in commands] == [["optfleet", "sweep"], ["optfleet", "plot"]]
     monkeypatch.chdir(REPO)

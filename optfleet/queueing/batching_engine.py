@@ -66,7 +66,7 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and instance
 
 An approximation of the engine (mean-field operating point, a renewal stream for the dispatcher, Kimura's slot
 wait, moment-matched TPOT laws), checked against the batching simulator by ``benchmarks/bench_batching_engine.py``
-on the shipped instances and on plans away from them (the README quotes its table: every case and its error).  The
+on the shipped instances and on plans away from them (the documentation quotes its table: every case and its error).  The
 dispatcher is the weakest part: how far the most-free-slots rule sits between turn-taking (Erlang ``n``) and
 random routing (Poisson) is measured on the simulator, not derived (:func:`arrival_shape`).  The
 fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).

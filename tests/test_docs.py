@@ -1,0 +1,93 @@
+"""The documentation's promises: every instance field and every command option is in the generated reference,
+every benchmark results file is on the benchmarks page, and the getting-started pages work when followed literally."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import pytest
+
+from optfleet.cli import build_parser, main
+from optfleet.cli.reference import cli_reference, commands, option_names
+from optfleet.instance.reference import kind_reference
+from optfleet.registry import KINDS, kind
+
+from support import DOCS, REPO
+
+
+def _json_schema_paths(schema: dict[str, Any], node: dict[str, Any], path: str) -> set[str]:
+    """Every field path of a pydantic JSON schema, walked independently of optfleet.instance.reference: properties,
+    ``$ref``, ``anyOf``/``oneOf`` members, list items (``[]``) and mapping values (``{}``)."""
+    if "$ref" in node:
+        return _json_schema_paths(schema, schema["$defs"][node["$ref"].rsplit("/", 1)[1]], path)
+    found: set[str] = set()
+    for member in node.get("anyOf", []) + node.get("oneOf", []):
+        found |= _json_schema_paths(schema, member, path)
+    if node.get("type") == "array" and isinstance(node.get("items"), dict):
+        found |= _json_schema_paths(schema, node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        found |= _json_schema_paths(schema, node["additionalProperties"], f"{path}{{}}")
+    for name, child in node.get("properties", {}).items():
+        child_path = f"{path}.{name}" if path else name
+        found.add(child_path)
+        found |= _json_schema_paths(schema, child, child_path)
+    return found
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_every_field_of_every_schema_is_in_the_reference(name):
+    """The reference names each field by its path; a member of a tagged list adds its tag (``constraints[] (kind:
+    fixed).instances``), which the JSON schema writes without, so tags are dropped before comparing."""
+    schema = kind(name).schema
+    reference = re.sub(r" \((?:kind: )?[\w-]+\)", "", kind_reference(name, schema))
+    named = set(re.findall(r"^\| `([^`]+)` \|", reference, flags=re.M))
+    expected = _json_schema_paths(schema.model_json_schema(), schema.model_json_schema(), "")
+    assert expected and expected <= named, sorted(expected - named)
+
+
+def test_every_command_and_option_is_in_the_cli_reference():
+    reference = cli_reference()
+    listed = list(commands(build_parser()))
+    assert len(listed) >= 8
+    for name, command in listed:
+        assert f"## `optfleet {name}`" in reference
+        for option in option_names(command):
+            assert f"`{option}" in reference, (name, option)
+
+
+def test_the_benchmarks_page_includes_every_results_table():
+    page = (DOCS / "project" / "benchmarks.md").read_text()
+    for results in sorted((REPO / "benchmarks" / "results").glob("*.md")):
+        assert f"```{{include}} ../../benchmarks/results/{results.name}" in page, results.name
+
+
+TUTORIAL = ("first-instance.md", "first-gap.md", "first-constraint.md")
+FILE_BLOCK = re.compile(r"```\{code-block\} yaml\n:caption: (?P<name>\S+)\n\n(?P<text>.*?)```", re.S)
+CONSOLE_BLOCK = re.compile(r"```console\n(?P<text>.*?)```", re.S)
+
+
+@pytest.mark.solved
+def test_the_getting_started_pages_work_when_followed_literally(tmp_path, monkeypatch, capsys):
+    """Each page in order: every file it shows is written as shown, every command it shows runs, and every line of
+    output it quotes is in the command's output."""
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for page in TUTORIAL:
+        text = (DOCS / "getting-started" / page).read_text()
+        steps = sorted([*((m.start(), "file", m) for m in FILE_BLOCK.finditer(text)), *((m.start(), "console", m) for m in CONSOLE_BLOCK.finditer(text))],
+                       key=lambda step: step[0])
+        for _, kind_of_step, match in steps:
+            if kind_of_step == "file":
+                (tmp_path / match["name"]).write_text(match["text"])
+                continue
+            lines = match["text"].rstrip("\n").splitlines()
+            command, quoted = lines[0], lines[1:]
+            assert command.startswith("$ optfleet "), command
+            main(shlex.split(command[2:])[1:])
+            captured = capsys.readouterr()
+            for line in quoted:
+                assert line in captured.out + captured.err, (page, command, line)
+            ran += 1
+    assert ran == 5
