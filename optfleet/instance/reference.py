@@ -249,10 +249,13 @@ def _field_notes(schema: type[BaseModel]) -> dict[str, str]:
 
 
 def _meaning(schema: type[BaseModel], name: str) -> str:
-    """The field's note in the source (:func:`_field_notes`), else the bullet of its class docstring that starts
-    with it (``* ``name``: ...``)."""
+    """The field's note in the source (:func:`_field_notes`), a tag's fixed value, else the bullet of its class
+    docstring that starts with it (``* ``name``: ...``)."""
     for klass in schema.__mro__:
         if isinstance(klass, type) and issubclass(klass, BaseModel) and name in _field_notes(klass):
             return _field_notes(klass)[name]
+    annotation = schema.model_fields[name].annotation
+    if typing.get_origin(annotation) is typing.Literal and len(typing.get_args(annotation)) == 1:
+        return f"always `{typing.get_args(annotation)[0]}`: names the block's kind"
     bullet = re.search(rf"^\s*[*-] ``{re.escape(name)}``[^:]*:\s*(.+?)(?=^\s*[*-] |\Z)", _doc(schema), flags=re.M | re.S)
     return " ".join(bullet.group(1).split()) if bullet else ""

@@ -43,7 +43,9 @@ class BucketGridSpec(Strict):
     """
 
     input_edges_tokens: list[TokenEdge] = Field(min_length=2)
+    """Edges of the input-length ranges in tokens, strictly increasing."""
     output_edges_tokens: list[TokenEdge] = Field(min_length=2)
+    """Edges of the output-length ranges in tokens, strictly increasing."""
 
     @field_validator("input_edges_tokens", "output_edges_tokens")
     @classmethod
@@ -58,7 +60,9 @@ class ProfiledWorkloadSpec(Strict):
     """Total arrival rate and the share of requests in each bucket, ``shares[input][output]`` (sum 1)."""
 
     rate_rps: RequestRate = Field(gt=0.0)
+    """Total arrival rate of the service, requests per second."""
     shares: list[list[NonNegative]] = Field(min_length=1)
+    """Share of the requests in each bucket, ``shares[input range][output range]``, summing to 1."""
 
 
 class ProfiledGpuSpec(Strict):
@@ -70,9 +74,13 @@ class ProfiledGpuSpec(Strict):
     """
 
     name: str = Field(min_length=1)
+    """The GPU type's name: a catalog GPU (``optfleet catalog``) takes its price from the catalog."""
     cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
+    """Price of one GPU in $ per hour (default: the catalog's for a catalog GPU; required otherwise)."""
     gpus_per_instance: GpusPerInstance = Field(1, ge=1)
+    """GPUs that serve one model instance (its tensor-parallel degree); ``max_rps`` is per instance."""
     max_rps: list[list[NonNegative]] = Field(min_length=1)
+    """Largest rate (requests/s) of each bucket one instance sustains within the SLO, ``max_rps[input][output]``; 0 where it cannot serve the bucket."""
 
 
 class ProfiledRoutingSpec(Strict):
@@ -88,9 +96,12 @@ class ProfiledRoutingSpec(Strict):
     """
 
     splitting: Literal["slices", "fractional"] = "slices"
+    """``slices``: each bucket in equal slices, each slice to one GPU type (Mélange's slice_factor); ``fractional``: any share to any type."""
     slices_per_bucket: Annotated[Integer, at_most(MAX_SLICES_PER_BUCKET, "slices", "finer than the MILP's tolerance; "
                                                   "use splitting: fractional")] = Field(1, ge=1)
+    """Equal slices per bucket under ``splitting: slices`` (1: the whole bucket goes to one GPU type)."""
     max_utilisation: Real = Field(1.0, gt=0.0, le=1.0)
+    """Largest load of an instance as a fraction of its profiled capacity (1.0 = the table as measured)."""
 
     @model_validator(mode="after")
     def _slices_only_when_sliced(self) -> "ProfiledRoutingSpec":
@@ -104,9 +115,13 @@ class ProfiledSolveSpec(Strict):
     options: time limit, relative gap and solver (``highs``, or a Pyomo solver installed here by its name)."""
 
     method: str = "milp"
+    """The method ``optfleet solve`` runs (``validate --json`` lists them)."""
     time_limit_s: Real = Field(60.0, gt=0.0)
+    """Time limit of each MILP solve, in seconds."""
     mip_gap: Real = Field(1e-6, ge=0.0)
+    """Relative gap at which the MILP solve stops as optimal."""
     solver: str = "highs"
+    """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
 
 
 class ProfiledBudgetConstraint(Strict):
@@ -119,7 +134,9 @@ class ProfiledBudgetConstraint(Strict):
 
     kind: Literal["budget"]
     max_cost_per_hour: Real = Field(gt=0.0)
+    """The cost cap, $ per hour; the MILP then maximises the served rate."""
     admission: Literal["per_bucket", "uniform"] = "per_bucket"
+    """``per_bucket``: each bucket admitted at its own share; ``uniform``: one share for every bucket."""
 
 
 class ProfiledNodeMultipleConstraint(Strict):
@@ -127,7 +144,9 @@ class ProfiledNodeMultipleConstraint(Strict):
 
     kind: Literal["node_multiple"]
     gpu: str
+    """The GPU type whose count comes in whole nodes."""
     gpus_per_node: GpuCount = Field(8, ge=1)
+    """GPUs per node: the type's GPU count is a multiple of it."""
 
 
 ProfiledConstraint = Annotated[
@@ -145,11 +164,20 @@ class ProfiledFleetSpec(Strict):
 
     kind: Literal["profiled_fleet"]
     name: str
+    """The instance's name, shown in every report."""
     description: str = ""
+    """Free text describing the instance."""
     source: str = ""
+    """Where the profiled tables come from (free text)."""
     buckets: BucketGridSpec
+    """The grid of input x output length ranges."""
     workload: ProfiledWorkloadSpec
+    """Arrival rate and bucket shares."""
     gpus: list[ProfiledGpuSpec] = Field(min_length=1)
+    """The GPU types to choose from, each with its throughput table."""
     routing: ProfiledRoutingSpec = ProfiledRoutingSpec()
+    """How buckets may be split between GPU types."""
     solve: ProfiledSolveSpec = ProfiledSolveSpec()
+    """The default method and the MILP's options."""
     constraints: list[ProfiledConstraint] = []
+    """Budget, availability, GPU-mix, type-count and whole-node constraints (the MILP enforces them; heuristic plans are checked)."""
