@@ -23,7 +23,7 @@ exclude_patterns = ["_build", "examples/README.md", "auto_examples/*.ipynb", "au
                     "auto_examples/*.md5", "auto_examples/*.codeobj.json"]
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 3
-suppress_warnings = ["myst.header"]  # pages moved from the README start some sections at level 3
+
 
 html_theme = "furo"
 html_title = "optfleet"
@@ -38,4 +38,5 @@ sphinx_gallery_conf = {
     "abort_on_example_error": True,
     "download_all_examples": False,
     "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",  # plot_1_..., plot_2_...: the fleet first
 }

@@ -38,11 +38,10 @@ def _json_schema_paths(schema: dict[str, Any], node: dict[str, Any], path: str) 
 
 @pytest.mark.parametrize("name", list(KINDS))
 def test_every_field_of_every_schema_is_in_the_reference(name):
-    """The reference names each field by its path; a member of a tagged list adds its tag (``constraints[] (kind:
-    fixed).instances``), which the JSON schema writes without, so tags are dropped before comparing."""
+    """The reference names each field by its path; a member of a block of a union adds its tag (``constraints[]
+    (kind: fixed).instances``), which the JSON schema writes without, so tags are dropped before comparing."""
     schema = kind(name).schema
-    reference = re.sub(r" \((?:kind: )?[\w-]+\)", "", kind_reference(name, schema))
-    named = set(re.findall(r"^\| `([^`]+)` \|", reference, flags=re.M))
+    named = {re.sub(r" \([^()]*\)", "", path) for path in re.findall(r"^\| `([^`]+)` \|", kind_reference(name, schema), flags=re.M)}
     expected = _json_schema_paths(schema.model_json_schema(), schema.model_json_schema(), "")
     assert expected and expected <= named, sorted(expected - named)
 
@@ -66,21 +65,27 @@ def test_the_benchmarks_page_includes_every_results_table():
 TUTORIAL = ("first-instance.md", "first-gap.md", "first-constraint.md")
 FILE_BLOCK = re.compile(r"```\{code-block\} yaml\n:caption: (?P<name>\S+)\n\n(?P<text>.*?)```", re.S)
 CONSOLE_BLOCK = re.compile(r"```console\n(?P<text>.*?)```", re.S)
+PYTHON_BLOCK = re.compile(r"```python\n(?P<text>.*?)```", re.S)
+CUT = "…"  # a quoted output's line that marks lines left out
 
 
 @pytest.mark.solved
 def test_the_getting_started_pages_work_when_followed_literally(tmp_path, monkeypatch, capsys):
-    """Each page in order: every file it shows is written as shown, every command it shows runs, and every line of
-    output it quotes is in the command's output."""
+    """Each page in order, in one folder: every file it shows is written as shown, every command and Python block it
+    shows runs, and every line of output it quotes is in the command's output (``…`` marks lines left out)."""
     monkeypatch.chdir(tmp_path)
     ran = 0
     for page in TUTORIAL:
         text = (DOCS / "getting-started" / page).read_text()
-        steps = sorted([*((m.start(), "file", m) for m in FILE_BLOCK.finditer(text)), *((m.start(), "console", m) for m in CONSOLE_BLOCK.finditer(text))],
-                       key=lambda step: step[0])
+        steps = sorted([*((m.start(), "file", m) for m in FILE_BLOCK.finditer(text)), *((m.start(), "console", m) for m in CONSOLE_BLOCK.finditer(text)),
+                        *((m.start(), "python", m) for m in PYTHON_BLOCK.finditer(text))], key=lambda step: step[0])
         for _, kind_of_step, match in steps:
             if kind_of_step == "file":
                 (tmp_path / match["name"]).write_text(match["text"])
+                continue
+            if kind_of_step == "python":
+                exec(compile(match["text"], page, "exec"), {})
+                capsys.readouterr()
                 continue
             lines = match["text"].rstrip("\n").splitlines()
             command, quoted = lines[0], lines[1:]
@@ -88,6 +93,6 @@ def test_the_getting_started_pages_work_when_followed_literally(tmp_path, monkey
             main(shlex.split(command[2:])[1:])
             captured = capsys.readouterr()
             for line in quoted:
-                assert line in captured.out + captured.err, (page, command, line)
+                assert line.strip() == CUT or line in captured.out + captured.err, (page, command, line)
             ran += 1
     assert ran == 5

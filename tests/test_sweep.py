@@ -233,7 +233,7 @@ def test_the_guides_study_commands_run(tmp_path, monkeypatch, capsys):
         argv = [arg.replace("out/", f"{tmp_path}/") for arg in shlex.split(command)[1:]]
         assert main([*argv, "--workers", "1"] if argv[0] == "sweep" else argv) == 0, capsys.readouterr().err
     assert (tmp_path / "azure_rate.png").read_bytes()[:4] == b"\x89PNG"
-    assert len(pd.read_parquet(tmp_path / "azure_rate.parquet")) == 8 * 2
+    assert len(pd.read_csv(tmp_path / "azure_rate.csv")) == 8 * 2
     quoted = "error: workload.rate_rps = 0: Input should be greater than 0 (in scenario 1 (workload.rate_rps=0))"
     assert main(["sweep", "instances/fleet/azure_2023.yaml", "--set", "workload.rate_rps=5,0"]) == 2
     assert quoted in section and quoted in capsys.readouterr().err

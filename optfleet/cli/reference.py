@@ -43,7 +43,7 @@ def cli_reference() -> str:
             takes = "" if action.nargs == 0 else (action.metavar or (action.dest.upper() if action.option_strings else ""))
             default = "" if action.default in (None, False, [], argparse.SUPPRESS) else f"`{action.default}`"
             choices = f" (one of {', '.join(map(str, action.choices))})" if action.choices else ""
-            text = (action.help or "").replace("|", "\\|") + choices
+            text = ("required; " if action.required and action.option_strings else "") + (action.help or "").replace("%%", "%").replace("|", "\\|") + choices
             lines.append(f"| `{flag}` | {takes} | {default} | {text} |")
         lines.append("")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from functools import cache
 from typing import Any
 
 import annotated_types
+import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -82,8 +83,9 @@ def kind_reference(kind_name: str, schema: type[BaseModel]) -> str:
 
 
 def _doc(schema: type[BaseModel]) -> str:
+    """The class docstring, its Sphinx roles (``:class:`X```) written as code."""
     own = schema.__dict__.get("__doc__")
-    return inspect.cleandoc(own) if own else ""
+    return re.sub(r":\w+:`~?([^`]+)`", r"``\1``", inspect.cleandoc(own)) if own else ""
 
 
 def _cell(text: str) -> str:
@@ -122,20 +124,27 @@ def _models_in(annotation: Any) -> list[tuple[str, type[BaseModel]]]:
     return found
 
 
+def _tagged(model: type[BaseModel]) -> bool:
+    return any(typing.get_origin(i.annotation) is typing.Literal and len(typing.get_args(i.annotation)) == 1 for i in model.model_fields.values())
+
+
 def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _tag(model: type[BaseModel]) -> str:
-    """`` (kind: fixed)`` for a member of a tagged union (its ``kind`` literal), else the class name."""
-    kind_field = model.model_fields.get("kind")
-    if kind_field is not None and typing.get_origin(kind_field.annotation) is typing.Literal:
-        return f" (kind: {typing.get_args(kind_field.annotation)[0]})"
-    return f" ({model.__name__})"
+    """`` (kind: fixed)`` for a member of a tagged union: its first field with one fixed value (``kind``,
+    ``policy``, ``source``...); else the block's name in words."""
+    for name, info in model.model_fields.items():
+        if typing.get_origin(info.annotation) is typing.Literal and len(typing.get_args(info.annotation)) == 1:
+            return f" ({name}: {typing.get_args(info.annotation)[0]})"
+    return f" ({re.sub(r'(?<!^)(?=[A-Z])', ' ', model.__name__.removesuffix('Spec')).lower()})"
 
 
 def _type_text(annotation: Any) -> str:
     members = _members(annotation)
+    if len(members) > 1 and all(_is_model(m) for m in members):
+        return "block, one of: " + ", ".join(_tag(m).strip(" ()") for m in members)
     optional = typing.get_origin(_strip(annotation)) in (typing.Union, types.UnionType) and type(None) in typing.get_args(_strip(annotation))
     text = " or ".join(_one_type(m) for m in members)
     return f"{text} (optional)" if optional else text
@@ -155,7 +164,7 @@ def _one_type(annotation: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return _type_text(annotation)
     if _is_model(annotation):
-        return "block" if "kind" not in annotation.model_fields else f"block{_tag(annotation)}"
+        return f"block{_tag(annotation)}" if len(_members(annotation)) == 1 and _tagged(annotation) else "block"
     if annotation is typing.Any:
         return "any"
     names = {bool: "boolean", int: "integer", float: "number", str: "text"}
@@ -172,8 +181,15 @@ def _default_text(info: FieldInfo) -> str:
     if value is None or value is PydanticUndefined:
         return "none"
     if isinstance(value, BaseModel):
-        return "its fields' defaults"
-    return f"`{value!r}`" if not isinstance(value, str) else f"`{value}`"
+        given = {k: v for k, v in value.model_dump(exclude_defaults=False).items() if v is not None and k in value.model_fields_set}
+        return f"`{_yaml(given)}`" if given else "its fields' defaults"
+    return f"`{_yaml(value)}`"
+
+
+def _yaml(value: Any) -> str:
+    """A default as it is written in an instance file (``true``, ``""``, ``[1, 2]``, ``{formula: profile}``)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
+    return '""' if text == "''" else text
 
 
 _BOUND_WORDS = {annotated_types.Gt: ">", annotated_types.Ge: ">=", annotated_types.Lt: "<", annotated_types.Le: "<=",
@@ -191,7 +207,10 @@ def _bounds_text(info: FieldInfo) -> str:
         limit = _at_most_limit(item)
         if limit is not None:
             _add(parts, f"<= {_number(limit)}")
-    return ", ".join(parts)
+    items = _item_bounds(info.annotation)
+    if items:
+        parts.append(items)
+    return ", ".join(sorted(parts, key=lambda part: (not part.startswith(">"), part.startswith("each"))))
 
 
 def _add(parts: list[str], text: str) -> None:
@@ -200,18 +219,37 @@ def _add(parts: list[str], text: str) -> None:
 
 
 def _number(value: float) -> str:
+    if value == 2**53:
+        return "2^53"
     return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
 def _annotated_metadata(annotation: Any) -> list[Any]:
+    """The constraints an annotation carries: its own ``Annotated`` layers and those of each member of a union
+    (``Annotated[float, Field(gt=0)] | None``)."""
     found = []
-    for member in (annotation, *_members(annotation)):
+    pending = [annotation]
+    while pending:
+        member = pending.pop()
         while typing.get_origin(member) is typing.Annotated:
             args = typing.get_args(member)
             for extra in args[1:]:
                 found.extend(getattr(extra, "metadata", [extra]))
             member = args[0]
+        if typing.get_origin(member) in (typing.Union, types.UnionType):
+            pending.extend(typing.get_args(member))
     return found
+
+
+def _item_bounds(annotation: Any) -> str:
+    """Bounds of the items of a list field (``list[Annotated[int, Field(gt=0)]]``): ``each > 0``."""
+    for member in _members(annotation):
+        if typing.get_origin(member) in (list, tuple, set, frozenset) and typing.get_args(member):
+            item = FieldInfo.from_annotation(typing.get_args(member)[0])
+            inner = _bounds_text(item)
+            if inner:
+                return f"each {inner}"
+    return ""
 
 
 def _at_most_limit(item: Any) -> float | None:

@@ -43,7 +43,7 @@ class PoolPlan:
     """One pool: a name, its context window, its instance count and GPU configuration (an instance of TP t holds t GPUs).
 
     ``gpu`` names one of the instance's GPU configurations (``FleetProblem.options``,
-    e.g. ``"H100-80GB x4"``); ``None`` is the instance's own ``hardware``.
+    e.g. ``"H100-SXM x4"``); ``None`` is the instance's own ``hardware``.
     """
 
     name: str

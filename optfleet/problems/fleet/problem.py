@@ -81,7 +81,7 @@ class FleetProblem:
         return self.configuration(gpu).pool(window_tokens)
 
     def configuration(self, gpu: str | None, field: str = "plan.pools.gpu") -> "PoolFactory":
-        """The GPU configuration labelled ``gpu`` (``"H100-80GB x4"``); None is the ``hardware`` block's.
+        """The GPU configuration labelled ``gpu`` (``"H100-SXM x4"``); None is the ``hardware`` block's.
         An unknown label is an InputError on ``field``."""
         if gpu is None or gpu == self.hardware.label:
             return self.hardware
