@@ -3,8 +3,7 @@
 Cases (each in its own subprocess, so its peak resident memory is its own: loading the trace + the method):
 
 * the Azure LLM inference trace 2023 on gemini-2.5-flash at 1-s cost windows (instances/reserved/
-  azure_2023_flash.yaml; needs the public trace beside the checkout in ../shared/data/azure_llm_2023, else
-  skipped): the exact hybrid model (Pyomo, per window) and its array form (windows merged between grid points)
+  azure_2023_flash.yaml, on the trace that ships with optfleet): the exact hybrid model (Pyomo, per window) and its array form (windows merged between grid points)
   against ``hybrid_scan`` (every grid point's $/h, vectorised), the chance model against the percentile plan;
 * the synthetic week (instances/reserved/diurnal_7day.yaml, 604,800 one-second windows, 4.8 million requests):
   the hybrid and robust array models against their scans, and the backlog model (its rows link consecutive
@@ -31,7 +30,6 @@ from pathlib import Path
 from output import add_output_option, output_folder
 
 ROOT = Path(__file__).resolve().parents[1]
-AZURE_DATA = ROOT.parent / "shared" / "data" / "azure_llm_2023"
 AZURE = ROOT / "instances" / "reserved" / "azure_2023_flash.yaml"
 WEEK = ROOT / "instances" / "reserved" / "diurnal_7day.yaml"
 # (instance, method, overrides)
@@ -49,7 +47,7 @@ def run_one(case: str, method: str, backlog_limit_s: float) -> dict:
     from optfleet.progress import silent
     from optfleet.solvers.highs import solve_arrays
 
-    overrides = {"trace__file": [str(AZURE_DATA / f"AzureLLMInferenceTrace_{p}.csv") for p in ("code", "conv")]} if case == "azure" else {}
+    overrides = {}
     if case == "week" and method.startswith("backlog"):
         overrides.update(plans__backlog__max_wait_s=5, solve__time_limit_s=backlog_limit_s)
     start = time.perf_counter()
@@ -92,9 +90,6 @@ def main() -> int:
         return 0
     rows = []
     for case, method in CASES:
-        if case == "azure" and not AZURE_DATA.is_dir():
-            print(f"skipping {case} {method}: {AZURE_DATA} is absent")
-            continue
         row = measure(case, method, args.backlog_limit_s)
         rows.append(row)
         print(f"{case:5s} {method:15s} {row['seconds']:8.3f} s  objective {row['objective']}  units {row['units']}  {row['status']}  "

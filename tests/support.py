@@ -32,25 +32,6 @@ def documentation_text() -> str:
 needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not beside the checkout")
 
 
-AZURE_TRACE_FILES = [str(SHARED_DATA / "azure_llm_2023" / f"AzureLLMInferenceTrace_{part}.csv") for part in ("code", "conv")]
-
-
-# Shipped instances that read the public Azure 2023 trace (not shipped) -> the field naming its files.
-AZURE_TRACE_FIELDS = {"azure_2023_trace": "workload.lengths.trace_file", "azure_2023_flash": "trace.file"}
-
-
-def data_overrides(name: str) -> dict:
-    """Overrides that point an instance needing public data (not shipped) at the team's copy beside the checkout."""
-    field = AZURE_TRACE_FIELDS.get(name)
-    return {field.replace(".", "__"): AZURE_TRACE_FILES} if field else {}
-
-
-def cli_data_overrides(name: str) -> list[str]:
-    """:func:`data_overrides` as the CLI's ``--set`` options."""
-    field = AZURE_TRACE_FIELDS.get(name)
-    return ["--set", f"{field}=[{','.join(AZURE_TRACE_FILES)}]"] if field else []
-
-
 def fleet_problem(name: str, preset: str | None = None) -> FleetProblem:
     """The prepared FleetProblem of a shipped instance ``instances/fleet/<name>.yaml``."""
-    return prepare(load_instance(FLEET_INSTANCES / f"{name}.yaml", preset=preset, **data_overrides(name)))
+    return prepare(load_instance(FLEET_INSTANCES / f"{name}.yaml", preset=preset))

@@ -3,7 +3,8 @@
 For each kind in :data:`optfleet.registry.KINDS` (a new kind adds one entry
 to :data:`KIND_CASES` and is done when this module passes):
 
-* every shipped instance of the kind loads, validates and says its name;
+* every shipped instance of the kind loads, validates and says its name, offline and with an empty cache (as on
+  a fresh clone: a dataset it names ships with optfleet);
 * ``solve`` and ``gap`` through the Python API and through the CLI give the
   same rows, every row has the core columns first, JSON round-trips, missing
   values are ``null`` (never NaN), and a gap is empty exactly when there is no
@@ -31,7 +32,7 @@ from optfleet.errors import EXIT_BAD_INPUT
 from optfleet.registry import KINDS, kind
 from optfleet.results import CORE_COLUMNS
 
-from support import REPO, cli_data_overrides, data_overrides, needs_shared_data
+from support import REPO
 
 pytestmark = pytest.mark.solved
 
@@ -82,16 +83,7 @@ def _instances(name: str) -> list[Path]:
     return sorted(p for p in KIND_CASES[name]["folder"].glob("*.yaml") if yaml.safe_load(p.read_text()).get("kind") == name)
 
 
-def _shipped(name: str, path: Path) -> Any:
-    """A shipped instance as a test parameter; one that reads public data (not shipped) runs on the team's copy."""
-    return pytest.param(name, path, id=f"{name}:{path.stem}", marks=[needs_shared_data] if data_overrides(path.stem) else [])
-
-
-def _cli_overrides(path: Path) -> list[str]:
-    return cli_data_overrides(path.stem)
-
-
-SHIPPED = [_shipped(name, path) for name in KINDS for path in _instances(name)]
+SHIPPED = [pytest.param(name, path, id=f"{name}:{path.stem}") for name in KINDS for path in _instances(name)]
 
 
 def test_every_registered_kind_has_a_conformance_entry_and_shipped_instances():
@@ -101,12 +93,17 @@ def test_every_registered_kind_has_a_conformance_entry_and_shipped_instances():
         assert kind(name).name == name
 
 
+def test_the_shipped_instances_are_every_instance_file():
+    assert sorted(p for _, p in (param.values for param in SHIPPED)) == sorted(INSTANCES.rglob("*.yaml"))
+
+
 @pytest.mark.parametrize(("name", "path"), SHIPPED)
-def test_every_shipped_instance_validates_through_api_and_cli(name, path, capsys):
-    validation = optfleet.validate(path, **data_overrides(path.stem))
+def test_every_shipped_instance_validates_through_api_and_cli(name, path, capsys, empty_cache, offline):
+    """As on a fresh clone (tests/conftest.py): no network, an empty cache, nothing beside the checkout."""
+    validation = optfleet.validate(path)
     assert validation.loaded.kind.name == name
     assert validation.loaded.instance.spec.name in validation.text
-    assert main(["validate", str(path), "--json", *_cli_overrides(path)]) == 0
+    assert main(["validate", str(path), "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body == json.loads(json.dumps(validation.to_dict())) and body["kind"] == name and body["valid"]
 
@@ -158,8 +155,8 @@ def _check_rows(rows: list[dict[str, Any]], references: list[dict[str, Any]]) ->
 
 
 def _same_answer(name: str, path: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    solved = optfleet.solve(path, **data_overrides(path.stem)).to_dict()
-    code = main(["solve", str(path), "--json", "--quiet", "--out", str(tmp_path / "solve"), *_cli_overrides(path)])
+    solved = optfleet.solve(path).to_dict()
+    code = main(["solve", str(path), "--json", "--quiet", "--out", str(tmp_path / "solve")])
     cli = json.loads(capsys.readouterr().out)
     assert code == (0 if any(r["status"] != "no_plan" for r in solved["results"]) else 1)
     assert _comparable(cli["results"], solved["results"]) == _comparable(solved["results"], cli["results"])

@@ -28,7 +28,7 @@ from optfleet.problems.reserved.latency import queue_delay_s
 from optfleet.problems.reserved.stats import curves
 from optfleet.problems.reserved.windows import window_series
 
-from support import REPO, data_overrides, needs_shared_data
+from support import REPO
 
 TINY = REPO / "instances" / "reserved" / "tiny.yaml"
 AZURE = REPO / "instances" / "reserved" / "azure_2023_flash.yaml"
@@ -334,21 +334,19 @@ def test_synthetic_trace_is_seeded_and_follows_its_rate():
     assert one.input_tokens.mean() == pytest.approx(100, rel=0.03)
 
 
-# ---------------------------------------------------------------- the Azure 2023 instance (public data, not shipped)
+# ---------------------------------------------------------------- the Azure 2023 instance (the shipped trace)
 
 
-@needs_shared_data
 @pytest.mark.solved
 def test_azure_2023_flash_plans():
-    table = optfleet.gap(AZURE, "percentile_p95,chance_p95,percentile_p99,chance_p99,latency,hybrid_scan,hybrid",
-                         **data_overrides(AZURE.stem)).set_index("method")
+    table = optfleet.gap(AZURE, "percentile_p95,chance_p95,percentile_p99,chance_p99,latency,hybrid_scan,hybrid").set_index("method")
     assert table.loc[["percentile_p95", "chance_p95"], "units"].tolist() == [20, 20]
     assert table.loc[["percentile_p99", "chance_p99"], "units"].tolist() == [32, 32]
     assert table.loc["latency", "units"] == 34 and table.loc["latency", "p99_e2e_s"] <= 1.5
     # at $3.70 per GSU-hour a fully used GSU costs more than pay-as-you-go for its tokens: the cheapest plan buys none
     assert table.loc["hybrid", "units"] == table.loc["hybrid_scan", "units"] == 0
     assert table.loc["hybrid", "objective"] == pytest.approx(23.52, abs=0.01)
-    problem = _problem(AZURE, **data_overrides(AZURE.stem))
+    problem = _problem(AZURE)
     assert len(problem.trace) == 28_185 and problem.trace.class_names == ("code", "conv")
     assert not math.isnan(evaluate(problem, UnitsPlan(34)).latency.p99_e2e_s)
 

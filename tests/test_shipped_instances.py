@@ -13,7 +13,7 @@ from optfleet.errors import InfeasibleError
 from optfleet.problems.fleet.evaluator import evaluate
 from optfleet.problems.fleet.heuristics import homogeneous, pool_routing, retrofit, sweep
 
-from support import fleet_problem, needs_shared_data
+from support import fleet_problem
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,6 @@ def test_agent_heavy_is_infeasible_under_the_paper_ttft_rule():
         sweep(problem)
 
 
-@needs_shared_data
 @pytest.mark.parametrize(("preset", "n_homogeneous", "expected"), [
     ("paper", 213, (32768, 1.0, [167, 0])),
     ("fleetsim_compatible", 277, (4096, 1.9, [77, 29])),

@@ -12,7 +12,7 @@ from optfleet.problems.fleet.workload.cdf import parse_cdf_points, read_cdf_file
 from optfleet.problems.fleet.workload.mix import RequestMix, split_fixed_fraction, split_normal_fraction
 from optfleet.problems.fleet.workload.trace import read_trace
 
-from support import FLEET_INSTANCES, fleet_problem, needs_shared_data
+from support import FLEET_INSTANCES, fleet_problem
 
 pytestmark = pytest.mark.unit
 
@@ -108,7 +108,6 @@ def test_paper_cdfs_are_exact_and_repeatable():
     assert first.mass_at_most(6144) - first.mass_at_most(4096) == pytest.approx(0.0776, abs=1e-4)
 
 
-@needs_shared_data
 def test_raw_azure_trace_matches_the_published_statistics():
     mix = fleet_problem("azure_2023_trace").mix
     assert round(mix.mean_total_tokens()) == 1588

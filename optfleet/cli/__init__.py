@@ -1,5 +1,6 @@
 """The ``optfleet`` command line: ``solve | gap | sweep | plot | simulate | validate | catalog``, generic over every problem kind,
-and ``compress`` (the Compress-and-Route prompt compressor, optfleet.compress).
+``compress`` (the Compress-and-Route prompt compressor, optfleet.compress) and ``data list | fetch`` (public datasets
+by name, optfleet.datasets).
 
 A thin layer over the Python API (optfleet/api.py): the same functions, the
 same answers.  Start-up imports only argparse; a command imports what it needs.
@@ -139,6 +140,24 @@ def build_parser() -> argparse.ArgumentParser:
                          help="list one source only (default: all)")
     catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout, keyed by source, instead of tables")
     catalog.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+
+    data = sub.add_parser("data", help="public datasets by name: list them, fetch one into the cache",
+                          description="public LLM-serving traces by name: the one that ships with optfleet and those fetched "
+                                      "into the user's cache (sha256-checked; the datasets extra); an instance's file field "
+                                      "names one as dataset:NAME or dataset:NAME/PART")
+    actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every dataset, file by file: size, licence, shipped / cached / not fetched",
+                                 description="every dataset, file by file: size, licence, shipped / cached / not fetched, "
+                                             "then each dataset's source and what to cite")
+    fetch = actions.add_parser("fetch", help="download a dataset into the cache, each file checked against its sha256",
+                               description="download a dataset into the cache (OPTFLEET_CACHE_DIR, else the user's cache "
+                                           "folder), each file checked against its recorded sha256; a file that does not "
+                                           "match is refused and nothing is kept (needs the datasets extra)")
+    fetch.add_argument("name", metavar="NAME", help="a dataset (every file) or NAME/PART (one file), as optfleet data list names them")
+    fetch.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    for action in (listing, fetch):
+        action.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+        action.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     return parser
 
 

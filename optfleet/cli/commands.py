@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from optfleet import api
+from optfleet.cli.data import data_command
 from optfleet.errors import EXIT_INFEASIBLE, EXIT_OK, InputError
 from optfleet.instance.loader import REMOVE
 from optfleet.progress import progress_display
@@ -350,4 +351,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "simulate": simulate_command,
     "catalog": catalog_command,
     "compress": compress_command,
+    "data": data_command,
 }

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from optfleet.cache import cache_root
 from optfleet.engine.step import EngineModel, prefill_pairs
 from optfleet.errors import InputError
 from optfleet.hardware.catalog import check_positive_int
@@ -506,11 +507,8 @@ def refine_axis(probe: Callable[[int], NDArray[np.float64]], axis: NDArray[np.fl
 
 
 def cache_dir() -> Path:
-    """``$OPTFLEET_CACHE_DIR``, else ``$XDG_CACHE_HOME/optfleet``, else ``~/.cache/optfleet``; then ``measured``."""
-    root = os.environ.get("OPTFLEET_CACHE_DIR")
-    if not root:
-        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "optfleet")
-    return Path(root) / "measured"
+    """The ``measured`` folder of optfleet's cache (:func:`optfleet.cache.cache_root`)."""
+    return cache_root() / "measured"
 
 
 def cache_key(config: MeasuredConfig, aic_version: str) -> str:

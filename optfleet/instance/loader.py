@@ -6,7 +6,8 @@ let the kind fill its defaults (the fleet's presets and hardware profiles,
 merged *under* the user's values); validate with the kind's pydantic schema
 (:mod:`optfleet.registry`).  Any problem becomes one
 :class:`~optfleet.errors.InputError` naming the field path and the value.
-Relative paths inside an instance resolve against the instance's folder.
+Relative paths inside an instance resolve against the instance's folder; a file field may name a public dataset
+instead, ``dataset:NAME[/PART]`` (optfleet.instance.paths).
 
 Overrides are ``{field: value}``; a field is a dotted path into the document
 (``"solve.time_limit_s"``; ``"solve__time_limit_s"`` from Python keywords),
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from optfleet.errors import InputError
 from optfleet.instance.documents import read_document
+from optfleet.instance.paths import NamedFile, resolve_files, resolve_path
 from optfleet.instance.shared_schema import RENAMED_FIELD
 from optfleet.registry import kind as registered_kind
 
@@ -44,9 +46,15 @@ class LoadedInstance:
     def kind(self) -> str:
         return self.spec.kind
 
-    def resolve(self, relative: str) -> Path:
-        path = Path(relative).expanduser()
-        return path if path.is_absolute() else (self.base_dir / path).resolve()
+    def resolve(self, name: str, field: str = "file") -> Path:
+        """The one file ``name`` (written at ``field``, which messages name) names: a path, relative to the
+        instance's folder, or a dataset's file, ``dataset:NAME/PART`` (optfleet.instance.paths)."""
+        return resolve_path(self.base_dir, name, field)
+
+    def resolve_files(self, value: str | list[str], field: str) -> list[NamedFile]:
+        """Every file ``value`` (a name or a list of names, at ``field``) names; ``dataset:NAME`` stands for all
+        of that dataset's files (optfleet.instance.paths)."""
+        return resolve_files(self.base_dir, value, field)
 
 
 def load_instance(source: str | Path | Mapping[str, Any] | LoadedInstance, **overrides: Any) -> LoadedInstance:

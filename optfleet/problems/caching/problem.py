@@ -74,7 +74,7 @@ def prepare(loaded: LoadedInstance) -> CachingProblem:
         given = spec.capacity_tokens or spec.capacity_blocks
         raise InputError("capacity_tokens", given, "give exactly one of capacity_tokens, capacity_blocks")
     if spec.trace.file is not None:
-        trace = load_trace(loaded.resolve(spec.trace.file))
+        trace = load_trace(loaded.resolve(spec.trace.file, "trace.file"))
         source = f"file {spec.trace.file}"
     else:
         generator = spec.trace.generator

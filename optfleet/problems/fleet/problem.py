@@ -461,11 +461,8 @@ def _request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
     workload = loaded.spec.workload
     lengths, split = workload.lengths, workload.split
     if lengths.trace_file is not None:
-        files = [lengths.trace_file] if isinstance(lengths.trace_file, str) else lengths.trace_file
-        trace = concatenate_traces([
-            read_trace(loaded.resolve(name), f"workload.lengths.trace_file[{i}]" if len(files) > 1 else "workload.lengths.trace_file")
-            for i, name in enumerate(files)
-        ])
+        trace = concatenate_traces([read_trace(file.path, file.field)
+                                    for file in loaded.resolve_files(lengths.trace_file, "workload.lengths.trace_file")])
         if split.rule == "from_trace":
             return RequestMix.from_pairs(trace.l_in, trace.l_out, np.ones(len(trace))), ()
         totals, counts = np.unique(trace.l_in + trace.l_out, return_counts=True)
@@ -474,7 +471,7 @@ def _request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
         if split.rule == "from_trace":
             raise InputError("workload.split.rule", split.rule, "from_trace needs workload.lengths.trace_file")
         table = (
-            read_cdf_file(loaded.resolve(lengths.cdf_file), "workload.lengths.cdf_file")
+            read_cdf_file(loaded.resolve(lengths.cdf_file, "workload.lengths.cdf_file"), "workload.lengths.cdf_file")
             if lengths.cdf_file is not None
             else parse_cdf_points(lengths.cdf, "workload.lengths.cdf")
         )

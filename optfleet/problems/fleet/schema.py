@@ -50,7 +50,9 @@ MAX_GAMMA_POINTS = 1000
 
 
 class LengthsSpec(Strict):
-    """Where request lengths come from: exactly one of a CDF file, an inline CDF, or trace file(s)."""
+    """Where request lengths come from: exactly one of a CDF file, an inline CDF, or trace file(s).  A file is a
+    path (relative to the instance) or a dataset's file, ``dataset:NAME/PART``; ``trace_file: dataset:NAME`` reads
+    every file of the dataset (``optfleet data list``)."""
 
     cdf_file: str | None = None
     cdf: list[list[Number]] | None = None  # checked by optfleet.problems.fleet.workload.cdf (integers kept exact)

@@ -145,8 +145,9 @@ class SyntheticSpec(Strict):
 
 
 class TraceSpec(Strict):
-    """Exactly one of ``file`` (one path or a list, relative to the instance; CSV or Parquet, generic or the
-    Azure LLM inference 2023 format), ``synthetic`` or ``frame`` (a pandas DataFrame, from Python).
+    """Exactly one of ``file`` (one path or a list, relative to the instance, or a dataset, ``dataset:NAME`` or
+    ``dataset:NAME/PART``; CSV or Parquet, generic or the Azure LLM inference 2023 format), ``synthetic`` or
+    ``frame`` (a pandas DataFrame, from Python).
 
     ``time_unit`` says what the generic ``t`` column counts: ``s``, ``ms``, ``us`` or ``datetime``; the Azure
     format's TIMESTAMP is always ``datetime`` and a list of Azure files gets ``class`` = the file's stem suffix

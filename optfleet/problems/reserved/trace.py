@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from optfleet.errors import InputError
 from optfleet.instance.data_files import require_file
+from optfleet.instance.paths import resolve_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,23 +73,23 @@ class RequestTrace:
 
 
 def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
-    """The trace a ``TraceSpec`` names (a file or files, a synthetic generator, or a DataFrame)."""
+    """The trace a ``TraceSpec`` names (a file or files, relative to ``base_dir``, or a dataset; a synthetic
+    generator; or a DataFrame)."""
     if spec.synthetic is not None:
         from optfleet.problems.reserved.synthetic import generate
 
         return generate(spec.synthetic)
     if spec.frame is not None:
         return trace_from_frame(spec.frame, spec.time_unit, f"{field}.frame", "a DataFrame", f"{field}.time_unit")
-    files = [spec.file] if isinstance(spec.file, str) else list(spec.file)
+    files = resolve_files(base_dir, spec.file, f"{field}.file")
     frames = []
-    for i, name in enumerate(files):
-        file_field = f"{field}.file" if isinstance(spec.file, str) else f"{field}.file[{i}]"
-        frame, azure = _read_file((base_dir / name) if not Path(name).is_absolute() else Path(name), file_field)
+    for i, file in enumerate(files):
+        frame, azure = _read_file(file.path, file.field)
         if azure and "class" not in frame.columns:
-            frame["class"] = Path(name).stem.rsplit("_", 1)[-1]
+            frame["class"] = file.path.stem.rsplit("_", 1)[-1]
         frame[FILE_COLUMN] = i
         frame[LINE_COLUMN] = np.arange(len(frame)) + 2  # after the header line
-        frames.append((frame, azure, file_field))
+        frames.append((frame, azure, file.field))
     azure_kinds = {azure for _, azure, _ in frames}
     if len(azure_kinds) > 1:
         raise InputError(f"{field}.file", spec.file, "mixes Azure-format and generic files; give one format")
@@ -98,7 +99,8 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
     import pandas as pd
 
     frame = pd.concat([f for f, _, _ in frames], ignore_index=True)
-    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(files), f"{field}.time_unit", files)
+    names = [file.name for file in files]
+    return trace_from_frame(frame, "datetime" if azure else spec.time_unit, field, ", ".join(names), f"{field}.time_unit", names)
 
 
 def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:

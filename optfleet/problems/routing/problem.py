@@ -77,7 +77,7 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
 
     spec: RoutingInstanceSpec = loaded.spec
     try:
-        fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance), slo__ttft_p99_ms=spec.fleet.ttft_p99_ms)
+        fleet_loaded = load_instance(loaded.resolve(spec.fleet.instance, "fleet.instance"), slo__ttft_p99_ms=spec.fleet.ttft_p99_ms)
     except InputError as exc:  # the file itself under this instance's field; a field inside it named with its file
         if exc.field == "instance":
             raise InputError("fleet.instance", spec.fleet.instance, exc.problem) from exc
@@ -89,7 +89,7 @@ def prepare(loaded: LoadedInstance) -> RoutingProblem:
     names = tuple(c.name for c in spec.categories)
     ratios = np.array([c.bytes_per_token for c in spec.categories])
     if spec.stream.file is not None:
-        stream = read_stream(loaded.resolve(spec.stream.file), names, ratios, spec.unknown_category)
+        stream = read_stream(loaded.resolve(spec.stream.file, "stream.file"), names, ratios, spec.unknown_category)
     else:
         mix = fleet.mix
         stream = synthesise(mix.l_in, mix.l_out, mix.prob, fleet.rate_rps, ratios, np.array([c.share for c in spec.categories]), names,

@@ -1,0 +1,44 @@
+"""Fixtures shared by test modules: an empty optfleet cache, and no network but loopback (as on a fresh clone)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache folder of optfleet's own (``OPTFLEET_CACHE_DIR``), not yet created."""
+    root = tmp_path / "optfleet-cache"
+    monkeypatch.setenv("OPTFLEET_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """No network but loopback: a connection or a name lookup elsewhere fails, and fails the test."""
+    attempts: list[object] = []
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def connect(sock: socket.socket, address: object) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not ipaddress.ip_address(address[0]).is_loopback:  # type: ignore[index]
+            attempts.append(address)
+            raise OSError(f"offline test: no connection to {address}")
+        return real_connect(sock, address)
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if host not in (None, "localhost", "127.0.0.1", "::1"):
+            attempts.append(host)
+            raise socket.gaierror(f"offline test: no lookup of {host}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    yield attempts
+    assert not attempts, f"the test reached for the network: {attempts}"
