@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import require_file
+from optfleet.instance.data_files import require_data_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,7 +102,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
 
 
 def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
-    require_file(path, field)
+    require_data_file(path, field)
     import pandas as pd
 
     try:
