@@ -67,8 +67,9 @@ class NoPlanFoundError(InfeasibleError):
 
 
 class NoPlanInTimeError(NoPlanFoundError):
-    """The solver's time limit passed before it found any plan: not proven infeasible.  The message
-    gives the limit and the lower bound proven by then; ``report`` is the solver's report (its bound holds)."""
+    """The solver's time limit passed before it found any plan (or before the model was built: optfleet.models.clock):
+    not proven infeasible.  The message gives the limit and the lower bound proven by then; ``report`` is the
+    solver's report (its bound holds), None when the build ran out of time."""
 
 
 class NotApplicableError(InputError):
