@@ -39,6 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 
+from optfleet.models.clock import BuildClock, building, checkpoint, ruled
+from optfleet.models.linear import total
+
 
 @dataclass(frozen=True)
 class PlacementData:
@@ -92,47 +95,116 @@ def variable_times(m: pyo.ConcreteModel, d: PlacementData) -> None:
     m.c = pyo.Var(m.R, domain=pyo.NonNegativeReals)
 
 
-def constraint_assign(m: pyo.ConcreteModel) -> None:
-    m.assign = pyo.Constraint(m.R, rule=lambda m, r: sum(m.x[r, k] for k in m.K) == 1)
+class Earlier:
+    """The requests before each one that share its key (its session, or its group), in order, without holding the
+    O(n^2) lists: ``members[key][:position[r]]``."""
+
+    def __init__(self, keys: list) -> None:
+        self.members: dict = {}
+        self.keys = keys
+        self.position = []
+        for r, key in enumerate(keys):
+            group = self.members.setdefault(key, [])
+            self.position.append(len(group))
+            group.append(r)
+
+    def __getitem__(self, r: int) -> list[int]:
+        return self.members[self.keys[r]][: self.position[r]]
+
+    @property
+    def pairs(self) -> int:
+        """``sum_r len(self[r])``: the terms the rows that sum over them hold."""
+        return sum(self.position)
 
 
-def constraint_reuse(m: pyo.ConcreteModel, d: PlacementData) -> None:
-    same_session = [[q for q in range(r) if d.session[q] == d.session[r]] for r in range(d.n)]
-    same_group = [[q for q in range(r) if d.group[q] == d.group[r]] if d.group[r] >= 0 else same_session[r] for r in range(d.n)]
-    m.group_held = pyo.Constraint(m.R, m.K, rule=lambda m, r, k: m.y[r, k] <= m.x[r, k])
-    m.group_reuse = pyo.Constraint(m.R, m.K, rule=lambda m, r, k: m.y[r, k] <= float(d.prior_group[r, k]) + sum(m.x[q, k] for q in same_group[r]))
-    m.session_held = pyo.Constraint(m.R, m.K, rule=lambda m, r, k: m.z[r, k] <= m.y[r, k])
-    m.session_reuse = pyo.Constraint(m.R, m.K, rule=lambda m, r, k: m.z[r, k] <= float(d.prior_session[r, k]) + sum(m.x[q, k] for q in same_session[r]))
+def earlier_session(d: PlacementData) -> Earlier:
+    return Earlier(d.session.tolist())
 
 
-def constraint_prefill(m: pyo.ConcreteModel, d: PlacementData) -> None:
+def earlier_group(d: PlacementData) -> Earlier:
+    """A request's group, or, without one, its conversation (module docstring)."""
+    return Earlier([("group", g) if g >= 0 else ("session", s) for g, s in zip(d.group.tolist(), d.session.tolist(), strict=True)])
+
+
+def fcfs_first_earlier(d: PlacementData) -> np.ndarray:
+    """For each request ``r`` the first ``q`` with ``C̄[q] > a[r]``: the FCFS pairs of ``r`` are ``q`` in
+    ``[first, r)`` (``C̄`` never decreases, so the pairs with ``M[q,r] > 0`` are a run ending at ``r - 1``)."""
+    upper = completion_upper_bounds(d)
+    return np.minimum(np.searchsorted(upper, d.arrival_ms, side="right"), np.arange(d.n))
+
+
+def fcfs_pairs(d: PlacementData) -> list[tuple[int, int]]:
+    """The ``(r', r)`` pairs of the fcfs rows, ``r`` ascending, then ``r'``."""
+    first = fcfs_first_earlier(d).tolist()
+    return [(q, r) for r in range(d.n) for q in range(first[r], r)]
+
+
+def symmetric_servers(d: PlacementData) -> list[int]:
+    """The servers ``k >= 1`` of the class of server ``k - 1`` (none with a starting state: constraint_symmetry)."""
+    if d.ready_ms.any() or d.prior_group.any() or d.prior_session.any():
+        return []
+    return [k for k in range(1, d.k) if d.server_class[k] == d.server_class[k - 1]]
+
+
+def model_size(d: PlacementData) -> dict[str, int]:
+    """The rows, columns and nonzeros :func:`build` makes (nonzeros an upper bound: terms with a zero coefficient are
+    counted), from the data alone: what a build will cost is known before it starts."""
+    n, k = d.n, d.k
+    first = fcfs_first_earlier(d)
+    pairs = int((np.arange(n) - first).sum())
+    reuse_terms = earlier_group(d).pairs + earlier_session(d).pairs
+    release = int(sum(int((d.arrival_ms < ready).sum()) for ready in d.ready_ms if ready > 0))
+    symmetric = len(symmetric_servers(d))
+    excess = int(d.objective == "ttft_excess")
+    rows = n + 4 * n * k + n + pairs * k + release + symmetric * n + (k if d.max_per_server is not None else 0) + excess * n
+    nonzeros = (n * k + 6 * n * k + reuse_terms * k + n * (2 + 3 * k) + 4 * pairs * k + 2 * release + symmetric * (n + n * (n - 1) // 2)
+                + (n * k if d.max_per_server is not None else 0) + excess * n * (2 + k))
+    return {"rows": rows, "columns": 3 * n * k + (2 + excess) * n, "nonzeros": nonzeros}
+
+
+def constraint_assign(m: pyo.ConcreteModel, clock: BuildClock | None = None) -> None:
+    m.assign = pyo.Constraint(m.R, rule=ruled(clock, "assign", lambda m, r: sum(m.x[r, k] for k in m.K) == 1))
+
+
+def constraint_reuse(m: pyo.ConcreteModel, d: PlacementData, clock: BuildClock | None = None) -> None:
+    same_session, same_group = earlier_session(d), earlier_group(d)
+    m.group_held = pyo.Constraint(m.R, m.K, rule=ruled(clock, "group_held", lambda m, r, k: m.y[r, k] <= m.x[r, k]))
+    m.group_reuse = pyo.Constraint(m.R, m.K, rule=ruled(clock, "group_reuse", lambda m, r, k: m.y[r, k] <= float(d.prior_group[r, k])
+                                                        + total([m.x[q, k] for q in same_group[r]])))
+    m.session_held = pyo.Constraint(m.R, m.K, rule=ruled(clock, "session_held", lambda m, r, k: m.z[r, k] <= m.y[r, k]))
+    m.session_reuse = pyo.Constraint(m.R, m.K, rule=ruled(clock, "session_reuse", lambda m, r, k: m.z[r, k] <= float(d.prior_session[r, k])
+                                                          + total([m.x[q, k] for q in same_session[r]])))
+
+
+def constraint_prefill(m: pyo.ConcreteModel, d: PlacementData, clock: BuildClock | None = None) -> None:
     a, P, G, H = d.alpha_ms_per_token, d.prompt_tokens, d.group_tokens, d.reusable_tokens
 
     def prefill(m, r):
         work = sum(float(a[k]) * (float(P[r]) * m.x[r, k] - float(G[r]) * m.y[r, k] - float(H[r] - G[r]) * m.z[r, k]) for k in m.K)
         return m.c[r] == m.s[r] + work
 
-    m.prefill = pyo.Constraint(m.R, rule=prefill)
+    m.prefill = pyo.Constraint(m.R, rule=ruled(clock, "prefill", prefill))
 
 
-def constraint_fcfs(m: pyo.ConcreteModel, d: PlacementData) -> None:
+def constraint_fcfs(m: pyo.ConcreteModel, d: PlacementData, clock: BuildClock | None = None) -> None:
     upper = completion_upper_bounds(d)
-    pairs = [(q, r) for r in range(d.n) for q in range(r) if upper[q] - d.arrival_ms[r] > 0]
+    pairs = fcfs_pairs(d)
     m.PAIRS = pyo.Set(initialize=pairs, dimen=2)
     big_m = {(q, r): float(upper[q] - d.arrival_ms[r]) for q, r in pairs}
-    m.fcfs = pyo.Constraint(m.PAIRS, m.K, rule=lambda m, q, r, k: m.s[r] >= m.c[q] - big_m[q, r] * (2 - m.x[r, k] - m.x[q, k]))
+    m.fcfs = pyo.Constraint(m.PAIRS, m.K, rule=ruled(clock, "fcfs", lambda m, q, r, k: m.s[r] >= m.c[q] - big_m[q, r] * (2 - m.x[r, k] - m.x[q, k])))
     ready = {k: float(d.ready_ms[k]) for k in range(d.k) if d.ready_ms[k] > 0}
     m.release = pyo.Constraint([(r, k) for r in range(d.n) for k in ready if ready[k] > d.arrival_ms[r]],
-                               rule=lambda m, r, k: m.s[r] >= ready[k] - (ready[k] - float(d.arrival_ms[r])) * (1 - m.x[r, k]))
+                               rule=ruled(clock, "release", lambda m, r, k: m.s[r] >= ready[k] - (ready[k] - float(d.arrival_ms[r])) * (1 - m.x[r, k])))
 
 
-def constraint_symmetry(m: pyo.ConcreteModel, d: PlacementData) -> None:
+def constraint_symmetry(m: pyo.ConcreteModel, d: PlacementData, clock: BuildClock | None = None) -> None:
     """Identical servers (same class) are used in index order: server k's first request comes after server
     k-1's.  Only when no server carries a starting state (hindsight), where relabelling them changes nothing."""
-    if d.ready_ms.any() or d.prior_group.any() or d.prior_session.any():
+    servers = symmetric_servers(d)
+    if not servers:
         return
-    rows = [(r, k) for r in range(d.n) for k in range(1, d.k) if d.server_class[k] == d.server_class[k - 1]]
-    m.first_use = pyo.Constraint(rows, rule=lambda m, r, k: m.x[r, k] <= sum(m.x[q, k - 1] for q in range(r)))
+    rows = [(r, k) for r in range(d.n) for k in servers]
+    m.first_use = pyo.Constraint(rows, rule=ruled(clock, "first_use", lambda m, r, k: m.x[r, k] <= total([m.x[q, k - 1] for q in range(r)])))
 
 
 def constraint_balance(m: pyo.ConcreteModel, d: PlacementData) -> None:
@@ -154,18 +226,20 @@ def objective_ttft(m: pyo.ConcreteModel, d: PlacementData) -> None:
         m.obj = pyo.Objective(expr=sum(ttft_expression(m, d, r) for r in m.R) / d.n, sense=pyo.minimize)
 
 
-def build(d: PlacementData) -> pyo.ConcreteModel:
-    """The MILP of the module docstring."""
+def build(d: PlacementData, clock: BuildClock | None = None) -> pyo.ConcreteModel:
+    """The MILP of the module docstring; with a ``clock``, a build that outlasts its deadline stops
+    (:class:`~optfleet.errors.NoPlanInTimeError`, models/clock.py)."""
     m = pyo.ConcreteModel(name="placement")
     m.R = pyo.RangeSet(0, d.n - 1)
     m.K = pyo.RangeSet(0, d.k - 1)
     variable_assignment(m)
     variable_times(m, d)
-    constraint_assign(m)
-    constraint_reuse(m, d)
-    constraint_prefill(m, d)
-    constraint_fcfs(m, d)
-    constraint_symmetry(m, d)
+    with building(clock):
+        for family, add in (("assign", lambda: constraint_assign(m, clock)), ("reuse", lambda: constraint_reuse(m, d, clock)),
+                            ("prefill", lambda: constraint_prefill(m, d, clock)), ("fcfs", lambda: constraint_fcfs(m, d, clock)),
+                            ("symmetry", lambda: constraint_symmetry(m, d, clock))):
+            checkpoint(clock, family)
+            add()
     constraint_balance(m, d)
     objective_ttft(m, d)
     return m

@@ -45,7 +45,10 @@ MAX_VALUE_CHARS = 200
 
 
 def short_repr(value: Any) -> str:
-    """``repr(value)`` cut to a line: a message never spells out a huge value (an expanded YAML alias bomb, a trace)."""
+    """``repr(value)`` cut to a line: a message never spells out a huge value (an expanded YAML alias bomb, a trace).
+    A numpy scalar shows the Python value it holds (``-5``, not ``np.int64(-5)``): the value as written."""
+    if type(value).__module__ == "numpy" and callable(getattr(value, "item", None)) and getattr(value, "ndim", None) == 0:
+        value = value.item()
     text = _REPR.repr(value)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
 
@@ -64,8 +67,9 @@ class NoPlanFoundError(InfeasibleError):
 
 
 class NoPlanInTimeError(NoPlanFoundError):
-    """The solver's time limit passed before it found any plan: not proven infeasible.  The message
-    gives the limit and the lower bound proven by then; ``report`` is the solver's report (its bound holds)."""
+    """The solver's time limit passed before it found any plan (or before the model was built: optfleet.models.clock):
+    not proven infeasible.  The message gives the limit and the lower bound proven by then; ``report`` is the
+    solver's report (its bound holds), None when the build ran out of time."""
 
 
 class NotApplicableError(InputError):

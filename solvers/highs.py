@@ -117,11 +117,16 @@ def solve(
     warm_start: bool = False,
     stream_log: bool = False,
     known_bound: float | None = None,
+    deadline: float | None = None,
 ) -> SolveReport:
     """Solve ``model`` in place; the incumbent (if any) is loaded into its variables.
 
     A run stopped by ``time_limit`` returns status ``time_limit`` with the
-    incumbent and the bound: it is not proven optimal.
+    incumbent and the bound: it is not proven optimal.  ``deadline`` (a
+    ``time.perf_counter()`` value: the end of a time limit that began before,
+    e.g. with the model's build) caps the limit at what is left of it once the
+    model is compiled; with nothing left the solver is not started and the
+    report says so (status ``time_limit``, no solution).
 
     ``known_bound`` is a bound on this model's optimum proven elsewhere (e.g.
     the optimum of a relaxation of it).  HiGHS then stops as soon as its
@@ -130,18 +135,39 @@ def solve(
     HiGHS's and ``known_bound``.
     """
     if solver == "highs":
-        return _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound)
+        return _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound, deadline)
     if known_bound is not None:
         raise InputError("solve.solver", solver, "known_bound is supported with HiGHS only")
+    start = time.perf_counter()
+    time_limit = _within_deadline(time_limit, deadline)
+    if deadline is not None and time_limit <= 0:
+        return _out_of_time(start, solver)
     return _solve_other(model, solver, time_limit, mip_gap, threads, warm_start, stream_log)
 
 
-def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound) -> SolveReport:
+def _within_deadline(time_limit: float | None, deadline: float | None) -> float | None:
+    """``time_limit`` capped at the seconds left until ``deadline`` (either may be None)."""
+    if deadline is None:
+        return time_limit
+    left = deadline - time.perf_counter()
+    return left if time_limit is None else min(time_limit, left)
+
+
+def _out_of_time(start: float, solver: str = "highs") -> SolveReport:
+    """The report of a solve whose time limit passed before the solver could start (in the model's build)."""
+    return SolveReport(TIME_LIMIT, None, None, None, time.perf_counter() - start, solver,
+                       "not started: the time limit passed while the model was built and compiled", {"solver_runs": 0})
+
+
+def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound, deadline=None) -> SolveReport:
     start = time.perf_counter()
     try:
         form, integer = _compile(model, warm_start)
     except InfeasibleConstraintException as exc:
         return _trivially_infeasible(exc, start)
+    time_limit = _within_deadline(time_limit, deadline)
+    if deadline is not None and time_limit <= 0:
+        return _out_of_time(start)
     columns = form.columns
     args = _pass_model_args(form, integer)
     start_values = np.array([float(v.value) for v in columns]) if warm_start and integer.any() else None

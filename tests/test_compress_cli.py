@@ -142,3 +142,38 @@ def test_a_missing_compress_extra_is_named_with_its_install_command(tmp_path, mo
     prompt.write_text("One sentence here. Another one there.")
     assert main(["compress", str(prompt), "--budget-tokens", "100"]) == 2
     assert "rouge-score: pip install 'optfleet[compress]'" in capsys.readouterr().err
+
+
+def test_rouge_tokens_are_the_rouge_score_librarys():
+    from rouge_score.tokenize import tokenize
+
+    from optfleet.compress.fidelity import rouge_tokens
+
+    rng = random.Random(11)
+    alphabet = "aZ9 .,;-_\n\tÉéİıßﬁ中文Ωω0'\"K"  # cases, digits, punctuation, letters whose lower case is ASCII or longer
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        assert rouge_tokens(text) == tokenize(text, None), text
+
+
+def test_an_extract_is_scored_exactly_in_one_scan_and_a_huge_one_says_so(monkeypatch):
+    from optfleet.compress import fidelity as module
+
+    extract = ". ".join(TEXT.split(". ")[::3])
+    exact = module.lcs_length(module.rouge_tokens(TEXT), module.rouge_tokens(extract)) / len(module.rouge_tokens(TEXT))
+    assert fidelity(TEXT, extract).rouge_l_recall == pytest.approx(exact) and fidelity(TEXT, extract).notes == ()
+    monkeypatch.setattr(module, "MAX_LCS_PAIRS", 10)
+    monkeypatch.setattr(module, "MAX_TFIDF_SENTENCES", 4)
+    kept = fidelity(TEXT, extract)
+    assert kept.rouge_l_recall == pytest.approx(exact)
+    assert kept.notes[0].startswith("ROUGE-L recall exact in one scan of the original's 300 tokens: the compressed text's 100")
+    assert kept.notes[1].startswith("TF-IDF cosine: idf fitted on a systematic sample of 4 of the original's 30 sentences (one in 8")
+    scrambled = fidelity(TEXT, "slots per GPU Pool 0")
+    assert scrambled.rouge_l_recall is None and "not computed" in scrambled.notes[0] and "above the limit of 10" in scrambled.notes[0]
+
+
+def test_a_prompt_holding_nul_bytes_is_refused_as_the_document_reader_refuses_binary_data(tmp_path, capsys):
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(TEXT.encode()[:200] + b"\x00\x01\x02" + TEXT.encode()[200:])
+    assert main(["compress", str(path), "--budget-tokens", "200"]) == EXIT_BAD_INPUT
+    assert capsys.readouterr().err == f"error: FILE = {str(path)!r}: is binary data, not text\n"

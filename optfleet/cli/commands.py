@@ -294,12 +294,13 @@ def compress_command(args: argparse.Namespace) -> int:
 
     from optfleet.compress import compress
     from optfleet.compress.fidelity import fidelity
+    from optfleet.instance.documents import read_text
 
     packages = {"sklearn": "scikit-learn", "rouge_score": "rouge-score"}
     missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise InputError("extra", "compress", f"the compressor needs {', '.join(missing)}: pip install 'optfleet[compress]'")
-    text = _read_text("FILE", args.file)
+    text = read_text(Path(args.file), "FILE")
     try:
         result = compress(text, args.budget_tokens, args.output_tokens, category=args.category,
                           method="exact" if args.exact else "greedy", time_limit_s=args.time_limit)
@@ -317,13 +318,6 @@ def compress_command(args: argparse.Namespace) -> int:
     return EXIT_OK if result.fits else EXIT_INFEASIBLE
 
 
-def _read_text(option: str, path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(option, path, f"cannot be read as UTF-8 text ({type(exc).__name__}: {exc})") from None
-
-
 def _compress_summary(path: str, result: Any, kept: Any) -> str:
     """One line: the token accounts, the method (and the greedy gap with --exact), the fidelity."""
     head = (f"{path}: {result.original_tokens} -> {result.compressed_tokens} prompt tokens + {result.output_tokens} output "
@@ -337,8 +331,9 @@ def _compress_summary(path: str, result: Any, kept: Any) -> str:
             proof = "MILP (optimum by the knapsack's dynamic program, checked by HiGHS)" if result.report.counts.get("bound_by_dynamic_program") else "MILP"
             parts.append(f"{proof} {result.report.summary}; greedy value {result.greedy_value:.4g}, {gap}")
         cosine = "undefined (no terms)" if kept.tfidf_cosine is None else f"{kept.tfidf_cosine:.3f}"
-        parts.append(f"ROUGE-L recall {kept.rouge_l_recall:.3f}, TF-IDF cosine {cosine}, "
-                     f"token reduction {100 * kept.token_reduction:.1f} %")
+        recall = "not computed" if kept.rouge_l_recall is None else f"{kept.rouge_l_recall:.3f}"
+        parts.append(f"ROUGE-L recall {recall}, TF-IDF cosine {cosine}, token reduction {100 * kept.token_reduction:.1f} %")
+        parts += kept.notes
     return "; ".join(parts)
 
 

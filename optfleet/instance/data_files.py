@@ -7,6 +7,7 @@ of a table read is named by :func:`refuse_cells`.
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,36 @@ def require_file(path: Path, field: str) -> None:
         raise InputError(field, str(path), "is a directory, not a file")
     if not path.is_file():
         raise InputError(field, str(path), "not a regular file (a device, socket or pipe)" if path.exists() else "file not found")
+
+
+BINARY_DATA = "is binary data, not text"
+"""How a text file holding a NUL byte is refused: by the document reader and by every text table's reader."""
+
+SCAN_BYTES = 2**20
+
+
+BINARY_SUFFIXES = (".parquet", ".pq")
+
+
+def require_data_file(path: Path, field: str) -> None:
+    """:func:`require_file`, and for a text table (any suffix but :data:`BINARY_SUFFIXES`) an InputError naming
+    ``field`` when the file holds a NUL byte (text never does), as :func:`optfleet.instance.documents.read_text`
+    refuses a document: read in chunks of a MiB, so a large trace is scanned without being held (about a second per
+    GB).  A file with a UTF-16 byte-order mark, whose characters hold zero bytes, is left to its reader."""
+    require_file(path, field)
+    if path.suffix.lower() in BINARY_SUFFIXES:
+        return
+    try:
+        with path.open("rb") as stream:
+            chunk = stream.read(SCAN_BYTES)
+            if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                return
+            while chunk:
+                if b"\x00" in chunk:
+                    raise InputError(field, str(path), BINARY_DATA)
+                chunk = stream.read(SCAN_BYTES)
+    except OSError as exc:
+        raise InputError(field, str(path), f"cannot be read: {exc.strerror or exc}") from None
 
 
 def refuse_cells(field: str, cells: Any, bad: np.ndarray, problem: str, path: Path | str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import require_file
+from optfleet.instance.data_files import BINARY_DATA, require_file
 
 MAX_DOCUMENT_BYTES = 64 * 2**20  # instance and plan files are small; larger data goes in trace or table files
 MAX_DEPTH = 64  # nesting levels; the deepest instance schema needs 6
@@ -69,7 +69,7 @@ def read_text(path: Path, field: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> st
     except UnicodeDecodeError as exc:
         raise InputError(field, str(path), f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
     if "\x00" in text:
-        raise InputError(field, str(path), "is binary data, not text")
+        raise InputError(field, str(path), BINARY_DATA)
     return text
 
 

@@ -97,6 +97,15 @@ count would be silently rounded (and past 2**63 numpy's int64 overflows)."""
 TOKEN_LIMIT = at_most(MAX_TOKENS, "tokens", "the largest count float64 holds exactly")
 Tokens = Annotated[Integer, TOKEN_LIMIT]
 
+MAX_SHARE = 1e12
+"""A share or weight that counts only relative to its siblings (a traffic category's share, a synthetic class's share,
+an empirical length's weight): a trillion to one already makes the smaller ones vanish, and below the limit the sum of
+the 4,096 categories an instance may have stays finite (1e308 + 1e308 overflowed to inf, and the draw that divides by
+the sum failed with an internal error)."""
+
+Share = Annotated[Real, at_most(MAX_SHARE, "per share", "only the ratios count; larger ones overflow the sum the draw divides by")]
+"""A finite relative share or weight, at most :data:`MAX_SHARE` (bounds below it are the field's own)."""
+
 MAX_GPUS = 10**9
 """GPU counts a constraint states (a pool's fixed size, an availability cap, a node's size): a billion GPUs, a
 hundred times more than are installed worldwide, so a larger count is a typo.  The MILP takes these counts as

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from optfleet.errors import InputError
+from optfleet.instance.data_files import require_data_file
 from optfleet.studies.overrides import Scenario
 
 if TYPE_CHECKING:
@@ -66,10 +67,11 @@ def read_table(path: str | Path, option: str = "FILE") -> "pd.DataFrame":
     path = check_path(path, option)
     if not path.is_file():
         raise InputError(option, str(path), "no such results file")
+    require_data_file(path, option)
     try:
         return pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise InputError(option, str(path), f"cannot be read as a {path.suffix[1:]} table ({exc})") from None
+        raise InputError(option, str(path), f"cannot be read as a {path.suffix[1:]} table ({' '.join(str(exc).split())})") from None
 
 
 def previous_rows(path: Path) -> list[Row]:

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import require_file
+from optfleet.instance.data_files import refuse_cells, require_data_file
+from optfleet.instance.shared_schema import MAX_TOKENS
 from optfleet.problems.caching.trace import ConversationTrace, build_trace
 
 COLUMNS = ("conversation_id", "t", "q", "a")
@@ -34,7 +35,7 @@ def load_trace(path: str | Path, field: str = "trace") -> ConversationTrace:
     """Read ``path`` (format by suffix) into a validated :class:`ConversationTrace`."""
     path = Path(path)
     frame = read_turns(path, field)
-    return trace_from_frame(frame, field)
+    return trace_from_frame(frame, field, path)
 
 
 def read_turns(path: Path, field: str = "trace") -> pd.DataFrame:
@@ -42,7 +43,7 @@ def read_turns(path: Path, field: str = "trace") -> pd.DataFrame:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise InputError(f"{field}.file", str(path), f"unknown trace format {path.suffix!r}; use one of {', '.join(FORMATS)}")
-    require_file(path, f"{field}.file")
+    require_data_file(path, f"{field}.file")
     try:
         if fmt == "csv":
             frame = pd.read_csv(path, dtype={"conversation_id": str}, skipinitialspace=True)
@@ -62,17 +63,19 @@ def read_turns(path: Path, field: str = "trace") -> pd.DataFrame:
     return frame
 
 
-def trace_from_frame(frame: pd.DataFrame, field: str = "trace") -> ConversationTrace:
-    """Validate the four columns of ``frame`` and build the trace."""
+def trace_from_frame(frame: pd.DataFrame, field: str = "trace", source: str | Path = "the trace") -> ConversationTrace:
+    """Validate the four columns of ``frame`` and build the trace; a bad cell is named by its column, its value as
+    written and its row in ``source`` (counted from 1 after the header)."""
     numbers = {}
     for column in ("t", "q", "a"):
         raw = frame[column]
-        values = pd.to_numeric(raw, errors="coerce")
-        bad = np.flatnonzero(values.isna().to_numpy())
-        if bad.size:
-            row = int(bad[0])
-            raise InputError(f"{field}.{column}", raw.iloc[row], f"row {row}: not a number")
-        numbers[column] = values.to_numpy(dtype=float)
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        refuse_cells(f"{field}.{column}", raw, np.isnan(values), "not a number", source)
+        if column != "t":
+            refuse_cells(f"{field}.{column}", raw, ~np.isfinite(values) | (values < 0) | (values != np.round(values)) | (values > MAX_TOKENS),
+                         f"token counts must be integers >= 0 and at most {MAX_TOKENS:,} (the largest count float64 holds exactly)",
+                         source)
+        numbers[column] = values
     labels = frame["conversation_id"]
     if labels.isna().any():
         row = int(np.flatnonzero(labels.isna().to_numpy())[0])

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, Tokens, at_most
+from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Share, Strict, Tokens, at_most
 
 MAX_GENERATED_TURNS = 10_000_000
 """Turns a generator may draw: ten times the 1e6-turn benchmark trace.  Drawing takes about a second per million
@@ -43,7 +43,7 @@ class LengthSpec(Strict):
     mean_tokens: Annotated[Real, TOKEN_LIMIT] | None = Field(None, ge=1.0)
     sigma: Real = Field(1.0, gt=0.0)
     values_tokens: list[Annotated[Tokens, Field(ge=1)]] | None = None
-    weights: list[Annotated[Real, Field(ge=0.0)]] | None = None
+    weights: list[Annotated[Share, Field(ge=0.0)]] | None = None
 
     @model_validator(mode="after")
     def _parameters(self) -> "LengthSpec":

@@ -14,6 +14,12 @@
   request where the prefix is cached and the simulator's decode queues explode.  A policy with a forecast of the
   next arrivals could reach its plan; it bounds nothing (no report).
 * ``relaxation_bound``: bounds.relaxation_bound, solved exactly (no plan).
+
+Work limits: ``solve.time_limit_s`` covers each MILP's build, its hand-over to HiGHS and HiGHS's run.  A MILP whose
+size (rows, columns and nonzeros, known from the data before any is built: ``model_size``) makes its build and
+hand-over alone take longer than its limit here is not built (:func:`size_refusal` says why and what to reduce);
+a build that outlasts the limit all the same (a slower machine) stops at it (models/clock.py), and HiGHS gets what
+is left of the limit once the model is handed over.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ import math
 import time
 
 import numpy as np
-from optfleet.models.placement import PlacementData, build, extract, model_ttft_ms
+from optfleet.models.clock import BuildClock
+from optfleet.models.placement import PlacementData, build, extract, model_size, model_ttft_ms
 from optfleet.solvers import highs
-from optfleet.solvers.report import OPTIMAL, SolveReport
+from optfleet.solvers.report import OPTIMAL, TIME_LIMIT, SolveReport
 
-from optfleet.errors import InfeasibleError
+from optfleet.errors import InfeasibleError, NoPlanInTimeError
 from optfleet.problems.placement.bounds import relaxation_bound, reusable_tokens
 from optfleet.problems.placement.problem import PlacementProblem
 
@@ -50,9 +57,50 @@ def placement_data(problem: PlacementProblem, first: int, count: int, ready_ms: 
         problem.objective, problem.slo.ttft_ms, max_per_server)
 
 
+BUILD_S_PER_ROW = 3e-5
+BUILD_S_PER_NONZERO = 1.5e-6
+"""Seconds a row and a nonzero of the placement MILP cost to build in Pyomo and hand to HiGHS (its standard-form
+compile): fitted here (one-off) on builds of 2,000 requests x 2 servers (275,042 rows, 4.4 million nonzeros: 15 s)
+and of 40 requests x 200 servers (57,440 rows, 370,660 nonzeros: 1.9 s)."""
+
+
+def build_seconds(size: dict[str, int]) -> float:
+    """The estimated seconds to build and hand over a MILP of ``size`` (:func:`model_size`)."""
+    return size["rows"] * BUILD_S_PER_ROW + size["nonzeros"] * BUILD_S_PER_NONZERO
+
+
+def size_refusal(data: PlacementData, time_limit_s: float | None, what: str, limit: str) -> str | None:
+    """Why the MILP of ``data`` is not built within ``time_limit_s`` (``limit`` names the limit), or None: its build
+    and hand-over alone are estimated to take longer (module docstring)."""
+    if time_limit_s is None:
+        return None
+    size = model_size(data)
+    seconds = build_seconds(size)
+    if seconds <= time_limit_s:
+        return None
+    return (f"{what} of {data.n:,} requests x {data.k:,} servers would have {size['rows']:,} rows, {size['columns']:,} columns and "
+            f"{size['nonzeros']:,} nonzeros: building it and handing it to HiGHS takes about {seconds:,.3g} s here, more than {limit}; "
+            "fewer requests or servers (solve.max_milp_requests, solve.lookahead_requests) or a longer solve.time_limit_s")
+
+
+def hindsight_refusal(problem: PlacementProblem) -> str | None:
+    """Why the hindsight MILP does not run on ``problem`` (None: it does): more requests than
+    ``solve.max_milp_requests``, or a model too large to build within ``solve.time_limit_s``."""
+    n, most = len(problem.requests), problem.solve.max_milp_requests
+    if n > most:
+        return f"{n:,} requests > solve.max_milp_requests = {most:,}"
+    limit = problem.solve.time_limit_s
+    return size_refusal(placement_data(problem, 0, n), limit, "the hindsight MILP", f"solve.time_limit_s = {limit:g} s")
+
+
 def _solve(problem: PlacementProblem, data: PlacementData, time_limit_s: float | None) -> tuple[np.ndarray, SolveReport]:
-    model = build(data)
-    report = highs.solve(model, solver=problem.solve.solver, time_limit=time_limit_s)
+    """Build (under the clock of ``time_limit_s``), solve with what is left of it, and extract."""
+    clock = None if time_limit_s is None else BuildClock(time_limit_s, "the placement MILP")
+    model = build(data, clock)
+    report = highs.solve(model, solver=problem.solve.solver, time_limit=time_limit_s, deadline=None if clock is None else clock.deadline)
+    if not report.has_solution and report.status == TIME_LIMIT:
+        raise NoPlanInTimeError(f"the time limit of {time_limit_s:g} s (build, hand-over and solve) passed before the placement MILP found a "
+                                f"placement ({report.summary}{'; ' + report.log if report.counts.get('solver_runs') == 0 else ''})", report)
     if not report.has_solution:
         raise InfeasibleError(f"the placement MILP found no placement ({report.summary})")
     return extract(model, data), report
@@ -61,6 +109,24 @@ def _solve(problem: PlacementProblem, data: PlacementData, time_limit_s: float |
 def hindsight(problem: PlacementProblem) -> tuple[np.ndarray, SolveReport]:
     """The hindsight MILP's placement and report (module docstring)."""
     return _solve(problem, placement_data(problem, 0, len(problem.requests)), problem.solve.time_limit_s)
+
+
+def lookahead_refusal(problem: PlacementProblem) -> str | None:
+    """Why the look-ahead MILPs do not run (None: they do): a window's MILP too large to build within its share of
+    the time limit (module docstring)."""
+    n = len(problem.requests)
+    horizon = min(problem.solve.lookahead_requests, n)
+    per_window_s = _per_window_s(problem)
+    return size_refusal(placement_data(problem, 0, horizon), per_window_s, "a look-ahead window's MILP",
+                        f"its share of solve.time_limit_s, {per_window_s:,.3g} s")
+
+
+def _per_window_s(problem: PlacementProblem) -> float | None:
+    """Each look-ahead window's time limit: an equal share of ``solve.time_limit_s``, at least a second."""
+    if problem.solve.time_limit_s is None:
+        return None
+    commit = min(problem.solve.lookahead_commit, problem.solve.lookahead_requests)
+    return max(1.0, problem.solve.time_limit_s / -(-len(problem.requests) // commit))
 
 
 def lookahead(problem: PlacementProblem) -> tuple[np.ndarray, dict[str, int]]:
@@ -73,8 +139,7 @@ def lookahead(problem: PlacementProblem) -> tuple[np.ndarray, dict[str, int]]:
     groups: list[set[int]] = [set() for _ in range(k)]
     sessions: list[set[int]] = [set() for _ in range(k)]
     windows = proven = 0
-    windows_total = -(-n // commit)
-    per_window_s = None if problem.solve.time_limit_s is None else max(1.0, problem.solve.time_limit_s / windows_total)
+    per_window_s = _per_window_s(problem)
     for first in range(0, n, commit):
         count = min(horizon, n - first)
         rows = range(first, first + count)

@@ -40,7 +40,11 @@ def methods(problem: PlacementProblem) -> tuple[str, ...]:
 
 
 def milp_fits(problem: PlacementProblem) -> bool:
-    return len(problem.requests) <= problem.solve.max_milp_requests
+    """Whether the hindsight MILP runs: at most ``solve.max_milp_requests`` requests, and a model small enough to
+    build within ``solve.time_limit_s`` (exact.py)."""
+    from optfleet.problems.placement.exact import hindsight_refusal
+
+    return hindsight_refusal(problem) is None
 
 
 def default_method(problem: PlacementProblem) -> str:
@@ -81,9 +85,9 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
         note = (f"a bound, no placement: its own {report.bound:,.4g} (" + ", ".join(f"{k} {v:,.4g}" for k, v in parts.items())
                 + "); the bound column holds the best bound of the rows")
         return [no_plan(method, time.perf_counter() - start, note, objective_unit=unit, report=report)]
-    if method == HINDSIGHT and not milp_fits(problem):
-        return [no_plan(method, 0.0, f"not run: {len(problem.requests):,} requests > solve.max_milp_requests = {problem.solve.max_milp_requests:,}",
-                        objective_unit=unit, available=False)]
+    refusal = exact.hindsight_refusal(problem) if method == HINDSIGHT else exact.lookahead_refusal(problem) if method == LOOKAHEAD else None
+    if refusal is not None:
+        return [no_plan(method, time.perf_counter() - start, f"not run: {refusal}", objective_unit=unit, available=False)]
     extra = None
     try:
         if method == HINDSIGHT:

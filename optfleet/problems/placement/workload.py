@@ -14,11 +14,12 @@ random; lengths are normal draws rounded to whole tokens, at least 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import refuse_cells
+from optfleet.instance.data_files import refuse_cells, require_data_file
 from optfleet.instance.shared_schema import MAX_TOKENS
 from optfleet.problems.placement.schema import MAX_REQUESTS, ArrivalSpec, SharedPrefixSpec, WorkloadSpec
 
@@ -176,10 +177,11 @@ def load_trace(path, field: str) -> Requests:
     An empty ``group`` or ``session`` cell means none (a request without a session is a conversation of its own)."""
     import pandas as pd
 
+    require_data_file(Path(path), field)
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, ValueError) as exc:
-        raise InputError(field, str(path), f"cannot read the trace ({exc})") from exc
+        raise InputError(field, str(path), f"cannot read the trace ({' '.join(str(exc).split())})") from exc
     missing = [c for c in ("arrival_s", "prompt_tokens", "output_tokens") if c not in frame.columns]
     if missing or frame.empty:
         raise InputError(field, str(path), f"the trace needs rows and the columns arrival_s, prompt_tokens, output_tokens (missing: {missing})")

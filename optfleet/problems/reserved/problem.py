@@ -127,7 +127,8 @@ def prepare(loaded: LoadedInstance) -> ReservedProblem:
 def _check_span(trace: RequestTrace, spec: ReservedInstanceSpec, field: str) -> None:
     windows = trace.span_s / min(spec.cost_window_s, *spec.windows_s)
     if windows > MAX_WINDOWS:
-        raise InputError(field, trace.source, f"spans {trace.span_s:,.0f} s: {windows:,.0f} windows of the smallest width, above the limit of "
+        span = f"{trace.span_s:,.0f}" if trace.span_s < 1e12 else f"{trace.span_s:.3g}"
+        raise InputError(field, trace.source, f"spans {span} s: {windows:,.4g} windows of the smallest width, above the limit of "
                          f"{MAX_WINDOWS:,} (each window is a row of the exact models); use wider windows or a shorter trace")
 
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, at_most
+from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Share, Strict, at_most
 
 MAX_SYNTHETIC_REQUESTS = 20_000_000
 """Requests a synthetic trace may hold (mean rate x days): three times the 7-day benchmark trace; the windowed
@@ -42,16 +42,25 @@ MAX_PRICE = 1e6
 """A price in $ per unit-hour or per million tokens: ten thousand times the dearest published one (units cost $1-$100
 an hour, tokens $0.1-$100 a million); 1e308 overflowed the cost sums to inf and a hybrid MILP's objective to nan."""
 Price = Annotated[Real, Field(ge=0.0), at_most(MAX_PRICE, "$", "ten thousand times the dearest published price; far larger ones overflow the costs")]
+MAX_WEIGHT = 1000.0
+"""A burndown weight (adjusted tokens per token): the published ones lie between 0.1 and 12 (provider_profiles.yaml);
+1e308 overflowed a request's work to inf and the purchase grid's size to an internal error, and 1e300 was blamed on tau."""
+Weight = Annotated[Real, Field(ge=0.0), at_most(MAX_WEIGHT, "adjusted tokens per token", "about a hundred times the largest published "
+                                                "weight; far larger ones overflow the work")]
+MAX_WINDOW_S = 1e9
+"""A window width in seconds (about 32 years, longer than any trace): 1e308 overflowed ``tau x width`` to inf and the
+statistics to NaN."""
+WindowSeconds = Annotated[Real, Field(gt=0.0), at_most(MAX_WINDOW_S, "s", "longer than any trace; far longer ones overflow tau x width")]
 
 
 class LongContextSpec(Strict):
     """Weights of requests whose input exceeds ``threshold_input_tokens`` (``w_think`` defaults to ``w_out``)."""
 
     threshold_input_tokens: Annotated[Integer, TOKEN_LIMIT] = Field(ge=0)
-    w_in: Real = Field(ge=0.0)
-    w_cache: Real = Field(ge=0.0)
-    w_out: Real = Field(ge=0.0)
-    w_think: Real | None = Field(None, ge=0.0)
+    w_in: Weight
+    w_cache: Weight
+    w_out: Weight
+    w_think: Weight | None = None
 
 
 class _ProfileBase(Strict):
@@ -77,10 +86,10 @@ class AzurePtuProfileSpec(_ProfileBase):
     model: str = "azure-ptu"
     tau_tokens_per_s_per_unit: Tau
     deployment: Literal["global", "regional"] = "global"
-    w_in: Real | None = Field(None, ge=0.0)
-    w_cache: Real | None = Field(None, ge=0.0)
-    w_out: Real | None = Field(None, ge=0.0)
-    w_think: Real | None = Field(None, ge=0.0)
+    w_in: Weight | None = None
+    w_cache: Weight | None = None
+    w_out: Weight | None = None
+    w_think: Weight | None = None
 
 
 class CustomProfileSpec(_ProfileBase):
@@ -90,10 +99,10 @@ class CustomProfileSpec(_ProfileBase):
     model: str = "custom"
     unit_name: str = "unit"
     tau_tokens_per_s_per_unit: Tau
-    w_in: Real = Field(1.0, ge=0.0)
-    w_cache: Real = Field(0.0, ge=0.0)
-    w_out: Real = Field(1.0, ge=0.0)
-    w_think: Real | None = Field(None, ge=0.0)
+    w_in: Weight = 1.0
+    w_cache: Weight = 0.0
+    w_out: Weight = 1.0
+    w_think: Weight | None = None
     long_context: LongContextSpec | None = None
 
 
@@ -113,7 +122,7 @@ class SyntheticClassSpec(Strict):
     of each input is cached."""
 
     name: str
-    share: Real = Field(gt=0.0)
+    share: Share = Field(gt=0.0)
     input_tokens: LengthSpec
     output_tokens: LengthSpec
     thinking_tokens: LengthSpec = LengthSpec(mean_tokens=0.0)
@@ -290,8 +299,8 @@ class ReservedInstanceSpec(Strict):
     trace: TraceSpec
     profile: ProfileSpec
     prices: PricesSpec | None = None
-    windows_s: list[PositiveReal] = Field([1.0, 5.0, 30.0], min_length=1)
-    cost_window_s: PositiveReal = 1.0
+    windows_s: list[WindowSeconds] = Field([1.0, 5.0, 30.0], min_length=1)
+    cost_window_s: WindowSeconds = 1.0
     quantile_method: Literal["linear", "inverted_cdf"] = "linear"
     headroom_fraction: Real = Field(0.0, ge=0.0, le=10.0)
     max_units: Annotated[Integer, UNITS_LIMIT] | None = Field(None, ge=1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from optfleet.errors import InputError
 from optfleet.problems.reserved.trace import RequestTrace
 
 SECONDS_PER_DAY = 86_400
@@ -28,14 +29,20 @@ def diurnal_rate_rps(t_s: NDArray[np.float64], mean_rps: float, peak_to_trough: 
     return mean_rps * (1.0 + amplitude * np.cos(2.0 * np.pi * (t_s - 3600.0 * peak_hour) / SECONDS_PER_DAY))
 
 
-def generate(spec) -> RequestTrace:
-    """Draw the trace of a ``SyntheticSpec`` (module docstring)."""
+def generate(spec, field: str = "trace.synthetic") -> RequestTrace:
+    """Draw the trace of a ``SyntheticSpec`` (module docstring); an InputError naming ``field`` when it draws no
+    request (the expected count ``mean_rps x days x 86,400`` is too small, or the span rounds to no whole second)."""
     rng = np.random.default_rng(spec.seed)
     seconds = int(round(spec.days * SECONDS_PER_DAY))
     starts = np.arange(seconds, dtype=np.float64)
     counts = rng.poisson(diurnal_rate_rps(starts + 0.5, spec.mean_rps, spec.peak_to_trough, spec.peak_hour))
     arrival = np.sort(np.repeat(starts, counts) + rng.random(int(counts.sum())))
     n = len(arrival)
+    if n == 0:
+        expected = spec.mean_rps * seconds
+        raise InputError(field, {"days": spec.days, "mean_rps": spec.mean_rps},
+                         f"draws no request: its {seconds:,} whole second(s) at mean_rps {spec.mean_rps:g} expect {expected:.3g} requests "
+                         f"(mean_rps x days x 86,400 s); raise mean_rps or days so that they expect at least a few dozen")
     shares = np.array([c.share for c in spec.classes], dtype=np.float64)
     class_index = rng.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
     columns = {name: np.zeros(n, dtype=np.int64) for name in ("input", "cached", "output", "thinking")}

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import require_file
+from optfleet.instance.data_files import require_data_file
 from optfleet.instance.paths import resolve_files
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
     if spec.synthetic is not None:
         from optfleet.problems.reserved.synthetic import generate
 
-        return generate(spec.synthetic)
+        return generate(spec.synthetic, f"{field}.synthetic")
     if spec.frame is not None:
         return trace_from_frame(spec.frame, spec.time_unit, f"{field}.frame", "a DataFrame", f"{field}.time_unit")
     files = resolve_files(base_dir, spec.file, f"{field}.file")
@@ -104,7 +104,7 @@ def read_trace(spec: Any, base_dir: Path, field: str = "trace") -> RequestTrace:
 
 
 def _read_file(path: Path, field: str) -> tuple["pd.DataFrame", bool]:
-    require_file(path, field)
+    require_data_file(path, field)
     import pandas as pd
 
     try:
@@ -145,10 +145,11 @@ def trace_from_frame(frame: "pd.DataFrame", time_unit: str | None, field: str, s
                          f"more cached tokens than input tokens ({int(tokens['input_tokens'][row])})")
     latency = (pd.to_numeric(frame["latency_s"], errors="coerce").to_numpy(dtype=np.float64) if "latency_s" in frame.columns
                else np.full(len(frame), np.nan))
-    bad_latency = np.isfinite(latency) & (latency < 0)
+    bad_latency = np.isinf(latency) | (latency < 0)
     if bad_latency.any():
         row = int(np.flatnonzero(bad_latency)[0])
-        raise InputError(f"{field}:latency_s {where(row)}", float(latency[row]), "a latency cannot be negative")
+        raise InputError(f"{field}:latency_s {where(row)}", _plain(frame["latency_s"].iloc[row]),
+                         "a latency must be a finite number of seconds >= 0 (leave the cell empty where none was observed)")
     labels = frame["class"].astype(str).to_numpy() if "class" in frame.columns else np.full(len(frame), "all", dtype=object)
     names, class_index = np.unique(labels, return_inverse=True)
     notes = []
@@ -186,7 +187,8 @@ def _seconds(values: "pd.Series", time_unit: str, field: str, unit_field: str, w
     if time_unit == "datetime" and pd.api.types.is_numeric_dtype(values):
         raise InputError(unit_field, time_unit, "the t column holds numbers, not dates; give s, ms or us")
     if time_unit == "datetime":
-        stamps = pd.to_datetime(values, errors="coerce", format="mixed")
+        _refuse_mixed_time_zones(values, field, where)
+        stamps = pd.to_datetime(values, errors="coerce", format="mixed", utc=True)
         bad = stamps.isna().to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
@@ -198,6 +200,36 @@ def _seconds(values: "pd.Series", time_unit: str, field: str, unit_field: str, w
         row = int(np.flatnonzero(bad)[0])
         raise InputError(f"{field}:t {where(row)}", _plain(values.iloc[row]), f"not a number of {time_unit} ({unit_field})")
     return (numeric - numeric.min()) * SECONDS_PER_UNIT[time_unit]
+
+
+def _refuse_mixed_time_zones(values: "pd.Series", field: str, where: Callable[[int], str]) -> None:
+    """An InputError naming the first timestamp that carries a time zone when the first one does not, or the other
+    way round: a naive time has no place on an aware clock (pandas refused the mix with an internal error).  Aware
+    timestamps with different UTC offsets are one clock (read in UTC).  Each distinct shape of a timestamp (its text
+    with every digit a 0) is parsed once, so a long trace costs one vectorised pass."""
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(values) or pd.api.types.is_numeric_dtype(values):
+        return  # one dtype, one time zone (or numbers, refused by the caller)
+    shapes = values.astype(str).str.replace(r"\d", "0", regex=True)
+    aware: dict[str, bool | None] = {}
+    for shape, row in zip(*np.unique(shapes.to_numpy(dtype=str), return_index=True), strict=True):
+        try:
+            aware[shape] = pd.Timestamp(values.iloc[int(row)]).tzinfo is not None
+        except (ValueError, TypeError, OverflowError):
+            aware[shape] = None  # not a date: the caller names it
+    kinds = shapes.map(aware).to_numpy(dtype=object)
+    known = np.flatnonzero(kinds != None)  # noqa: E711 - elementwise on an object array
+    if known.size == 0:
+        return
+    first = int(known[0])
+    odd = known[kinds[known] != kinds[first]]
+    if odd.size:
+        row = int(odd[0])
+        have, lack = ("has", "lacks") if kinds[row] else ("lacks", "has")
+        raise InputError(f"{field}:t {where(row)}", _plain(values.iloc[row]),
+                         f"{have} a time zone (a UTC offset) that the first timestamp ({where(first)}: {_plain(values.iloc[first])!r}) "
+                         f"{lack}: give every timestamp with an offset (e.g. +00:00 or Z) or none")
 
 
 def _unit_note(arrival_s: NDArray[np.float64], time_unit: str, field: str) -> str | None:

@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, at_most
+from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Share, Strict, at_most
+from optfleet.problems.fleet.schema import Gamma
 
 MAX_REQUESTS = 5_000_000
 """Requests a replayed stream may hold: every request's arrays are held at once (about 200 bytes each at the
@@ -39,7 +40,7 @@ class CategorySpec(Strict):
 
     name: str = Field(min_length=1)
     bytes_per_token: BytesPerToken
-    share: Real = Field(1.0, gt=0.0)
+    share: Share = Field(1.0, gt=0.0)
     compressible: bool = False
 
 
@@ -55,7 +56,7 @@ class FleetSpec(Strict):
     method: str | None = None
     plan: dict[str, Any] | None = None
     boundary_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
-    gamma: Real = Field(1.0, ge=1.0)
+    gamma: Gamma = 1.0
     ttft_p99_ms: Real | None = Field(None, gt=0.0)
 
     @model_validator(mode="after")
@@ -102,7 +103,7 @@ class DispatcherSpec(Strict):
     ``pressure_limit`` requests per GPU instance: the fleet simulator's rule uses 0.85; None = off)."""
 
     b_short_tokens: Annotated[Integer, TOKEN_LIMIT] | None = None
-    compress_gamma: Real | None = None
+    compress_gamma: Gamma | None = None
     queue_limit: Integer | None = Field(None, ge=0)
     pressure_limit: Real | None = Field(None, gt=0.0)
 
@@ -125,7 +126,7 @@ class DesignSpec(Strict):
     calibrator: Literal["paper", "router", "static"] = "paper"
     short_windows_tokens: list[Annotated[Integer, TOKEN_LIMIT, Field(ge=1)]] | None = Field(None, min_length=1)
     threshold_fractions: list[Annotated[Real, Field(gt=0.0, le=1.0)]] = Field([1.0, 0.95, 0.9, 0.85, 0.8, 0.7], min_length=1)
-    gammas: list[Annotated[Real, Field(ge=1.0)]] = Field([1.0], min_length=1)
+    gammas: list[Gamma] = Field([1.0], min_length=1)
     queue_limits: list[Annotated[Integer, Field(ge=0)] | None] | None = Field(None, min_length=1, max_length=32)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import refuse_cells
+from optfleet.instance.data_files import refuse_cells, require_data_file
 from optfleet.instance.shared_schema import MAX_TOKENS
 
 COLUMNS = ("arrival_s", "bytes", "input_tokens", "output_tokens", "category")
@@ -84,10 +84,11 @@ def read_stream(path: Path, names: tuple[str, ...], ratios: NDArray[np.float64],
     a known category's true ratio is its ``bytes_per_token``."""
     import pandas as pd
 
+    require_data_file(path, "stream.file")
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise InputError("stream.file", str(path), f"cannot read the stream: {exc}") from exc
+        raise InputError("stream.file", str(path), f"cannot read the stream: {' '.join(str(exc).split())}") from exc
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise InputError("stream.file", str(path), f"missing columns {missing}; a stream has {', '.join(COLUMNS)}")

@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
-from optfleet.instance.data_files import require_file
+from optfleet.instance.data_files import require_data_file
+from optfleet.instance.shared_schema import MAX_TOKENS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,7 +43,7 @@ class RequestTrace:
 
 def read_trace(path: Path, field: str) -> RequestTrace:
     """Load an Azure-format or generic trace file; errors name ``field``, the column and the row."""
-    require_file(path, field)
+    require_data_file(path, field)
     import pandas as pd  # imported here: pandas costs a quarter second of start-up; only traces need it
 
     try:
@@ -74,10 +75,11 @@ def _token_column(values: "pd.Series", field: str) -> NDArray[np.int64]:
     import pandas as pd
 
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(numeric) | (numeric < 0) | (numeric != np.floor(numeric))
+    bad = ~np.isfinite(numeric) | (numeric < 0) | (numeric != np.floor(numeric)) | (numeric > MAX_TOKENS)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{field} row {row + 2}", values.iloc[row], "token counts must be non-negative integers")
+        raise InputError(f"{field} row {row + 2}", values.iloc[row], f"token counts must be non-negative integers of at most {MAX_TOKENS:,} "
+                         "(the largest count float64 holds exactly)")
     return numeric.astype(np.int64)
 
 
