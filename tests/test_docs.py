@@ -11,7 +11,7 @@ import pytest
 
 from optfleet.cli import build_parser, main
 from optfleet.cli.reference import cli_reference, commands, option_names
-from optfleet.instance.reference import kind_reference
+from optfleet.instance.reference import blocks, kind_reference
 from optfleet.registry import KINDS, kind
 
 from support import DOCS, REPO
@@ -44,6 +44,16 @@ def test_every_field_of_every_schema_is_in_the_reference(name):
     named = {re.sub(r" \([^()]*\)", "", path) for path in re.findall(r"^\| `([^`]+)` \|", kind_reference(name, schema), flags=re.M)}
     expected = _json_schema_paths(schema.model_json_schema(), schema.model_json_schema(), "")
     assert expected and expected <= named, sorted(expected - named)
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_every_field_of_every_schema_has_a_meaning(name):
+    """Issue 35: every row of the reference says what its field means (the string under the field in its schema
+    class, a comment on its line, or a bullet of the class docstring)."""
+    rows = [(f"{b.path}{'.' if b.path else ''}{row.name}", row.meaning)
+            for b in blocks(kind(name).schema) for row in b.rows]
+    without = [path for path, meaning in rows if not meaning.strip()]
+    assert rows and not without, without
 
 
 def test_every_command_and_option_is_in_the_cli_reference():

@@ -139,7 +139,9 @@ class AvailabilityConstraint(Strict):
 
     kind: Literal["availability"]
     gpu: str
+    """The GPU type capped, by its name: a catalog GPU in a fleet, one of ``gpus[].name`` in a profiled fleet."""
     max_gpus: GpuCount = Field(ge=0)
+    """Most GPUs of that type the plan may hold; an instance of tensor-parallel degree t counts t GPUs."""
 
 
 class GpuMixConstraint(Strict):
@@ -147,8 +149,11 @@ class GpuMixConstraint(Strict):
 
     kind: Literal["gpu_mix"]
     gpu: str
+    """The GPU type whose share is bounded, by its name (as in ``availability``)."""
     min_share: Real = Field(0.0, ge=0.0, le=1.0)
+    """Smallest share of that type among all the plan's GPUs (0 to 1)."""
     max_share: Real = Field(1.0, ge=0.0, le=1.0)
+    """Largest share of that type among all the plan's GPUs (0 to 1)."""
 
 
 class MaxTypesConstraint(Strict):
@@ -156,3 +161,4 @@ class MaxTypesConstraint(Strict):
 
     kind: Literal["max_types"]
     count: PlanParts = Field(ge=1)
+    """Most distinct GPU types the plan may use."""

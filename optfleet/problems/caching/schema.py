@@ -40,10 +40,15 @@ class LengthSpec(Strict):
     """
 
     distribution: Literal["constant", "geometric", "lognormal", "empirical"]
+    """The distribution of the per-turn token count: ``constant``, ``geometric``, ``lognormal`` or ``empirical``."""
     mean_tokens: Annotated[Real, TOKEN_LIMIT] | None = Field(None, ge=1.0)
+    """Mean token count, required by ``constant``, ``geometric`` and ``lognormal``."""
     sigma: Real = Field(1.0, gt=0.0)
+    """Standard deviation of ``ln X`` under ``distribution: lognormal``."""
     values_tokens: list[Annotated[Tokens, Field(ge=1)]] | None = None
+    """The token counts an ``empirical`` distribution draws from (required by it)."""
     weights: list[Annotated[Share, Field(ge=0.0)]] | None = None
+    """Relative weight of each of ``values_tokens`` (``empirical`` only; default: equal weights)."""
 
     @model_validator(mode="after")
     def _parameters(self) -> "LengthSpec":
@@ -66,14 +71,23 @@ class GeneratorSpec(Strict):
     """
 
     seed: Integer = Field(0, ge=0)  # numpy's generators take any integer >= 0
+    """Seed of the random generator: the same seed draws the same trace."""
     conversations: Annotated[Integer, TURNS_LIMIT] = Field(gt=0)
+    """Number of conversations drawn."""
     conversation_rate_per_s: Real = Field(gt=0.0)
+    """Arrival rate of new conversations (a Poisson process), per second."""
     turn_rate_per_s: Real | None = Field(None, ge=0.0)
+    """Rate of a live conversation's turns (a Poisson process), per second; given with ``end_rate_per_s``."""
     end_rate_per_s: Real | None = Field(None, gt=0.0)
+    """Rate ``mu`` at which a conversation ends (exponential life), per second; given with ``turn_rate_per_s``."""
     mean_turns: Annotated[Real, TURNS_LIMIT] | None = Field(None, ge=1.0)
+    """Mean turns per conversation; given with ``mean_gap_s`` instead of the two rates."""
     mean_gap_s: Real | None = Field(None, gt=0.0)
+    """Mean time between a conversation's turns, in seconds; given with ``mean_turns`` instead of the two rates."""
     prompt_tokens: LengthSpec
+    """Distribution of the new prompt tokens ``q`` of each turn."""
     answer_tokens: LengthSpec
+    """Distribution of the answer tokens ``a`` of each turn."""
 
     @model_validator(mode="after")
     def _one_parametrisation(self) -> "GeneratorSpec":
@@ -88,7 +102,10 @@ class TraceSpec(Strict):
     """Exactly one of ``file`` (path relative to the instance) or ``generator``."""
 
     file: str | None = None
+    """A trace file, one turn per row with columns ``conversation_id``, ``t`` (s), ``q`` and ``a`` (tokens): CSV,
+    Parquet or JSON lines."""
     generator: GeneratorSpec | None = None
+    """Draw the trace from the paper's stochastic model instead of reading a file."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "TraceSpec":
@@ -101,7 +118,9 @@ class TtftSpec(Strict):
     """``TTFT = alpha_ms_per_token * uncached_prompt_side_tokens + beta_ms``."""
 
     alpha_ms_per_token: Real = Field(gt=0.0)
+    """Time to first token per uncached prompt-side token, ms."""
     beta_ms: Real = Field(0.0, ge=0.0)
+    """Fixed part of the time to first token, ms."""
 
 
 class _PolicyBase(Strict):
@@ -115,13 +134,17 @@ class LruSpec(_PolicyBase):
 class ThresholdLruSpec(_PolicyBase):
     name: Literal["threshold-lru"]
     threshold_tokens: Tokens = Field(1024, ge=0)
+    """A conversation is cached only when its history exceeds this many tokens."""
 
 
 class TLruSpec(_PolicyBase):
     """``q_hat_tokens``: next-prompt estimate (default: the trace's mean prompt length)."""
 
     name: Literal["t-lru", "end-aware-t-lru", "length-aware-t-lru"]
+    """``t-lru`` (trim to the TEL-safe budget, then LRU), ``end-aware-t-lru`` (an oracle bit: a last turn keeps nothing)
+    or ``length-aware-t-lru`` (an oracle of the next prompt's length)."""
     q_hat_tokens: Annotated[Real, TOKEN_LIMIT] | None = Field(None, ge=0.0)
+    """Estimate of the next prompt's length, tokens (default: the trace's mean prompt length)."""
 
 
 class EtLruSpec(_PolicyBase):
@@ -129,6 +152,7 @@ class EtLruSpec(_PolicyBase):
 
     name: Literal["et-lru"]
     end_rate_per_s: Real | None = Field(None, ge=0.0)
+    """The model's end rate ``mu`` per second (default: estimated from the trace)."""
     prompt_levels: Integer = Field(16, ge=1, le=4096)  # steps of S, each a heap operation per crossing (64 ran 2.7x slower than 16)
 
 
@@ -144,7 +168,9 @@ class RegisteredPolicySpec(_PolicyBase):
 
     name: Literal["registered"]
     policy: str
+    """The policy's registered name (``register_policy``); a file may give it directly as ``name:``."""
     params: dict[str, Any] = {}
+    """The factory's parameters: the item's other keys."""
 
 
 def _policy_item(item: Any) -> Any:
@@ -177,8 +203,11 @@ class HindsightSpec(Strict):
     time limit, and its solver (``highs``, or a Pyomo solver installed here by its name)."""
 
     enabled: bool = True
+    """Whether ``gap`` runs the hindsight LP (the ``optimum`` method) by default."""
     time_limit_s: Real | None = Field(None, gt=0.0)
+    """Time limit of the LP solve, in seconds (default: none)."""
     solver: str = "highs"
+    """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
 
 
 class CachingInstanceSpec(Strict):
@@ -192,17 +221,29 @@ class CachingInstanceSpec(Strict):
 
     kind: Literal["caching"]
     name: str
+    """The instance's name, shown in every report."""
     description: str = ""
+    """Free text describing the instance."""
     trace: TraceSpec
+    """The conversation turns: a file or a generator."""
     block_tokens: Tokens = Field(16, gt=0)
+    """Tokens per cache block: ``capacity_blocks`` are counted in these blocks, and reports show capacities in both."""
     capacity_tokens: list[Annotated[Tokens, Field(gt=0)]] | None = None
+    """Cache capacities to compare, in tokens (one number or a list); give this or ``capacity_blocks``."""
     capacity_blocks: list[Annotated[Tokens, Field(gt=0)]] | None = None  # a block holds a token at least
     ttft: TtftSpec
+    """The TTFT model, ``alpha_ms_per_token * uncached prompt-side tokens + beta_ms``."""
     xi_ms: Real = Field(ge=0.0)
+    """The tail threshold xi in ms: TEL sums each turn's TTFT above it."""
     slo_ms: Real | None = Field(None, ge=0.0)
+    """TTFT above which a turn counts as an SLO violation, in ms (default: ``xi_ms``)."""
     forced_caching: bool = False
+    """Whether every turn's whole history is inserted into the cache (``true``) or the policy decides how much
+    (``false``)."""
     policies: list[PolicySpec] = Field(default_factory=lambda: [{"name": n} for n in DEFAULT_POLICIES], min_length=1, validate_default=True)
+    """The policies to compare: names, or blocks with a ``name`` and its parameters (default: every built-in policy)."""
     hindsight: HindsightSpec = HindsightSpec()
+    """The hindsight-optimal LP: whether ``gap`` runs it, its time limit and its solver."""
 
     @field_validator("capacity_tokens", "capacity_blocks", mode="before")
     @classmethod

@@ -55,8 +55,14 @@ class LengthsSpec(Strict):
     every file of the dataset (``optfleet data list``)."""
 
     cdf_file: str | None = None
+    """A CDF table of ``L_total``: JSON (a list of ``[tokens, cumulative_probability]`` or ``{cdf: [...]}``) or CSV with
+    columns ``tokens,cumulative_probability``."""
     cdf: list[list[Number]] | None = None  # checked by optfleet.problems.fleet.workload.cdf (integers kept exact)
+    """The CDF table of ``L_total`` inline, ``[[tokens, cumulative_probability], ...]``; each bin's mass is spread
+    evenly over its integer lengths."""
     trace_file: Annotated[list[str], Field(min_length=1)] | str | None = None
+    """Trace file(s) read request by request: the Azure format ``TIMESTAMP,ContextTokens,GeneratedTokens`` or
+    ``l_in,l_out[,t,category]``, CSV or Parquet."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "LengthsSpec":
@@ -70,16 +76,27 @@ class SplitSpec(Strict):
     """How ``L_total`` divides into input and output tokens (see optfleet.problems.fleet.workload.mix)."""
 
     rule: Literal["from_trace", "fixed_output_fraction", "output_fraction_normal"] = "fixed_output_fraction"
+    """``from_trace``: each request's own input and output (trace files only); ``fixed_output_fraction``:
+    ``L_out = round(f L_total)``; ``output_fraction_normal``: a normal fraction."""
     output_fraction: Real = Field(0.2, gt=0.0, lt=1.0)
+    """The output share f of ``L_total`` under ``rule: fixed_output_fraction``."""
     mean: Real = Field(0.10, gt=0.0, lt=1.0)
+    """Mean of the normal output fraction under ``rule: output_fraction_normal``."""
     sd: Real = Field(0.05, ge=0.0)
+    """Standard deviation of the normal output fraction under ``rule: output_fraction_normal`` (the fraction is clipped
+    to [0.02, 0.95])."""
     quadrature_nodes: Integer = Field(16, ge=1, le=256)
+    """Equal-probability quadrature nodes that integrate the normal output fraction (``rule: output_fraction_normal``
+    only)."""
 
 
 class WorkloadSpec(Strict):
     rate_rps: RequestRate = Field(gt=0.0)
+    """Total arrival rate of the requests, per second (Poisson arrivals)."""
     lengths: LengthsSpec
+    """Where the request lengths ``L_total`` (input + output tokens) come from."""
     split: SplitSpec = SplitSpec()
+    """How each ``L_total`` divides into input and output tokens."""
 
 
 StepCoefficient = Annotated[Real, Field(ge=0.0), at_most(1e5, "ms", "a 100 s iteration")]
@@ -94,18 +111,30 @@ class IterationSpec(Strict):
     """
 
     w_ms: StepCoefficient | None = Field(None, gt=0.0)  # an iteration always takes time: W = 0 makes the batching fixed point 0
+    """W, the fixed time of an iteration in ms; only under ``preset: paper`` or ``fleetsim_compatible``. Left out:
+    derived from first principles."""
     h_ms_per_slot: StepCoefficient | None = None
+    """H, the time each KV slot adds to an iteration, ms per slot; only under ``preset: paper`` or
+    ``fleetsim_compatible``. Left out: derived from first principles."""
     chunk_tokens: Tokens = Field(512, gt=0)
+    """Prompt tokens prefilled per iteration (chunked prefill). Default 512, or
+    ``hardware.engine.max_num_batched_tokens`` when that is given."""
     scaling: Literal["flat", "length_scaled"] = "flat"
+    """``flat``: ``W + H n_max``; ``length_scaled``: ``W + H n_max L_total / length_scale_tokens`` (not under
+    ``preset: engine``)."""
     length_scale_tokens: Tokens = Field(8192, gt=0)
+    """The length ``L_scale`` that ``scaling: length_scaled`` divides ``L_total`` by, in tokens."""
 
 
 class MemorySlotsSpec(Strict):
     """Slots from memory: ``floor((tp (u HBM - reserved) - weights) / (kv_bytes_per_token C))``."""
 
     memory_utilisation: Real = Field(0.90, gt=0.0, le=1.0)
+    """Share of each GPU's memory the engine may use, ``u`` (vLLM's ``gpu_memory_utilization``)."""
     reserved_gb_per_gpu: Real = Field(0.0, ge=0.0)
+    """Memory of each GPU held back from weights and KV cache, in GB."""
     weight_bytes_per_param: Real = Field(2.0, gt=0.0)
+    """Bytes per model weight (2 for BF16 or FP16, 1 for FP8)."""
     kv_dtype_bytes: Integer = Field(2, gt=0, le=8)  # 1 (fp8) to 4 (fp32); 8 leaves room for fp64
 
 
@@ -121,9 +150,14 @@ class SlotsSpec(Strict):
     """
 
     table: dict[Tokens, Slots] | None = None
+    """Slots per instance given per window, ``{window_tokens: slots}``."""
     kv_tokens_per_gpu: Tokens | None = Field(None, gt=0)
+    """KV-cache tokens one GPU holds: slots at window C are ``floor(kv_tokens_per_gpu / C)``."""
     from_memory: MemorySlotsSpec | None = None
+    """Slots derived from the catalog's HBM and the model's KV bytes per token."""
     formula: Literal["fleetsim", "profile"] | None = None
+    """``profile``: the first-principles profile's KV capacity (vLLM's memory accounting); ``fleetsim``:
+    ``min(128*8192//C, 65536//ceil(C/16))``."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SlotsSpec":
@@ -140,8 +174,13 @@ class EngineLimitsSpec(Strict):
     Left out: no limits (the FleetOpt paper's model)."""
 
     defaults: Literal["vllm"] | None = None
+    """``vllm``: what is not given takes vLLM's defaults for the GPU (1,024 sequences and 8,192 tokens on GPUs of 70 GiB
+    or more other than the A100; 256 and 2,048 on the others)."""
     max_num_seqs: Slots | None = Field(None, gt=0)
+    """Most sequences an instance runs at once (vLLM's name): slots per instance are ``min(KV slots, max_num_seqs)``."""
     max_num_batched_tokens: Tokens | None = Field(None, gt=0)
+    """Token budget of one iteration (vLLM's name): the prefill chunk when ``iteration.chunk_tokens`` is not given; a
+    larger chunk is refused."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "EngineLimitsSpec":
@@ -172,25 +211,54 @@ class PerformanceSpec(Strict):
     """
 
     source: Literal["roofline", "measured", "fit", "affine"] = "roofline"
+    """Where iteration times come from: ``roofline`` (first principles), ``measured`` (aiconfigurator's database),
+    ``fit`` (your measurements) or ``affine`` (given)."""
     bandwidth_efficiency: Efficiency | None = None
+    """Achieved share of peak HBM bandwidth in a decode step (``source: roofline``); default: the calibrated value
+    ``optfleet catalog`` shows (0.58)."""
     compute_efficiency: Efficiency | None = None
+    """Achieved share of peak dense FLOP/s in the weight GEMMs (``source: roofline``); default: the calibrated value
+    ``optfleet catalog`` shows (0.66)."""
     allreduce_bandwidth_efficiency: Efficiency | None = None
+    """Share of the link bandwidth a tensor-parallel all-reduce achieves (``source: roofline``); default: the calibrated
+    value ``optfleet catalog`` shows (0.8)."""
     system: str | None = None
+    """aiconfigurator's name of the GPU system (``source: measured``); default: the GPU's, e.g. ``h100_sxm``
+    (``optfleet catalog`` lists them)."""
     backend: Literal["vllm", "sglang", "trtllm"] | None = None
+    """The engine whose measurements are used (``source: measured``); default ``vllm``."""
     version: str | None = None
+    """The backend's version in the database (``source: measured``); default: the database's current one."""
     model: str | None = None
+    """The measured model (``source: measured``, required): a Hugging Face id the database bundles, or a folder holding
+    its config.json."""
     ep: GpusPerInstance | None = Field(None, ge=1)
+    """Expert-parallel degree of a mixture-of-experts model (``source: measured``); default 1, must divide ``tp``."""
     gemm_quant: str | None = None
+    """Quantisation mode of the weight GEMMs (``source: measured``); default: the checkpoint's."""
     moe_quant: str | None = None
+    """Quantisation mode of the expert GEMMs of a mixture of experts (``source: measured``); default: the
+    checkpoint's."""
     kvcache_quant: str | None = None
+    """Quantisation mode of the KV cache (``source: measured``); default: the checkpoint's."""
     fmha_quant: str | None = None
+    """Quantisation mode of the attention kernels (``source: measured``); default: the checkpoint's."""
     file: Annotated[list[str], Field(min_length=1)] | str | None = None
+    """The measurements (``source: fit``, required): one file or a list, each a table of measured iterations or a vLLM
+    ``bench serve``, AIPerf or GuideLLM result file."""
     fixed: dict[Literal["base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms"], StepCoefficient] | None = None
+    """Coefficients pinned in ms instead of fitted (``source: fit``), e.g. ``{per_prefill_pair_ms: 0}``."""
     base_ms: Annotated[Real, Field(ge=MIN_BASE_MS), at_most(1e5, "ms", "a 100 s iteration")] | None = None
+    """Time of every iteration, whatever it carries, in ms (``source: affine``, required)."""
     per_seq_ms: StepCoefficient | None = None
+    """ms each decoding sequence adds to an iteration (``source: affine``; default 0)."""
     per_kv_token_ms: StepCoefficient | None = None
+    """ms each cached token the decodes read adds, summed over their contexts (``source: affine``; default 0)."""
     per_prefill_token_ms: StepCoefficient | None = None
+    """ms each prompt token of the iteration's prefill chunk adds (``source: affine``; default 0)."""
     per_prefill_pair_ms: StepCoefficient | None = None
+    """ms per query-key pair of the prefill chunk, ``p o + p (p + 1) / 2`` with o tokens cached before it
+    (``source: affine``; default 0)."""
 
     @model_validator(mode="after")
     def _fields_of_the_source(self) -> "PerformanceSpec":
@@ -219,10 +287,17 @@ class ModelOnGpusSpec(Strict):
     (``performance``).  The fleet's ``hardware`` block extends it; a placement server's ``hardware`` is one."""
 
     gpu: str
+    """The GPU type, by its catalog name (``optfleet catalog``); a fleet's ``hardware.profile`` fills it in."""
     model: str | None = None
+    """The served model, by its catalog name; with ``config_json`` it only names the model. A fleet's
+    ``hardware.profile`` fills it in."""
     config_json: str | None = None
+    """A Hugging Face model's ``config.json``, read locally: the weights, KV bytes per token and memory fit come from it
+    instead of the catalog."""
     tp: GpusPerInstance = Field(1, ge=1)
+    """Tensor-parallel degree: the GPUs that serve one model instance."""
     performance: PerformanceSpec = PerformanceSpec()
+    """Where iteration times come from (the engine model); in a fleet it applies under ``preset: engine`` only."""
 
     @model_validator(mode="after")
     def _a_model(self) -> "ModelOnGpusSpec":
@@ -236,20 +311,31 @@ class HardwareSpec(ModelOnGpusSpec):
     an optional named ``profile``; ``performance`` applies under ``preset: engine``."""
 
     profile: str | None = None
+    """A named hardware profile merged under this block (``fleetopt_a100_llama3_70b``), the file's own fields winning;
+    with no ``preset`` given, it sets ``preset: paper``."""
     iteration: IterationSpec = IterationSpec()
+    """The prefill chunk and, under ``preset: paper`` or ``fleetsim_compatible``, the iteration time's W and H."""
     slots: SlotsSpec = SlotsSpec(formula="profile")
+    """The rule for KV slots per instance at each context window (default: ``formula: profile``)."""
     engine: EngineLimitsSpec | None = None
+    """The serving engine's batch limits; left out: no limits (the FleetOpt paper's model)."""
 
 
 class CatalogOverrideSpec(Strict):
     """Measured numbers replacing the derived ones for one GPU type (all TP degrees, or one)."""
 
     gpu: str
+    """The GPU type whose numbers are replaced, by catalog name (one of ``gpu_catalog.gpus``)."""
     tp: GpusPerInstance | None = Field(None, ge=1)
+    """The tensor-parallel degree overridden; default: every degree of ``gpu_catalog.tp``."""
     w_ms: StepCoefficient | None = Field(None, gt=0.0)
+    """Measured W in ms, replacing the derived one (not under ``preset: engine``)."""
     h_ms_per_slot: StepCoefficient | None = None
+    """Measured H in ms per slot, replacing the derived one (not under ``preset: engine``)."""
     kv_tokens_per_gpu: Tokens | None = Field(None, gt=0)
+    """KV-cache tokens one GPU holds, replacing the profile's slots: ``floor(kv_tokens_per_gpu / C)`` at window C."""
     cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
+    """Price of one GPU in $ per hour, replacing the catalog's."""
 
 
 class GpuCatalogSpec(Strict):
@@ -266,15 +352,25 @@ class GpuCatalogSpec(Strict):
     """
 
     gpus: list[str] = Field(min_length=1)
+    """The GPU types the plan may use, by catalog name."""
     tp: list[Annotated[GpusPerInstance, Field(ge=1)]] = Field([1], min_length=1)
+    """The tensor-parallel degrees offered for every GPU type."""
     windows: list[Tokens] | None = None
+    """Context windows offered, in tokens; default: the boundary candidates and the long window."""
     overrides: list[CatalogOverrideSpec] = []
+    """Measured numbers replacing the derived W, H, KV capacity or price of one GPU type (at every TP degree, or
+    one)."""
 
 
 class PoolsSpec(Strict):
     long_window_tokens: Tokens = Field(gt=0)
+    """Context window of the long pool, in tokens: the longest request the fleet serves."""
     short_window_candidates: list[Tokens] | None = None
+    """Extra short-pool windows (boundaries B) the sweep and the MILP may open, in tokens, added to the CDF's
+    breakpoints (or a standard grid for a trace)."""
     pool_routing_boundary_tokens: Tokens | None = None
+    """The boundary B of the ``pool-routing`` and ``retrofit`` baselines, in tokens; default: the best B of the gamma =
+    1 sweep."""
 
 
 class CompressionSpec(Strict):
@@ -282,10 +378,15 @@ class CompressionSpec(Strict):
     it on (``enabled: true``): compression changes every prompt in the band, so a plan must never assume it silently."""
 
     enabled: bool = False
+    """Whether compressible prompts in the band ``B < L_total <= gamma B`` are cut to B and served by the short pool."""
     compressible_fraction: Real = Field(1.0, ge=0.0, le=1.0)
+    """The share ``p_c`` of requests that may be compressed (with ``enabled: true``)."""
     gamma_max: Gamma = 2.0
+    """Largest compression ratio gamma the sweep and the MILP try (with ``enabled: true``)."""
     gamma_step: Real = Field(0.1, gt=0.0)
+    """Step of the gamma grid ``1, 1 + gamma_step, ..., gamma_max``."""
     retrofit_gamma: Gamma = 1.5
+    """The gamma of the ``retrofit`` baseline."""
 
     @field_validator("gamma_step")
     @classmethod
@@ -310,13 +411,22 @@ class SloSpec(Strict):
     """
 
     ttft_p99_ms: Real = Field(gt=0.0)
+    """Target P99 time to first token, in ms."""
     tpot_p50_ms: Real | None = Field(None, gt=0.0)
+    """Target median time per output token, in ms (optional)."""
     tpot_p90_ms: Real | None = Field(None, gt=0.0)
+    """Target P90 time per output token, in ms (optional)."""
     tpot_p99_ms: Real | None = Field(None, gt=0.0)
+    """Target P99 time per output token, in ms (optional)."""
     tpot_mean_ms: Real | None = Field(None, gt=0.0)
+    """Target mean time per output token, in ms (optional)."""
     rho_max: Real = Field(0.85, gt=0.0, lt=1.0)
+    """Utilisation cap of every pool (the share of its capacity its load may take)."""
     ttft_rule: Literal["paper", "fleetsim"] = "paper"
+    """``paper``: P99 wait + P99 over the pool of (prefill + one iteration); ``fleetsim``: P99 wait + mean prefill at
+    one active slot (not under ``preset: engine``)."""
     service_model: Literal["slots", "batching"] = "slots"
+    """``slots``: the FleetOpt slot model; ``batching``: the load-dependent continuous-batching model."""
 
     @field_validator("service_model")
     @classmethod
@@ -330,6 +440,8 @@ class SloSpec(Strict):
 
 class CostSpec(Strict):
     cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
+    """Price of one GPU of the ``hardware`` block in $ per hour; default: the catalog's price (or the hardware
+    profile's)."""
 
 
 class SolveSpec(Strict):
@@ -341,11 +453,19 @@ class SolveSpec(Strict):
     """
 
     method: str = "sweep"
+    """The method ``optfleet solve`` runs: ``homogeneous``, ``pool-routing``, ``retrofit``, ``sweep``, ``milp`` or, over
+    a multi-type catalog, ``milp:<GPU type>``."""
     routing: Literal["threshold", "split", "sweep"] = "threshold"
+    """The MILP's routing space: ``threshold`` (one pool per length segment), ``split`` (any shares) or ``sweep`` (the
+    sweep's policies)."""
     max_pools: PlanParts = Field(2, ge=1)
+    """K, the most pools the MILP may open."""
     time_limit_s: Real = Field(60.0, gt=0.0)
+    """Time limit of each MILP solve, in seconds."""
     mip_gap: Real = Field(1e-6, ge=0.0)
+    """Relative gap at which the MILP solve stops as optimal."""
     solver: str = "highs"
+    """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
 
 
 class BudgetConstraint(Strict):
@@ -353,11 +473,13 @@ class BudgetConstraint(Strict):
 
     kind: Literal["budget"]
     max_cost_per_hour: Real = Field(gt=0.0)
+    """The cost cap, $ per hour; the MILP then maximises the served rate."""
 
 
 class MaxPoolsConstraint(Strict):
     kind: Literal["max_pools"]
     count: PlanParts = Field(ge=1)
+    """Most pools the plan may open."""
 
 
 class NodeMultipleConstraint(Strict):
@@ -365,7 +487,9 @@ class NodeMultipleConstraint(Strict):
 
     kind: Literal["node_multiple"]
     gpus_per_node: GpuCount = Field(ge=1)
+    """GPUs per node: each type's GPU count is a multiple of it."""
     gpu: str | None = None
+    """The GPU type that comes in whole nodes, by catalog name; default: every type."""
 
 
 class FixedConstraint(Strict):
@@ -377,9 +501,13 @@ class FixedConstraint(Strict):
 
     kind: Literal["fixed"]
     window_tokens: Tokens = Field(gt=0)
+    """Context window of the pinned pool, in tokens."""
     instances: InstanceCount = Field(ge=0)
+    """Instances the pool holds (0 closes it); each holds ``tp`` GPUs."""
     gpu: str | None = None
+    """The GPU type of the pinned pool (with a ``gpu_catalog``); default: the ``hardware`` block's."""
     tp: GpusPerInstance | None = Field(None, ge=1)
+    """Tensor-parallel degree of the pinned pool (with a ``gpu_catalog``); default: the ``hardware`` block's."""
 
     @model_validator(mode="before")
     @classmethod
@@ -399,14 +527,28 @@ class FleetInstanceSpec(Strict):
 
     kind: Literal["fleet"]
     name: str
+    """The instance's name, shown in every report."""
     description: str = ""
+    """Free text describing the instance."""
     preset: Literal["engine", "paper", "fleetsim_compatible"] = "engine"
+    """The service model: ``engine`` (prefill compute charged), ``paper`` (FleetOpt's) or ``fleetsim_compatible``;
+    default ``paper`` when ``hardware.profile`` is given, else ``engine``."""
     workload: WorkloadSpec
+    """Arrival rate and request lengths."""
     hardware: HardwareSpec
+    """The GPU configuration that serves the model, and its iteration, slot and engine settings."""
     gpu_catalog: GpuCatalogSpec | None = None
+    """Several GPU types and TP degrees to choose from (default: the ``hardware`` block's configuration only)."""
     pools: PoolsSpec
+    """The long window and the candidate short windows."""
     compression: CompressionSpec = CompressionSpec()
+    """Compress-and-Route: off unless ``enabled: true``."""
     slo: SloSpec
+    """Latency targets and the utilisation cap."""
     cost: CostSpec = CostSpec()
+    """The GPU price."""
     solve: SolveSpec = SolveSpec()
+    """The default method and the MILP's options."""
     constraints: list[UserConstraint] = []
+    """Budget, availability, GPU-mix, pool-count, type-count, whole-node and fixed-pool constraints (the MILP enforces
+    them; heuristic plans are checked)."""

@@ -83,11 +83,16 @@ class TimingSpec(Strict):
 
     prefill_ms_per_token: Annotated[Real, at_most(MAX_PREFILL_MS_PER_TOKEN, "ms per token",
                                                   "10 tokens/s, slower than any real server; the MILP's big-M constants stay sound")] = Field(gt=0.0)
+    """ms per uncached prompt token an iteration prefills."""
     step_base_ms: Annotated[Real, STEP_LIMIT] = Field(gt=0.0)
+    """Fixed time of every iteration, in ms (required, > 0)."""
     step_ms_per_seq: StepMs = 0.0
+    """ms each decoding sequence adds to an iteration."""
     step_ms_per_kv_block: StepMs = 0.0
+    """ms each KV block in use adds to an iteration."""
     prefill_ms_per_pair: Annotated[Real, at_most(MAX_PREFILL_MS_PER_PAIR, "ms per pair",
                                                  "a million times a real GPU's attention cost per query-key pair")] = Field(0.0, ge=0.0)
+    """ms per query-key pair of the iteration's prefill chunks (the exact views leave it out)."""
 
 
 class ServerSpec(Strict):
@@ -97,12 +102,21 @@ class ServerSpec(Strict):
     ``kv_capacity_blocks`` may be left out: the GPUs' KV memory in blocks."""
 
     name: str = "server"
+    """The servers' name in reports."""
     count: Annotated[Integer, SERVERS_LIMIT] = Field(1, ge=1)
+    """Number of identical servers of this entry."""
     max_running_seqs: Annotated[Integer, at_most(1_000_000, "sequences", "a batch is scanned sequence by sequence")] = Field(ge=1)
+    """Most requests one server runs at once."""
     kv_capacity_blocks: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
+    """KV-cache blocks of one server (blocks of ``block_tokens``); required with ``timing``, derived from the GPUs'
+    memory with ``hardware``."""
     prefill_budget_tokens: Annotated[Integer, TOKEN_LIMIT] = Field(ge=1)
+    """Token budget of one iteration: one token per decoding request, the rest for prefill chunks."""
     timing: TimingSpec | None = None
+    """The iteration-time terms, given (exactly one of ``timing`` and ``hardware``)."""
     hardware: ModelOnGpusSpec | None = None
+    """A GPU, a model, the TP degree and a performance source, from which the engine model derives the timing and the KV
+    capacity."""
 
     @model_validator(mode="after")
     def _one_timing(self) -> "ServerSpec":
@@ -124,15 +138,26 @@ class SharedPrefixSpec(Strict):
     most MAX_REQUESTS; ``max_prompt_tokens`` at least the system prompt and one question token."""
 
     num_groups: Annotated[Integer, REQUESTS_LIMIT] = Field(ge=1)
+    """Number of system prompts (groups), each shared by its users."""
     num_prompts_per_group: Annotated[Integer, REQUESTS_LIMIT] = Field(ge=1)
+    """Users per group."""
     system_prompt_len: Length
+    """Tokens of each group's system prompt."""
     question_len: Annotated[Integer, LENGTH_LIMIT] = Field(ge=1)
+    """Mean tokens of a user's question."""
     question_len_sd: Annotated[Real, LENGTH_LIMIT] = Field(0.0, ge=0.0)
+    """Standard deviation of the question's tokens (normal, rounded, at least 1)."""
     output_len: Annotated[Integer, LENGTH_LIMIT] = Field(ge=1)
+    """Mean tokens of an answer."""
     output_len_sd: Annotated[Real, LENGTH_LIMIT] = Field(0.0, ge=0.0)
+    """Standard deviation of the answer's tokens (normal, rounded, at least 1)."""
     multi_turn: bool = True
+    """Whether a user's next prompt is the previous prompt, its answer and a new question (else every prompt is the
+    system prompt and a new question)."""
     max_turns: Annotated[Integer, at_most(1000, "turns", "a history grows by one question and answer per turn")] = Field(5, ge=1)
+    """Turns after which a user starts a new conversation (with ``multi_turn``)."""
     max_prompt_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
+    """Tokens a prompt may reach before the user starts a new conversation (default: no limit)."""
 
     @field_validator("num_prompts_per_group")
     @classmethod
@@ -158,11 +183,15 @@ class TraceSpec(Strict):
     conversation share their history, and their group); relative to the instance file."""
 
     file: str
+    """The CSV trace (``arrival_s, prompt_tokens, output_tokens``, optional ``group``, ``shared_prefix_tokens``,
+    ``session``), relative to the instance."""
 
 
 class StepSpec(Strict):
     rate_rps: PositiveReal
+    """Poisson arrival rate of this step, requests per second."""
     duration_s: PositiveReal
+    """Length of this step, in seconds."""
 
 
 class ArrivalSpec(Strict):
@@ -172,9 +201,13 @@ class ArrivalSpec(Strict):
     expected requests (sum of rate x duration) obey the request limit of Poisson arrivals (MAX_REQUESTS)."""
 
     process: Literal["poisson", "stepped"] = "poisson"
+    """``poisson``: one rate for ``requests`` requests; ``stepped``: a QPS ladder of ``steps``."""
     rate_rps: PositiveReal | None = None
+    """Arrival rate of ``process: poisson``, requests per second."""
     requests: Annotated[Integer, REQUESTS_LIMIT] | None = Field(None, ge=1)
+    """Requests of ``process: poisson``."""
     steps: list[StepSpec] | None = None
+    """The ladder of ``process: stepped``: its rates and durations, in order."""
 
     @model_validator(mode="after")
     def _complete(self) -> "ArrivalSpec":
@@ -207,9 +240,13 @@ class ArrivalSpec(Strict):
 
 class WorkloadSpec(Strict):
     seed: Integer = Field(0, ge=0)
+    """Seed of the generated workload and of the policies' random choices: the same seed gives the same run."""
     shared_prefix: SharedPrefixSpec | None = None
+    """The shared-prefix generator of the llm-d blog's scenarios (exactly one of it and ``trace``)."""
     trace: TraceSpec | None = None
+    """A CSV trace, with its own arrival times (exactly one of it and ``shared_prefix``)."""
     arrivals: ArrivalSpec | None = None
+    """The arrival process of a generated workload (required with ``shared_prefix``; ignored for a trace)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
@@ -228,16 +265,30 @@ class PolicySpec(Strict):
     ``affinity_max_ttft_penalty_ms`` (5000), ``buffer`` (1.0)."""
 
     name: str
+    """The registered policy (``round_robin``, ``least_requests``, ``load_prefix``, ``predicted_latency``, ...)."""
     label: str | None = None
+    """The policy's name in reports and as a method (default: its name)."""
     weights: dict[str, Weight] | None = None
+    """``load_prefix``: the scorers' weights ``{prefix, queue, kv}`` (only the ratios count; default 1:1:1)."""
     predictor: Literal["oracle", "quantile"] | None = None
+    """``predicted_latency``: ``oracle`` (the simulator's forecast) or ``quantile`` (an online quantile regression);
+    default ``oracle``."""
     ttft_weight: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
+    """``predicted_latency``: weight of the TTFT headroom against the TPOT headroom (default 0.8)."""
     affinity_tau: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
+    """``predicted_latency``: prefix score from which a server is sticky: when any server reaches it, only those compete
+    (default 0.80)."""
     explore_probability: Annotated[Real, Field(ge=0.0, le=1.0)] | None = None
+    """``predicted_latency``: probability of ignoring the affinity gate for one request (default 0.01)."""
     affinity_max_ttft_penalty_ms: NonNegativeReal | None = None
+    """``predicted_latency``: most predicted TTFT, in ms, affinity may cost over the best server (default 5000)."""
     buffer: PositiveReal | None = None
+    """``predicted_latency``: factor on the SLOs in the headroom ``SLO * buffer - predicted`` (default:
+    ``slo.buffer``)."""
     retrain_every: Annotated[Integer, at_most(1_000_000, "requests", "a retrain fits the window")] | None = Field(None, ge=1)
+    """``predictor: quantile``: new TTFT samples between refits (default 10)."""
     per_bucket: Annotated[Integer, at_most(100_000, "samples", "the window is refitted")] | None = Field(None, ge=1)
+    """``predictor: quantile``: newest samples kept per bucket of the training window (default 64)."""
 
     @field_validator("weights")
     @classmethod
@@ -263,8 +314,11 @@ class SloSpec(Strict):
     ``SLO * buffer - predicted``."""
 
     ttft_ms: PositiveReal | None = None
+    """Per-request TTFT target, in ms (optional)."""
     tpot_ms: PositiveReal | None = None
+    """Per-request TPOT target, in ms (optional)."""
     buffer: PositiveReal = 1.0
+    """Factor on the SLOs in the predicted-latency scorer's headroom ``SLO * buffer - predicted``."""
 
     @field_validator("ttft_ms", "tpot_ms", mode="before")
     @classmethod
@@ -280,13 +334,22 @@ class SolveSpec(Strict):
     ``slo.ttft_ms``), the MILP size limit and the look-ahead window."""
 
     method: str | None = None
+    """The exact view ``optfleet solve`` runs (default: ``hindsight_milp`` when the trace is small enough, else
+    ``lookahead_milp``)."""
     objective: Literal["total_ttft", "ttft_excess"] = "total_ttft"
+    """``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above ``slo.ttft_ms``."""
     time_limit_s: PositiveReal | None = 60.0
+    """Time limit of each MILP, build and solve, in seconds."""
     solver: str = "highs"
+    """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
     max_milp_requests: Annotated[Integer, at_most(5000, "requests", "the MILP has a row per pair of requests and server")] = Field(120, ge=1)
+    """Most requests the hindsight MILP takes (the whole trace)."""
     lookahead_requests: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(24, ge=1)
+    """Arrivals in each window of the look-ahead MILP."""
     lookahead_commit: Annotated[Integer, at_most(1000, "requests", "one MILP per window")] = Field(8, ge=1, validate_default=True)
+    """Placements committed from each look-ahead window (at most ``lookahead_requests``)."""
     lookahead_balance: Annotated[Real, Field(ge=1.0)] = 1.5
+    """Cap on one server's requests in a look-ahead window: ``ceil(lookahead_balance x window / servers)``."""
 
     @field_validator("lookahead_commit")
     @classmethod
@@ -308,11 +371,19 @@ class SolveSpec(Strict):
 class PlacementInstanceSpec(Strict):
     kind: Literal["placement"]
     name: str
+    """The instance's name, shown in every report."""
     description: str = ""
+    """Free text describing the instance."""
     block_tokens: Annotated[Integer, at_most(4096, "tokens", "a block is a page of the KV cache")] = Field(16, ge=1)
+    """Tokens per KV-cache block (a page of the cache; prefixes are reused in whole blocks)."""
     servers: list[ServerSpec]
+    """The model servers (several entries for a heterogeneous pool)."""
     workload: WorkloadSpec
+    """The requests: generated (shared prefixes) or a trace, and their arrivals."""
     policies: list[PolicyEntrySpec] = Field(default_factory=lambda: ["round_robin", "least_requests", "load_prefix_111",
                                                                       "load_prefix_322", "predicted_latency"])
+    """The routing policies to compare: names, or blocks with a ``name`` and its parameters."""
     slo: SloSpec = SloSpec()
+    """Optional per-request latency targets."""
     solve: SolveSpec = SolveSpec()
+    """The exact views' method, objective and limits."""

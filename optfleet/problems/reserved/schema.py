@@ -57,10 +57,15 @@ class LongContextSpec(Strict):
     """Weights of requests whose input exceeds ``threshold_input_tokens`` (``w_think`` defaults to ``w_out``)."""
 
     threshold_input_tokens: Annotated[Integer, TOKEN_LIMIT] = Field(ge=0)
+    """Requests with more input tokens than this take these weights instead of the profile's."""
     w_in: Weight
+    """Adjusted tokens per uncached input token of a long-context request."""
     w_cache: Weight
+    """Adjusted tokens per cached input token of a long-context request."""
     w_out: Weight
+    """Adjusted tokens per output token of a long-context request."""
     w_think: Weight | None = None
+    """Adjusted tokens per thinking token of a long-context request (default: ``w_out``)."""
 
 
 class _ProfileBase(Strict):
@@ -68,7 +73,11 @@ class _ProfileBase(Strict):
     ``increment_units``)."""
 
     min_units: Annotated[Integer, UNITS_LIMIT] | None = Field(None, ge=1)
+    """The first purchase, in units (default: the profile's; 1 for Vertex and custom, 15 or 50 PTUs for Azure by
+    ``deployment``)."""
     increment_units: Annotated[Integer, UNITS_LIMIT] | None = Field(None, ge=1)
+    """Units per purchase step above ``min_units`` (default: the profile's; 1 for Vertex and custom, 5 or 50 PTUs for
+    Azure)."""
 
 
 class VertexProfileSpec(_ProfileBase):
@@ -76,6 +85,8 @@ class VertexProfileSpec(_ProfileBase):
 
     provider: Literal["vertex"]
     model: str
+    """The Vertex AI model, by its name in the shipped catalog (e.g. ``gemini-2.5-flash``), which gives tau and the
+    weights."""
 
 
 class AzurePtuProfileSpec(_ProfileBase):
@@ -84,12 +95,20 @@ class AzurePtuProfileSpec(_ProfileBase):
 
     provider: Literal["azure_ptu"]
     model: str = "azure-ptu"
+    """A name for the deployed model (free text)."""
     tau_tokens_per_s_per_unit: Tau
+    """Adjusted tokens per second one PTU serves: your own calibration (PTU throughput is workload-specific)."""
     deployment: Literal["global", "regional"] = "global"
+    """The deployment type, which sets the purchase grid: ``global`` (15 PTUs, then steps of 5) or ``regional`` (50,
+    then steps of 50)."""
     w_in: Weight | None = None
+    """Adjusted tokens per uncached input token (default: the shipped Azure profile's, 1)."""
     w_cache: Weight | None = None
+    """Adjusted tokens per cached input token (default: the shipped Azure profile's, 0)."""
     w_out: Weight | None = None
+    """Adjusted tokens per output token (default: the shipped Azure profile's, 4)."""
     w_think: Weight | None = None
+    """Adjusted tokens per thinking token (default: ``w_out``)."""
 
 
 class CustomProfileSpec(_ProfileBase):
@@ -97,13 +116,21 @@ class CustomProfileSpec(_ProfileBase):
 
     provider: Literal["custom"]
     model: str = "custom"
+    """A name for the model (free text)."""
     unit_name: str = "unit"
+    """What one reserved unit is called in reports (e.g. ``GSU``, ``PTU``)."""
     tau_tokens_per_s_per_unit: Tau
+    """Adjusted tokens per second one unit serves."""
     w_in: Weight = 1.0
+    """Adjusted tokens per uncached input token."""
     w_cache: Weight = 0.0
+    """Adjusted tokens per cached input token."""
     w_out: Weight = 1.0
+    """Adjusted tokens per output token."""
     w_think: Weight | None = None
+    """Adjusted tokens per thinking token (default: ``w_out``)."""
     long_context: LongContextSpec | None = None
+    """Other weights for requests whose input exceeds a threshold (optional)."""
 
 
 ProfileSpec = Annotated[VertexProfileSpec | AzurePtuProfileSpec | CustomProfileSpec, Field(discriminator="provider")]
@@ -114,7 +141,9 @@ class LengthSpec(Strict):
     (0: constant); drawn counts are rounded to whole tokens."""
 
     mean_tokens: Annotated[Real, TOKEN_LIMIT] = Field(ge=0.0)
+    """Mean token count per request."""
     sigma: Real = Field(0.0, ge=0.0, le=5.0)
+    """Standard deviation of the count's logarithm (0: every request has the mean)."""
 
 
 class SyntheticClassSpec(Strict):
@@ -122,11 +151,17 @@ class SyntheticClassSpec(Strict):
     of each input is cached."""
 
     name: str
+    """The class's name (its requests' ``class``), unique within the trace."""
     share: Share = Field(gt=0.0)
+    """Relative share of the arrivals (only the ratios between classes count)."""
     input_tokens: LengthSpec
+    """Input tokens per request."""
     output_tokens: LengthSpec
+    """Output tokens per request."""
     thinking_tokens: LengthSpec = LengthSpec(mean_tokens=0.0)
+    """Thinking tokens per request (default: none)."""
     cached_fraction: Real = Field(0.0, ge=0.0, le=1.0)
+    """Share of each request's input tokens that is cached."""
 
 
 class SyntheticSpec(Strict):
@@ -135,11 +170,17 @@ class SyntheticSpec(Strict):
     peak-to-trough ratio ``r``."""
 
     seed: Integer = Field(0, ge=0)
+    """Seed of the random generator: the same seed draws the same trace."""
     days: Real = Field(gt=0.0, le=60.0)
+    """Length of the trace, in days."""
     mean_rps: Real = Field(gt=0.0)
+    """Mean arrival rate over a day, requests per second."""
     peak_to_trough: Real = Field(1.0, ge=1.0, le=1000.0)
+    """Ratio r of the daily peak rate to the trough (1: a constant rate)."""
     peak_hour: Real = Field(14.0, ge=0.0, lt=24.0)
+    """Hour of the day of the peak rate (0 to 24)."""
     classes: list[SyntheticClassSpec] = Field(min_length=1)
+    """The request classes, with their shares and token counts."""
 
     @model_validator(mode="after")
     def _size(self) -> "SyntheticSpec":
@@ -163,9 +204,15 @@ class TraceSpec(Strict):
     (``code``, ``conv``).  Timestamps become seconds since the first request."""
 
     file: str | list[str] | None = None
+    """Trace file(s): generic CSV or Parquet (``t``, ``input_tokens``, ``output_tokens``, optional ``cached_tokens``,
+    ``thinking_tokens``, ``latency_s``, ``class``) or Azure 2023."""
     synthetic: SyntheticSpec | None = None
+    """A seeded synthetic trace with a daily cycle, instead of a file."""
     frame: Any = None
+    """A pandas DataFrame with the generic columns (from Python only)."""
     time_unit: Literal["s", "ms", "us", "datetime"] | None = None
+    """What the generic ``t`` column counts: ``s``, ``ms``, ``us`` or ``datetime``; required for a generic file or
+    frame, ``datetime`` or left out for Azure files."""
 
     @field_validator("frame")
     @classmethod
@@ -194,9 +241,13 @@ class PricesSpec(Strict):
     output price (providers bill thinking as output)."""
 
     unit_per_hour: Price
+    """Price of one reserved unit, $ per unit-hour."""
     paygo_input_per_million: Price = 0.0
+    """Pay-as-you-go price of input tokens, $ per million."""
     paygo_cached_per_million: Price | None = None
+    """Pay-as-you-go price of cached input tokens, $ per million (default: the input price)."""
     paygo_output_per_million: Price = 0.0
+    """Pay-as-you-go price of output tokens, $ per million; thinking tokens are billed at it too."""
 
 
 class LatencyTargetSpec(Strict):
@@ -204,8 +255,11 @@ class LatencyTargetSpec(Strict):
     at most ``threshold_s``."""
 
     metric: Literal["e2e", "queue"] = "e2e"
+    """``e2e``: baseline latency + queue delay; ``queue``: the queue delay only."""
     percentile: Probability = 0.99
+    """The percentile of the metric that must meet the target (0.99: P99)."""
     threshold_s: PositiveReal
+    """The target, in seconds."""
 
 
 class BaselineLatencySpec(Strict):
@@ -213,10 +267,15 @@ class BaselineLatencySpec(Strict):
     outright (default: fitted to the trace's ``latency_s`` when it has 20 or more, else slosizer's fallback)."""
 
     intercept_s: Real = Field(ge=0.0)
+    """Fixed part of a request's baseline latency, in seconds."""
     per_input_s: Real = Field(0.0, ge=0.0)
+    """Seconds per input token (all of them, cached ones included)."""
     per_cached_s: Real = Field(0.0, ge=0.0)
+    """Seconds added per cached input token."""
     per_output_s: Real = Field(0.0, ge=0.0)
+    """Seconds per output token."""
     per_thinking_s: Real = Field(0.0, ge=0.0)
+    """Seconds per thinking token."""
 
 
 class BacklogSpec(Strict):
@@ -224,6 +283,7 @@ class BacklogSpec(Strict):
     at a window's end drains within it), the rest spills to pay-as-you-go."""
 
     max_wait_s: Real = Field(ge=0.0, le=86_400.0)
+    """Longest time queued work may wait for the units, in seconds; the rest spills to pay-as-you-go."""
 
 
 class RobustSpec(Strict):
@@ -232,8 +292,11 @@ class RobustSpec(Strict):
     ``traces``; ``max_overload_probability`` (optional) must hold in every scenario at every window."""
 
     split_s: Real | None = Field(None, gt=0.0)
+    """Cut the trace into consecutive scenarios of this many seconds (86400: one per day)."""
     traces: list[TraceSpec] = []
+    """Further traces, one scenario each."""
     max_overload_probability: Probability | None = None
+    """Largest overload probability allowed in every scenario at every window (optional)."""
 
     @model_validator(mode="after")
     def _some_scenarios(self) -> "RobustSpec":
@@ -250,20 +313,31 @@ class CommitmentSpec(Strict):
     instance's profile, serving every class)."""
 
     block_s: Real = Field(3600.0, gt=0.0)
+    """Length of a deployment block, in seconds (3600: hourly)."""
     on_demand_per_unit_hour: Price
+    """Price of an on-demand unit beyond the reservation, $ per unit-hour."""
     term_blocks: Integer = Field(1, ge=1, le=10_000)
+    """Fewest consecutive blocks an on-demand purchase lasts."""
     models: dict[str, ProfileSpec] = {}
+    """Trace class -> the profile of the model that serves it (default: the instance's profile serves every class)."""
 
 
 class PlansSpec(Strict):
     """The questions to answer (methods follow from them, see optfleet.problems.reserved.methods)."""
 
     percentiles: list[Probability] = [0.95, 0.99]
+    """Percentiles of the windows' load to size for, one overload question each (``percentile_pXX``,
+    ``overload_scan_pXX``, ``chance_pXX``)."""
     latency: LatencyTargetSpec | None = None
+    """A latency target: asks for the fewest units that meet it (optional)."""
     hybrid: bool = True
+    """Whether to ask the hybrid question (least $/h of units plus pay-as-you-go spill); asked only with ``prices``."""
     backlog: BacklogSpec | None = None
+    """Ask for the least $/h with backlog carried between windows within a wait limit (optional; needs ``prices``)."""
     robust: RobustSpec | None = None
+    """Ask for one unit count for every scenario at the least worst-case $/h (optional; needs ``prices``)."""
     commitment: CommitmentSpec | None = None
+    """Ask for a shared reservation with on-demand units, deployed per model and block (optional; needs ``prices``)."""
 
     @field_validator("percentiles")
     @classmethod
@@ -278,8 +352,12 @@ class SolveSpec(Strict):
     """What ``solve`` runs by default, and the exact models' options."""
 
     method: str | None = None
+    """The method ``optfleet solve`` runs; default: ``hybrid`` when prices are given, else the first exact method asked
+    for."""
     time_limit_s: Real | None = Field(None, gt=0.0)
+    """Time limit of each exact model's solve, in seconds (default: none)."""
     solver: str = "highs"
+    """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
 
 
 class ReservedInstanceSpec(Strict):
@@ -295,18 +373,34 @@ class ReservedInstanceSpec(Strict):
 
     kind: Literal["reserved"]
     name: str
+    """The instance's name, shown in every report."""
     description: str = ""
+    """Free text describing the instance."""
     trace: TraceSpec
+    """The request trace: file(s), a synthetic trace or a DataFrame."""
     profile: ProfileSpec
+    """The provider profile: how a request becomes adjusted tokens, what one unit serves and the purchase grid."""
     prices: PricesSpec | None = None
+    """Unit and pay-as-you-go prices; without them there is no hybrid question, and backlog, robust and commitment are
+    refused."""
     windows_s: list[WindowSeconds] = Field([1.0, 5.0, 30.0], min_length=1)
+    """Window lengths of the statistics and of the percentile and overload plans, in seconds."""
     cost_window_s: WindowSeconds = 1.0
+    """Window of the pay-as-you-go spill, in seconds (slosizer's hybrid uses 1 s)."""
     quantile_method: Literal["linear", "inverted_cdf"] = "linear"
+    """``linear``: pandas' interpolated quantile; ``inverted_cdf``: the empirical quantile, on which percentile and
+    overload plans agree."""
     headroom_fraction: Real = Field(0.0, ge=0.0, le=10.0)
+    """Headroom the heuristics add: units ``round_up(G (1 + headroom))``; the exact models take none."""
     max_units: Annotated[Integer, UNITS_LIMIT] | None = Field(None, ge=1)
+    """Top of the purchase grid scanned, in units (default: enough for the busiest window)."""
     baseline_latency: BaselineLatencySpec | None = None
+    """The baseline latency given outright (default: fitted to the trace's ``latency_s`` when it has 20 or more, else
+    slosizer's fallback)."""
     plans: PlansSpec = PlansSpec()
+    """The questions to answer; the methods follow from them."""
     solve: SolveSpec = SolveSpec()
+    """The default method and the exact models' options."""
 
     @field_validator("windows_s")
     @classmethod

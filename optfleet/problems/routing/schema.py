@@ -39,9 +39,13 @@ class CategorySpec(Strict):
     Compress-and-Route may compress it (code may not: the FleetOpt paper's safety gate)."""
 
     name: str = Field(min_length=1)
+    """The category's name, as the stream's ``category`` column writes it."""
     bytes_per_token: BytesPerToken
+    """Mean bytes of text per token of the category."""
     share: Share = Field(1.0, gt=0.0)
+    """Relative share of the category in a synthesised stream (only the ratios count)."""
     compressible: bool = False
+    """Whether Compress-and-Route may compress the category's prompts (code may not)."""
 
 
 class FleetSpec(Strict):
@@ -53,11 +57,17 @@ class FleetSpec(Strict):
     routing paper's 2 s)."""
 
     instance: str
+    """The fleet instance (``kind: fleet``) the requests are replayed on, a path relative to this file."""
     method: str | None = None
+    """Take the plan of this fleet heuristic (e.g. ``pool-routing``)."""
     plan: dict[str, Any] | None = None
+    """A plan written out, in the form of ``optfleet solve --json``."""
     boundary_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
+    """A short pool at this window (tokens) and a long pool at the instance's long window, sized to the fewest GPUs."""
     gamma: Gamma = 1.0
+    """The Compress-and-Route multiplier of a plan made from ``boundary_tokens`` (1: no compression)."""
     ttft_p99_ms: Real | None = Field(None, gt=0.0)
+    """P99 TTFT target in ms, replacing the fleet instance's (default: the instance's)."""
 
     @model_validator(mode="after")
     def _one_plan(self) -> "FleetSpec":
@@ -75,9 +85,15 @@ class StreamSpec(Strict):
     request's ratio around its category mean; the mean ratio is kept: ``c_k`` is scaled by ``e^{-s^2/2}``)."""
 
     file: str | None = None
+    """A CSV stream (columns ``arrival_s, bytes, input_tokens, output_tokens, category``); default: a synthesised
+    stream."""
     requests: Annotated[Integer, at_most(MAX_REQUESTS, "requests", "the replay holds every request's arrays")] = Field(100_000, ge=1)
+    """Requests of a synthesised stream (Poisson arrivals at the fleet instance's rate)."""
     seed: Integer = Field(0, ge=0)
+    """Seed of the synthesised stream: the same seed draws the same stream."""
     bytes_per_token_spread: Real = Field(0.10, ge=0.0, le=2.0)
+    """Log-spread ``s`` of a synthesised request's bytes per token around its category's mean (0: every request at the
+    mean)."""
 
 
 class CalibratorSpec(Strict):
@@ -86,15 +102,26 @@ class CalibratorSpec(Strict):
     before feedback) and ``min_ratio``; ``static_ratio`` for the global static baseline."""
 
     beta: Real = 0.95
+    """The paper's calibrator: EMA weight of the old estimate in ``c_k <- beta c_k + (1 - beta) c_obs``."""
     gamma: Real = 1.0
+    """The paper's calibrator: routes with ``c_k - gamma sigma_k``, gamma deviations below the mean ratio."""
     decay: Real = 0.995
+    """The router's calibrator: EMA decay ``d`` of its mean estimate."""
     below: Real = 0.90
+    """The router's calibrator: step of its conservative tracker when an observation lies below it."""
     above: Real = 0.10
+    """The router's calibrator: step of its conservative tracker when an observation lies at or above it."""
     warmup_samples: Integer = 10
+    """The router's calibrator: observations of a category before its tracker is used (the cold-start ratio until
+    then)."""
     max_categories: Integer = 256
+    """The router's calibrator: categories tracked, the first seen; the others share one default tracker."""
     cold_start: BytesPerToken = 4.0
+    """Bytes per token a category is routed with before any feedback (paper's and router's calibrators)."""
     min_ratio: BytesPerToken = 1.0
+    """Floor of the routing ratio in bytes per token (paper's and router's calibrators)."""
     static_ratio: BytesPerToken = 4.0
+    """The one global bytes-per-token ratio of the static baseline."""
 
 
 class DispatcherSpec(Strict):
@@ -103,9 +130,16 @@ class DispatcherSpec(Strict):
     ``pressure_limit`` requests per GPU instance: the fleet simulator's rule uses 0.85; None = off)."""
 
     b_short_tokens: Annotated[Integer, TOKEN_LIMIT] | None = None
+    """The routing threshold B in tokens: a request whose estimated budget is at most B goes short (default and maximum:
+    the short window)."""
     compress_gamma: Gamma | None = None
+    """The Compress-and-Route band multiplier: compressible requests with ``B < L <= gamma B`` are compressed (default:
+    the plan's gamma)."""
     queue_limit: Integer | None = Field(None, ge=0)
+    """Spill to the other pool when the target pool has more than this many waiting requests (default: off)."""
     pressure_limit: Real | None = Field(None, gt=0.0)
+    """Spill when the target pool's requests per GPU instance reach this (the fleet simulator's rule uses 0.85; default:
+    off)."""
 
 
 class ReplaySpec(Strict):
@@ -113,7 +147,9 @@ class ReplaySpec(Strict):
     warm-up."""
 
     mode: Literal["slots", "batching"] = "slots"
+    """How the routed stream is simulated: ``slots`` (FCFS queues of KV slots) or ``batching`` (continuous batching)."""
     warmup_share: Real = Field(0.1, ge=0.0, lt=1.0)
+    """Share of the first arrivals discarded as warm-up from the statistics."""
 
 
 class DesignSpec(Strict):
@@ -123,11 +159,19 @@ class DesignSpec(Strict):
     null, 0, 4, 16, 64; given, ``gap`` runs the spill design too)."""
 
     epsilon: Real = Field(0.01, ge=0.0, lt=1.0)
+    """Largest mis-route probability the threshold design allows (requests placed short whose true budget exceeds the
+    window)."""
     calibrator: Literal["paper", "router", "static"] = "paper"
+    """The calibrator whose errors the design must absorb: ``paper``, ``router`` or ``static``."""
     short_windows_tokens: list[Annotated[Integer, TOKEN_LIMIT, Field(ge=1)]] | None = Field(None, min_length=1)
+    """Short windows the design tries, in tokens (default: the plan's)."""
     threshold_fractions: list[Annotated[Real, Field(gt=0.0, le=1.0)]] = Field([1.0, 0.95, 0.9, 0.85, 0.8, 0.7], min_length=1)
+    """Thresholds the design tries, as fractions of the short window."""
     gammas: list[Gamma] = Field([1.0], min_length=1)
+    """Compress-and-Route multipliers the design tries."""
     queue_limits: list[Annotated[Integer, Field(ge=0)] | None] | None = Field(None, min_length=1, max_length=32)
+    """Queue limits the spill design tries (null: no spillover); given, ``gap`` runs the spill design too (default:
+    null, 0, 4, 16, 64)."""
 
 
 class ExactSpec(Strict):
@@ -137,16 +181,23 @@ class ExactSpec(Strict):
     above the capacity windows: the work that must queue beyond ``rho_max``, for a fleet too small for the stream)."""
 
     window_s: PositiveReal | None = None
+    """Width of the capacity windows of hindsight routing, in seconds (default: the whole stream)."""
     rho_max: Probability | None = None
+    """Utilisation cap of hindsight routing (default: the fleet instance's ``rho_max``)."""
     objective: Literal["busy_instances", "overflow"] = "busy_instances"
+    """``busy_instances``: the work asked of the fleet, every window within the cap; ``overflow``: the slot-seconds
+    above the windows' capacity."""
 
 
 class SolveSpec(Strict):
     """What ``solve`` runs by default, and the exact models' options."""
 
     method: str | None = None
+    """The method ``optfleet solve`` runs (default: ``paper``, the paper's calibrator)."""
     time_limit_s: Real | None = Field(None, gt=0.0)
+    """Time limit of each exact model's solve, in seconds (default: none)."""
     solver: str = "highs"
+    """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
 
 
 class RoutingInstanceSpec(Strict):
@@ -156,17 +207,30 @@ class RoutingInstanceSpec(Strict):
 
     kind: Literal["routing"]
     name: str
+    """The instance's name, shown in every report."""
     description: str = ""
+    """Free text describing the instance."""
     fleet: FleetSpec
+    """The two-pool fleet the requests are replayed on: a fleet instance and a plan for it."""
     categories: list[CategorySpec] = Field(min_length=1, max_length=MAX_CATEGORIES)
+    """The traffic categories, with their bytes per token, shares and compressibility."""
     unknown_category: Literal["default", "reject"] = "reject"
+    """What a stream category no ``categories`` entry names does: ``default`` (a non-compressible category of its own)
+    or ``reject`` (an error)."""
     stream: StreamSpec = StreamSpec()
+    """The request stream: a CSV file, or synthesised from the fleet instance's token mix."""
     calibrator: CalibratorSpec = CalibratorSpec()
+    """Options of the bytes-per-token calibrators."""
     dispatcher: DispatcherSpec = DispatcherSpec()
+    """The routing threshold, the Compress-and-Route band and the spillover limits."""
     replay: ReplaySpec = ReplaySpec()
+    """How the routed stream is simulated."""
     exact: ExactSpec = ExactSpec()
+    """Options of hindsight routing."""
     design: DesignSpec = DesignSpec()
+    """Options of the threshold design and the spill design."""
     solve: SolveSpec = SolveSpec()
+    """The default method and the exact models' options."""
 
     @model_validator(mode="after")
     def _unique_categories(self) -> "RoutingInstanceSpec":
