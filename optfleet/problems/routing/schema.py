@@ -52,7 +52,7 @@ class FleetSpec(Strict):
     """The fleet the requests are replayed on: a fleet instance (relative to this file) and exactly one of
     ``method`` (a fleet heuristic's plan, e.g. ``pool-routing``), ``plan`` (a plan written out: ``optfleet solve
     --json``'s form) or ``boundary_tokens`` (a short pool at that window and a long pool at the instance's long
-    window, C&R multiplier ``gamma``, sized to the fleet evaluator's fewest GPUs).  The plan must have two pools
+    window, C&R multiplier ``gamma``, sized to the fleet evaluator's fewest instances).  The plan must have two pools
     with GPUs: short and long.  ``ttft_p99_ms`` replaces the fleet instance's TTFT SLO (e.g. the token-budget
     routing paper's 2 s)."""
 
@@ -63,7 +63,7 @@ class FleetSpec(Strict):
     plan: dict[str, Any] | None = None
     """A plan written out, in the form of ``optfleet solve --json``."""
     boundary_tokens: Annotated[Integer, TOKEN_LIMIT] | None = Field(None, ge=1)
-    """A short pool at this window (tokens) and a long pool at the instance's long window, sized to the fewest GPUs."""
+    """A short pool at this window (tokens) and a long pool at the instance's long window, sized to the fewest instances."""
     gamma: Gamma = 1.0
     """The Compress-and-Route multiplier of a plan made from ``boundary_tokens`` (1: no compression)."""
     ttft_p99_ms: Real | None = Field(None, gt=0.0)
