@@ -53,7 +53,7 @@ class FleetSpec(Strict):
     ``method`` (a fleet heuristic's plan, e.g. ``pool-routing``), ``plan`` (a plan written out: ``optfleet solve
     --json``'s form) or ``boundary_tokens`` (a short pool at that window and a long pool at the instance's long
     window, C&R multiplier ``gamma``, sized to the fleet evaluator's fewest instances).  The plan must have two pools
-    with GPUs: short and long.  ``ttft_p99_ms`` replaces the fleet instance's TTFT SLO (e.g. the token-budget
+    with instances: short and long.  ``ttft_p99_ms`` replaces the fleet instance's TTFT SLO (e.g. the token-budget
     routing paper's 2 s)."""
 
     instance: str
