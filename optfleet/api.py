@@ -83,6 +83,8 @@ class SolveOutcome:
                           "references": _references_json(self.references), "summary": summary})
 
     def text(self) -> str:
+        """The report for people, fitted to the output width (optfleet.tables.output_width: 120 characters unless
+        set; None shows every column); ``to_dict`` is always complete."""
         return self.loaded.kind.render_solve(self)
 
 
@@ -120,6 +122,7 @@ class GapOutcome:
         return None if kind.gap_summary is None else kind.gap_summary(self.loaded.problem, self.results)
 
     def text(self) -> str:
+        """The report for people, fitted to the output width (as :meth:`SolveOutcome.text`)."""
         return self.loaded.kind.render_gap(self)
 
 
@@ -171,13 +174,21 @@ def gap(source: "Source | Loaded", methods: Sequence[str] | str | None = None, *
 
 @dataclass(frozen=True)
 class Validation:
-    """A valid instance's kind, name and summary (``text``); invalid ones raise InputError."""
+    """A valid instance's kind, name and summary (``text``, at the output width of optfleet.tables; the JSON's
+    ``summary`` is never wrapped); invalid ones raise InputError."""
 
     loaded: Loaded
-    text: str
+    summary: str
+
+    @property
+    def text(self) -> str:
+        """The summary for people: long lines wrapped at the output width (optfleet/tables.py)."""
+        from optfleet.tables import page
+
+        return page([self.summary])
 
     def to_dict(self) -> dict[str, Any]:
-        return json_safe({**_head(self.loaded), "kind_summary": self.loaded.kind.summary, "valid": True, "summary": self.text,
+        return json_safe({**_head(self.loaded), "kind_summary": self.loaded.kind.summary, "valid": True, "summary": self.summary,
                           "methods": list(self.loaded.kind.methods(self.loaded.problem))})
 
 

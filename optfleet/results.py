@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from optfleet.numbers import ROUND_OFF
 from optfleet.solvers.report import SolveReport
 
 CORE_COLUMNS = ("method", "status", "feasible", "objective", "objective_unit", "bound", "gap_pct", "seconds")
-ROUND_OFF = 1e-9  # relative: gaps below this are solver round-off, shown as 0
 MINIMISE, MAXIMISE = "min", "max"
 
 # Statuses of a row without a solver report (a solver's own statuses are in optfleet.solvers.report).

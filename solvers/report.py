@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from optfleet.numbers import duration, relative_gap_text, significant
+
 OPTIMAL = "optimal"
 TIME_LIMIT = "time_limit"
 INFEASIBLE = "infeasible"
@@ -49,7 +51,8 @@ class SolveReport:
 
     @property
     def summary(self) -> str:
-        """One line for people, e.g. ``optimal, $249.73, bound 249.73, gap 0.00 %, 0.21 s``."""
+        """One line for people, e.g. ``optimal, objective 249.73, bound 249.73, gap 0 %, 0.21 s`` (numbers as
+        optfleet.numbers prints them: no exponent, a gap of solver round-off as 0)."""
         if self.proven_optimal:
             head = "optimal"
         elif self.has_solution and self.status == UNPROVEN:
@@ -60,12 +63,12 @@ class SolveReport:
             head = f"no solution ({self.status.replace('_', ' ')})"
         parts = [head]
         if self.objective is not None:
-            parts.append(f"objective {self.objective:,.6g}")
+            parts.append(f"objective {significant(self.objective, 6)}")
         if self.bound is not None:
-            parts.append(f"bound {self.bound:,.6g}")
+            parts.append(f"bound {significant(self.bound, 6)}")
         if self.gap is not None:
-            parts.append(f"gap {100 * self.gap:.3g} %")
-        parts.append(f"{self.seconds:.2f} s")
+            parts.append(f"gap {relative_gap_text(self.gap)}")
+        parts.append(duration(self.seconds))
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

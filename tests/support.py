@@ -29,6 +29,12 @@ def documentation_text() -> str:
     return "\n\n".join(page.read_text() for page in documentation_pages())
 
 
+def prose(text: str) -> str:
+    """``text`` with every run of whitespace made one space: the words of a report whatever its width wrapped (a long
+    line for people wraps at 120 characters, optfleet/tables.py)."""
+    return " ".join(text.split())
+
+
 needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not beside the checkout")
 
 

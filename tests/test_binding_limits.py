@@ -12,7 +12,7 @@ from optfleet.problems.fleet.heuristics.sweep import sweep
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.solvers.report import OPTIMAL, TIME_LIMIT, SolveReport
 
-from support import FLEET_INSTANCES
+from support import FLEET_INSTANCES, prose
 
 
 def _report(status: str, gap: float | None) -> SolveReport:
@@ -22,7 +22,7 @@ def _report(status: str, gap: float | None) -> SolveReport:
 def test_a_solve_stopped_by_its_time_limit_says_so_with_the_gap_and_the_remedy():
     problem = optfleet.load(FLEET_INSTANCES / "toy.yaml", time_limit_s=7).problem
     note = time_limit_note(problem, _report(TIME_LIMIT, 0.125))
-    assert "solve.time_limit_s = 7 s stopped the solve with 12.5 % left to the bound" in note and "--time-limit" in note
+    assert "solve.time_limit_s = 7 s stopped the solve with 12.50 % left to the bound" in note and "--time-limit" in note
     assert time_limit_note(problem, _report(OPTIMAL, 0.0)) == "" and time_limit_note(problem, None) == ""
 
 
@@ -87,5 +87,5 @@ def test_the_notes_reach_the_solve_output(tmp_path, capsys):
     _two_size_trace(tmp_path)
     assert main(["solve", str(tmp_path / "grid.yaml")]) == 0
     out = capsys.readouterr().out
-    note = next(line for line in out.splitlines() if line.startswith("note:"))
+    note = prose(out[out.index("\nnote:"):])
     assert "slo.rho_max = 0.8 decides the size of pools short, long" in note and "the window grid decides the plan" in note

@@ -9,7 +9,7 @@ import pytest
 from optfleet.cli import main
 from optfleet.problems.fleet.plan import Plan
 
-from support import FLEET_INSTANCES
+from support import FLEET_INSTANCES, prose
 
 pytestmark = pytest.mark.solved
 
@@ -22,7 +22,7 @@ def test_solve_prints_the_sweep_and_every_baseline(capsys):
     assert "sweep: B* = 2000, gamma* = 2.0, n_short = 10, n_long = 7; 17 GPUs" in out
     for method in ("homogeneous", "pool-routing", "retrofit"):
         assert method in out
-    assert "34.6% below homogeneous" in out
+    assert "34.6 % below homogeneous" in prose(out)
 
 
 def test_solve_json_is_machine_readable(capsys):
@@ -50,7 +50,7 @@ def test_solve_out_writes_result_plan_report_and_candidates(tmp_path, capsys):
 def test_infeasible_instance_exits_1_and_explains(capsys):
     assert main(["solve", str(FLEET_INSTANCES / "agent_heavy.yaml")]) == 1
     out = capsys.readouterr().out
-    assert "needs P99 prefill 938.4 ms + one iteration 18.4 ms > SLO 500 ms" in out
+    assert "needs P99 prefill 938.4 ms + one iteration 18.4 ms > SLO 500 ms" in prose(out)
 
 
 def test_preset_flag_switches_the_service_model(capsys):

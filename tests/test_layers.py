@@ -23,7 +23,7 @@ pytestmark = pytest.mark.unit
 
 SOURCES = {"optfleet": REPO / "optfleet", "optfleet.models": REPO / "models", "optfleet.solvers": REPO / "solvers"}
 MODEL_LAYER_MAY_IMPORT = ("optfleet.errors", "optfleet.queueing", "optfleet.hardware", "optfleet.models")
-SOLVER_LAYER_MAY_IMPORT = ("optfleet.errors", "optfleet.solvers")
+SOLVER_LAYER_MAY_IMPORT = ("optfleet.errors", "optfleet.numbers", "optfleet.solvers")
 
 
 def modules(sources: dict[str, Path]) -> dict[str, Path]:

@@ -23,7 +23,7 @@ from optfleet.problems.placement.evaluate import evaluate
 from optfleet.problems.placement.server import chunk_pairs
 
 from test_placement import PLACEMENT, TIMING, instance, with_requests
-from support import documentation_text
+from support import documentation_text, prose
 
 PAIR = 0.01
 PAIR_TIMING = {**TIMING, "prefill_ms_per_pair": PAIR}
@@ -118,7 +118,7 @@ def test_a_roofline_server_takes_the_engines_reduction_and_the_gpus_kv_memory():
     assert e.kv_capacity_blocks == memory_fit("H100-SXM", "Llama-3-8B", 1, longest).kv_tokens // problem.block_tokens
     assert e.prefill_ms_per_pair > 0 and e.timing_source == "roofline: H100-SXM x1, Llama-3-8B"
     assert e.timing_reduction.startswith(f"affine over 32 sequences and {longest:,} tokens: within {100 * step.max_error:.1f} %")
-    text = optfleet.validate(doc()).text
+    text = prose(optfleet.validate(doc()).text)
     assert "/query-key pair" in text and "timing from roofline: H100-SXM x1, Llama-3-8B" in text and e.timing_reduction in text
 
 

@@ -8,7 +8,10 @@ same answers.  Start-up imports only argparse; a command imports what it needs.
 Exit codes: 0 success; 1 a valid instance with no feasible plan; 2 bad input
 (one line naming the field or option and the value on stderr, nothing
 written); 3 an internal error (one line; ``--debug`` shows the traceback).
-With ``--json`` stdout is exactly one JSON document.
+With ``--json`` stdout is exactly one JSON document.  Text for people fits 120
+columns (or a narrower terminal): a table hides its least important columns
+and says which, long lines wrap; ``--wide`` shows every column unwrapped
+(optfleet/tables.py).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--preset", default=None, help="fleet instances: service-model preset (engine, the default; paper; or fleetsim_compatible)")
         command.add_argument("--set", action="append", default=[], metavar=set_metavar, help=set_help)
         command.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
+        wide_option(command)
         command.add_argument("--quiet", action="store_true", help="no progress display on stderr")
         command.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
         return command
@@ -139,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_argument("--source", choices=("roofline", "measured", "fit", "affine", "all"), default="all",
                          help="list one source only (default: all)")
     catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout, keyed by source, instead of tables")
+    wide_option(catalog)
     catalog.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
     data = sub.add_parser("data", help="public datasets by name: list them, fetch one into the cache",
@@ -161,12 +166,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def wide_option(command: argparse.ArgumentParser) -> None:
+    """``--wide``, for every command that prints tables."""
+    command.add_argument("--wide", action="store_true",
+                         help="show every table column and leave long lines whole (default: fit 120 columns, or a narrower terminal, "
+                              "hiding the least important columns and naming them)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         from optfleet.cli.commands import COMMANDS
+        from optfleet.tables import display_width, output_width
 
-        return COMMANDS[args.command](args)
+        with output_width(display_width(getattr(args, "wide", False), sys.stdout)):
+            return COMMANDS[args.command](args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -151,17 +151,37 @@ def _sweep_json(frame: Any, fields: list[str], out: str | None) -> dict[str, Any
     return {**frame.attrs, "fields": fields, "out": out, "rows": records(frame)}
 
 
+SWEEP_ROWS_SHOWN = 60  # a longer study shows its first and last half of this many rows
+
+
 def _sweep_text(frame: Any, fields: list[str], out: str | None) -> str:
-    """A summary line and the table's main columns (the middle rows elided in a long study)."""
+    """A summary line and the table's main columns: the swept fields, the core columns and the error of a failed
+    scenario (the middle rows elided in a long study)."""
+    from optfleet import tables
+    from optfleet.studies.table import records
+
     facts = frame.attrs
-    shown = [c for c in [*fields, "method", "status", "objective", "objective_unit", "bound", "gap_pct", "seconds", "error"] if c in frame.columns]
-    if "error" in shown and frame["error"].isna().all():
-        shown.remove("error")
-    head = (f"{facts['instance']}: {facts['scenarios']} scenarios, methods {', '.join(facts['methods'])}: "
+    head = (f"{facts['instance']}: {facts['scenarios']} scenarios of {', '.join(fields)}, methods {', '.join(facts['methods'])}: "
             f"{facts['solved']} solved, {facts['resumed']} resumed from the results file, {facts['failed']} failed"
             + (f"; table in {out}" if out else ""))
-    table = frame[shown].astype(object).where(frame[shown].notna(), "-")
-    return head + "\n\n" + table.to_string(index=False, max_rows=60)
+    rows = records(frame)
+    elided = len(rows) - SWEEP_ROWS_SHOWN
+    if elided > 0:
+        half = SWEEP_ROWS_SHOWN // 2
+        rows = [*rows[:half], dict.fromkeys([*fields, "method", "status"], "..."), *rows[-half:]]
+    lead = [tables.Column(field, heading, tables.value, tables.KEY) for field, heading in zip(fields, _short_names(fields), strict=True)]
+    errors = [tables.Column("error", "error", tables.text, tables.LOW)] if any(row.get("error") for row in rows) else []
+    blocks: list[tables.Block] = [head, "", tables.comparison_table(rows, errors, lead)]
+    if elided > 0:
+        blocks.append(f"({elided:,} rows elided in the middle; --json or --out has every row)")
+    return tables.page(blocks)
+
+
+def _short_names(fields: list[str]) -> list[str]:
+    """Each swept field's column heading: the last part of its dotted path (``rate_rps``), the whole path where two
+    fields share that last part."""
+    last = [field.rsplit(".", 1)[-1] for field in fields]
+    return [short if last.count(short) == 1 else field for field, short in zip(fields, last, strict=True)]
 
 
 def plot_command(args: argparse.Namespace) -> int:
@@ -176,8 +196,10 @@ def plot_command(args: argparse.Namespace) -> int:
 
 
 def validate_command(args: argparse.Namespace) -> int:
+    from optfleet.tables import page
+
     validation = api.validate(args.file, **overrides(args))
-    print(dump(validation.to_dict()) if args.json else f"{args.file}: {validation.text}")
+    print(dump(validation.to_dict()) if args.json else page([f"{args.file}: {validation.summary}"]))
     return EXIT_OK
 
 
@@ -195,91 +217,14 @@ def simulate_command(args: argparse.Namespace) -> int:
 
 def catalog_command(args: argparse.Namespace) -> int:
     """``optfleet catalog [--source S]``: what each performance source knows (optfleet.engine.sources), one section
-    per source under a ``SOURCE: about`` heading, or ``--json``: one document keyed by source."""
+    per source under a ``SOURCE: about`` heading (optfleet/cli/catalog_text.py), or ``--json``: one document keyed
+    by source."""
+    from optfleet.cli.catalog_text import catalog_text
     from optfleet.engine.sources import source_catalog
 
     catalog = source_catalog(args.source)
-    if args.json:
-        print(dump(catalog))
-        return EXIT_OK
-    for name, section in catalog.items():
-        print(f"{name.upper()}: {section['about']}")
-        _CATALOG_SECTIONS[name](section)
-        print()
+    print(dump(catalog) if args.json else catalog_text(catalog))
     return EXIT_OK
-
-
-def _print_roofline(section: dict[str, Any]) -> None:
-    """The GPU and model tables with their sources, the efficiencies and what a config.json may hold."""
-    _print_spec_table("GPUS", section["gpus"])
-    _print_spec_table("MODELS", section["models"])
-    efficiencies = ", ".join(f"{name} {value:g}" for name, value in section["efficiencies"].items())
-    print(f"  efficiencies (defaults; override under hardware.performance): {efficiencies}")
-    for what, names in section["config_json"].items():
-        _print_wrapped(f"hardware.config_json {what.replace('_', ' ')}", names)
-
-
-def _print_spec_table(title: str, rows: list[dict[str, Any]]) -> None:
-    """A catalog table without its ``source`` column, then one ``name: source`` line per row."""
-    import pandas as pd
-
-    frame = pd.DataFrame(rows)
-    print(title)
-    print(frame.drop(columns=["source"]).to_string(index=False, float_format=lambda v: f"{v:g}", na_rep="-"))
-    print("sources:")
-    for name, source in zip(frame["name"], frame["source"], strict=True):
-        print(f"  {name}: {source}")
-    print()
-
-
-def _print_measured(section: dict[str, Any]) -> None:
-    """One row per system and backend with its versions (slot names in brackets) and the bundled models; or why the
-    database is unavailable."""
-    if not section["installed"]:
-        print(f"  not available: {section['problem']}")
-        print("  catalog GPUs it times: " + ", ".join(f"{gpu} ({system})" for gpu, system in section["gpu_systems"].items()))
-        return
-    import pandas as pd
-
-    print(f"  database: {section['database']}")
-    rows = [{"system": system, "gpu": entry["gpu"], "backend": backend,
-             "versions": ", ".join(f"{v} ({', '.join(slots)})" if slots else v for v, slots in versions.items())}
-            for system, entry in section["systems"].items() for backend, versions in entry["backends"].items()]
-    print(pd.DataFrame(rows).to_string(index=False, na_rep="-"))
-    _print_wrapped(f"bundled models ({len(section['models'])})", section["models"])
-
-
-def _print_fit(section: dict[str, Any]) -> None:
-    """The file formats with their columns or tools, and what identifies each coefficient."""
-    table, benchmarks = section["iteration_table"], section["serving_benchmarks"]
-    _print_named(f"iteration tables ({', '.join(table['suffixes'])}): {table['note']}; columns", table["columns"])
-    _print_named(f"serving benchmark results ({', '.join(benchmarks['suffixes'])})", benchmarks["formats"])
-    _print_named("what identifies each coefficient", section["identified_by"])
-
-
-def _print_affine(section: dict[str, Any]) -> None:
-    """Each coefficient with its meaning."""
-    _print_named("coefficients (hardware.performance.<name>)", section["coefficients"])
-
-
-def _print_named(title: str, meanings: dict[str, str]) -> None:
-    """``  title:`` then one ``    name: meaning`` line per entry."""
-    print(f"  {title}:")
-    for name, meaning in meanings.items():
-        print(f"    {name}: {meaning}")
-
-
-def _print_wrapped(label: str, names: list[str]) -> None:
-    """``  label: a, b, c`` wrapped at 110 columns, continuation lines indented."""
-    import textwrap
-
-    print(textwrap.fill(", ".join(names), width=110, initial_indent=f"  {label}: ", subsequent_indent="    ",
-                        break_on_hyphens=False))
-
-
-_CATALOG_SECTIONS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "roofline": _print_roofline, "measured": _print_measured, "fit": _print_fit, "affine": _print_affine,
-}
 
 
 _COMPRESS_OPTIONS = {"budget_tokens": "--budget-tokens", "output_tokens": "--output-tokens", "category": "--category",
@@ -320,16 +265,18 @@ def compress_command(args: argparse.Namespace) -> int:
 
 def _compress_summary(path: str, result: Any, kept: Any) -> str:
     """One line: the token accounts, the method (and the greedy gap with --exact), the fidelity."""
-    head = (f"{path}: {result.original_tokens} -> {result.compressed_tokens} prompt tokens + {result.output_tokens} output "
-            f"<= B = {result.budget_tokens}" if result.fits else
-            f"{path}: {result.original_tokens} prompt tokens + {result.output_tokens} output > B = {result.budget_tokens}")
+    from optfleet.numbers import gap_percent, significant
+
+    head = (f"{path}: {result.original_tokens:,} -> {result.compressed_tokens:,} prompt tokens + {result.output_tokens:,} output "
+            f"<= B = {result.budget_tokens:,}" if result.fits else
+            f"{path}: {result.original_tokens:,} prompt tokens + {result.output_tokens:,} output > B = {result.budget_tokens:,}")
     parts = [head, result.reason]
     if result.compressed:
-        parts.append(f"{result.method}: {len(result.kept_sentences)} of {result.sentences} sentences, value {result.value:.4g}")
+        parts.append(f"{result.method}: {len(result.kept_sentences)} of {result.sentences} sentences, value {significant(result.value)}")
         if result.report is not None:
-            gap = "no bound" if result.greedy_gap_pct is None else f"gap {result.greedy_gap_pct:.3g} % of the bound"
+            gap = "no bound" if result.greedy_gap_pct is None else f"gap {gap_percent(result.greedy_gap_pct)} % of the bound"
             proof = "MILP (optimum by the knapsack's dynamic program, checked by HiGHS)" if result.report.counts.get("bound_by_dynamic_program") else "MILP"
-            parts.append(f"{proof} {result.report.summary}; greedy value {result.greedy_value:.4g}, {gap}")
+            parts.append(f"{proof} {result.report.summary}; greedy value {significant(result.greedy_value)}, {gap}")
         cosine = "undefined (no terms)" if kept.tfidf_cosine is None else f"{kept.tfidf_cosine:.3f}"
         recall = "not computed" if kept.rouge_l_recall is None else f"{kept.rouge_l_recall:.3f}"
         parts.append(f"ROUGE-L recall {recall}, TF-IDF cosine {cosine}, token reduction {100 * kept.token_reduction:.1f} %")

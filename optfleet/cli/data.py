@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from optfleet.errors import EXIT_OK
 
-WIDTH = 118  # the text fits a 120-column terminal
 STATUS_MEANINGS = ("shipped: in the package; cached: fetched, sha256 checked; not fetched: optfleet data fetch NAME; "
                    "sha256 unknown: optfleet does not fetch it, download it from its URL yourself")
 
@@ -29,23 +27,20 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def _list_text(datasets: list[dict[str, Any]], cache_dir: str) -> str:
-    """The table of files, what a status means, the cache folder, and each dataset's source and citation."""
-    import pandas as pd
-
-    from optfleet.tables import render
+    """The table of files, what a status means, the cache folder, and each dataset's source and citation, fitted to
+    the output width by the one renderer (optfleet/tables.py)."""
+    from optfleet.tables import HIGH, KEY, LOW, Block, Column, Table, page
 
     rows = [{"dataset": d["name"], "part": f["part"], "file": f["file"],
-             "size MB": "-" if f["size_bytes"] is None else f"{f['size_bytes'] / 1e6:,.2f}", "licence": d["licence"],
+             "size": "-" if f["size_bytes"] is None else f"{f['size_bytes'] / 1e6:,.2f}", "licence": d["licence"],
              "status": f["status"]} for d in datasets for f in d["files"]]
-    lines = [render(pd.DataFrame(rows)), ""]
-    lines += textwrap.wrap(f"status: {STATUS_MEANINGS}", WIDTH, subsequent_indent="  ")
-    lines += textwrap.wrap(f"cache: {cache_dir} (OPTFLEET_CACHE_DIR moves it); an instance's file field names a dataset as "
-                           "dataset:NAME (every part) or dataset:NAME/PART", WIDTH, subsequent_indent="  ")
-    lines.append("sources (cite them when you use the data):")
-    for d in datasets:
-        lines += textwrap.wrap(f"{d['name']}: {d['title']}; {d['source_url']}; cite: {d['citation']}", WIDTH,
-                               initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
-    return "\n".join(lines)
+    columns = [Column("dataset", "dataset", keep=KEY), Column("part", "part", keep=KEY), Column("file", "file", keep=LOW),
+               Column("size", "size MB", keep=HIGH), Column("licence", "licence", keep=HIGH), Column("status", "status", keep=KEY)]
+    blocks: list[Block] = [Table(columns, rows), "", f"status: {STATUS_MEANINGS}",
+                           f"cache: {cache_dir} (OPTFLEET_CACHE_DIR moves it); an instance's file field names a dataset as "
+                           "dataset:NAME (every part) or dataset:NAME/PART", "sources (cite them when you use the data):"]
+    blocks += [f"  {d['name']}: {d['title']}; {d['source_url']}; cite: {d['citation']}" for d in datasets]
+    return page(blocks)
 
 
 def fetch_command(args: argparse.Namespace) -> int:

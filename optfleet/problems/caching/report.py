@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from optfleet import tables
+from optfleet import numbers, tables
 from optfleet.problems.caching.kind import OPTIMUM
 from optfleet.problems.caching.problem import CachingProblem
 from optfleet.results import MethodResult, Reference
+from optfleet.tables import HIGH, LOW, MEDIUM, Column
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
@@ -28,14 +29,22 @@ def render_problem(problem: CachingProblem) -> str:
         f"  lengths: mean prompt {trace.prompt_tokens.mean():,.1f}, mean answer {trace.answer_tokens.mean():,.1f}, "
         f"mean context {trace.context_tokens.mean():,.1f}, max context {int(trace.context_tokens.max()):,} tokens",
         f"  TTFT = {problem.ttft.alpha_ms_per_token:g} ms/token x uncached + {problem.ttft.beta_ms:g} ms; "
-        f"xi {problem.xi_ms:g} ms ({problem.safe_uncached_tokens:,.4g} uncached tokens within xi), SLO {problem.slo_ms:g} ms; {mode}",
+        f"xi {problem.xi_ms:g} ms ({numbers.significant(problem.safe_uncached_tokens)} uncached tokens within xi), SLO {problem.slo_ms:g} ms; {mode}",
         f"  capacities: {capacities}",
         f"  policies: {', '.join(p.label for p in problem.policies)}"
         + ("" if problem.hindsight else "; hindsight LP off"),
     ])
 
 
-def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference, results: list[MethodResult]) -> str:
+EXTRA = [
+    Column("p90_ttft_ms", "P90 TTFT ms", tables.fixed(1), MEDIUM), Column("p95_ttft_ms", "P95 TTFT ms", tables.fixed(1), LOW),
+    Column("p99_ttft_ms", "P99 TTFT ms", tables.fixed(1), HIGH), Column("violations", "violations", tables.count, HIGH),
+    Column("hit_rate", "hit %", tables.percent(1), HIGH),
+]
+
+
+def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference,
+                    results: list[MethodResult]) -> list[tables.Block]:
     """One capacity's table: the core columns (objective = TEL), then tail percentiles, violations and hit rate."""
     head = f"capacity {_capacity(capacity, problem.block_tokens)}"
     optimum = next((r for r in results if r.method == OPTIMUM and r.report is not None), None)
@@ -43,35 +52,31 @@ def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str,
         o = optimum.report
         bound = "-" if o.bound is None else f"{o.bound:,.1f} ms"
         verdict = "optimal" if o.proven_optimal and o.gap == 0.0 else f"{o.status.replace('_', ' ')} (not proven optimal)"
-        head += f"; hindsight LP: {verdict}, objective {o.objective:,.1f} ms, bound {bound}, {o.seconds:.2f} s"
+        head += f"; hindsight LP: {verdict}, objective {o.objective:,.1f} ms, bound {bound}, {numbers.duration(o.seconds)}"
     head += f"; bound: {reference.reason}"
-    extra = {
-        "p90_ttft_ms": ("P90 ms", tables.fixed(1)), "p95_ttft_ms": ("P95 ms", tables.fixed(1)), "p99_ttft_ms": ("P99 ms", tables.fixed(1)),
-        "violations": ("violations", tables.text), "hit_rate": ("hit %", lambda v: "-" if v is None else f"{100 * v:.1f}"),
-    }
-    return "\n".join([head, tables.render(tables.core_frame(rows, extra)), *tables.notes(rows)])
+    return [head, tables.comparison_table(rows, EXTRA), *tables.notes(rows)]
 
 
-def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> str:
+def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
     problem = outcome.loaded.problem
-    parts = []
+    blocks: list[tables.Block] = []
     for group, reference in outcome.references.items():
         capacity = dict(group)["capacity_tokens"]
         pairs = [(row, r) for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
-        parts.append(_capacity_table(problem, capacity, [row for row, _ in pairs], reference, [r for _, r in pairs]))
-    return "\n\n".join(parts)
+        blocks += ["", *_capacity_table(problem, capacity, [row for row, _ in pairs], reference, [r for _, r in pairs])]
+    return blocks
 
 
 def render_gap(outcome: "GapOutcome") -> str:
     """The text of ``optfleet gap`` on a caching instance: the instance, then one table per capacity."""
-    return render_problem(outcome.loaded.problem) + "\n\n" + _by_capacity(outcome)
+    return tables.page([render_problem(outcome.loaded.problem), *_by_capacity(outcome)])
 
 
 def render_solve(outcome: "SolveOutcome") -> str:
     """The text of ``optfleet solve`` on a caching instance: the chosen schedule at every capacity."""
-    return render_problem(outcome.loaded.problem) + "\n\n" + _by_capacity(outcome)
+    return tables.page([render_problem(outcome.loaded.problem), *_by_capacity(outcome)])
 
 
 def _capacity(tokens: int, block_tokens: int) -> str:
     blocks = tokens / block_tokens
-    return f"{tokens:,} tokens ({blocks:,.4g} blocks of {block_tokens})"
+    return f"{tokens:,} tokens ({numbers.significant(blocks)} blocks of {block_tokens})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from optfleet.numbers import significant
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
 
 
@@ -87,7 +88,7 @@ def assumption_lines(problem: FleetProblem) -> list[str]:
         f"  {model}; service model {a['service_model']}" + (" (an approximation, checked against the batching simulator)"
                                                             if a["service_model"] == "batching" else ""),
         f"  iteration times: {engines}",
-        f"  chunk {a['chunk_tokens']:,} tokens; P99 TTFT {a['ttft_p99_ms']:g} ms (rule {a['ttft_rule']}); TPOT targets: {tpot}; "
+        f"  chunk {a['chunk_tokens']:,} tokens; P99 TTFT {significant(a['ttft_p99_ms'], 6)} ms (rule {a['ttft_rule']}); TPOT targets: {tpot}; "
         f"rho_max {a['rho_max']:g}",
         f"  compression {compression}; K = {a['max_pools']} pools; "
         + (f"MILP: {a['milp_routing']} routing" if a["milp_applies"] else "the MILP does not take the engine's batching model"),

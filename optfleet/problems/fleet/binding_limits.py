@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from optfleet.errors import InfeasibleError
+from optfleet.numbers import relative_gap_text
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics.sweep import candidate_table
 from optfleet.problems.fleet.plan_sizing import size_plan
@@ -38,7 +39,7 @@ def time_limit_note(problem: FleetProblem, report: SolveReport | None) -> str:
     """When ``solve.time_limit_s`` stopped the solve before it proved its plan optimal: the gap left and the remedy."""
     if report is None or report.status != TIME_LIMIT:
         return ""
-    gap = f" with {100 * report.gap:.3g} % left to the bound" if report.gap is not None else " without a bound"
+    gap = f" with {relative_gap_text(report.gap)} left to the bound" if report.gap is not None else " without a bound"
     return (f"the time limit decides the plan: solve.time_limit_s = {problem.time_limit_s:g} s stopped the solve{gap}; "
             "raise solve.time_limit_s (--time-limit) to close the gap")
 

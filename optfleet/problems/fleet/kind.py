@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from optfleet.errors import InfeasibleError, NotApplicableError
+from optfleet.numbers import significant
 from optfleet.problems.fleet.method_names import HEURISTICS
 from optfleet.problems.fleet.assumptions import assumption_lines, assumptions
 from optfleet.problems.fleet.presets import apply_defaults
@@ -215,11 +216,11 @@ def describe(problem: FleetProblem) -> str:
     long_pool = problem.pool(problem.long_window_tokens)
     lines = [
         f"valid fleet instance '{problem.name}'",
-        f"  workload: {problem.rate_rps:g} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
+        f"  workload: {significant(problem.rate_rps, 6)} req/s, {len(mix.prob)} exact (L_in, L_out) atoms, "
         f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
         f"  hardware: {long_pool.gpu}, {long_pool.slots_per_instance} slots per {_unit(problem)} at the long window {problem.long_window_tokens}, "
         f"${long_pool.cost_per_instance_hour:g}/{_unit(problem)}-hour",
-        f"  SLO: P99 TTFT {problem.ttft_p99_ms:g} ms (rule {problem.ttft_rule}, service model {problem.service_model}), rho_max {problem.rho_max:g}",
+        f"  SLO: P99 TTFT {significant(problem.ttft_p99_ms, 6)} ms (rule {problem.ttft_rule}, service model {problem.service_model}), rho_max {problem.rho_max:g}",
         f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
         f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",
         f"  solve: method {problem.method}, MILP routing {problem.milp_routing}, K = {problem.max_pools}, solver {problem.solver}",

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from optfleet import tables
+from optfleet import numbers, tables
 from optfleet.problems.fleet.assumptions import assumption_lines
 from optfleet.problems.fleet.evaluator import FleetEvaluation, PoolMetrics
 from optfleet.problems.fleet.heuristics.closed_forms import savings_forecast
 from optfleet.problems.fleet.problem import FleetProblem
-from optfleet.problems.fleet.routing_text import compressed_ranges, merged_ranges, routing_lines, threshold_cuts
+from optfleet.problems.fleet.routing_text import compressed_ranges, merged_ranges, routing_blocks, threshold_cuts
 from optfleet.results import MethodResult, first_result, format_cost, json_safe
+from optfleet.tables import HIGH, KEY, LOW, MEDIUM, Column, Table
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
@@ -31,64 +30,84 @@ def _gpu_count(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
     return f"{gpus} GPUs" if gpus == evaluation.total_instances else f"{gpus} GPUs in {evaluation.total_instances} instances"
 
 
-def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> str:
-    rows = []
-    for p in evaluation.pools:
-        rows.append({
-            "pool": p.name,
-            "GPU": p.gpu,
-            "window": p.window_tokens,
-            "instances": p.instances,
-            "GPUs": _physical_gpus(problem, p),
-            "slots/instance": p.slots_per_instance,
-            "traffic %": 100 * p.share,
-            "compressed %": 100 * p.compressed_share,
-            "E[S] s": p.mean_service_ms / 1000,
-            "Cs^2": p.service_scv,
-            "util %": 100 * p.utilisation,
-            "P99 wait ms": p.wait_p99_ms,
-            "TTFT floor ms": p.prefill_p99_ms + p.first_iteration_ms,
-            "P99 TTFT ms": p.ttft_p99_ms,
-            "binding": p.binding,
-            "cost": format_cost(p.cost_per_hour),
-        })
-    frame = pd.DataFrame(rows)
-    if problem.charges_prefill or problem.tpot_targets.any:  # the slot model's TPOT: the longest iteration (every percentile), the mean
-        frame.insert(frame.columns.get_loc("binding"), "TPOT bound ms", [p.tpot_bound_ms for p in evaluation.pools])
-        frame.insert(frame.columns.get_loc("binding"), "mean TPOT ms", [p.tpot_mean_ms for p in evaluation.pools])
-    if any(p.tpot_p99_ms is not None for p in evaluation.pools):  # the batching model's P99, under the engine model, replaces the bound
-        frame.insert(frame.columns.get_loc("mean TPOT ms"), "P99 TPOT ms", [p.tpot_p99_ms for p in evaluation.pools])
-        frame = frame.drop(columns=["TPOT bound ms"])
-    if (frame["instances"] == frame["GPUs"]).all():
-        frame = frame.drop(columns=["instances"]).rename(columns={"slots/instance": "slots/GPU"})
-    if evaluation.service_model == "batching":  # the same fields, read by the batching model (evaluator.py)
-        frame = frame.rename(columns={"E[S] s": "slot hold s", "Cs^2": "Cs^2 hold" if problem.charges_prefill else "Cs^2 iters",
-                                      "TTFT floor ms": "in-GPU P99 ms"})
-        frame.insert(frame.columns.get_loc("in-GPU P99 ms"), "iteration ms", [p.first_iteration_ms for p in evaluation.pools])
-    return frame.to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+def _pool_table(problem: FleetProblem, evaluation: FleetEvaluation) -> Table:
+    """One row per pool: size, traffic, service, utilisation, latency, what binds and the cost.  The TPOT columns
+    appear when the instance charges prefill or sets TPOT targets (the batching model's P99 in place of the slot
+    model's bound when it has one); ``instances`` only when an instance spans several GPUs; under the batching
+    service model the service columns are read as the batching model reads them (evaluator.py)."""
+    pools = evaluation.pools
+    rows = [{
+        "pool": p.name, "gpu": p.gpu, "window": p.window_tokens, "instances": p.instances, "gpus": _physical_gpus(problem, p),
+        "slots": p.slots_per_instance, "traffic": p.share, "compressed": p.compressed_share, "service_s": p.mean_service_ms / 1000,
+        "scv": p.service_scv, "util": p.utilisation, "wait": p.wait_p99_ms, "floor": p.prefill_p99_ms + p.first_iteration_ms,
+        "iteration": p.first_iteration_ms, "ttft": p.ttft_p99_ms, "tpot_bound": p.tpot_bound_ms, "tpot_p99": p.tpot_p99_ms,
+        "tpot_mean": p.tpot_mean_ms, "binding": p.binding, "cost": p.cost_per_hour,
+    } for p in pools]
+    batching = evaluation.service_model == "batching"
+    per_instance = any(r["instances"] != r["gpus"] for r in rows)
+    tpot = problem.charges_prefill or problem.tpot_targets.any
+    tpot_p99 = any(p.tpot_p99_ms is not None for p in pools)
+    ms = tables.fixed(2)
+    columns = [
+        Column("pool", "pool", tables.text, KEY),
+        Column("gpu", "GPU", tables.text, HIGH),
+        Column("window", "window tokens", tables.count, HIGH),
+        *([Column("instances", "instances", tables.count, KEY)] if per_instance else []),
+        Column("gpus", "GPUs", tables.count, KEY),
+        Column("slots", "slots/instance" if per_instance else "slots/GPU", tables.count, MEDIUM),
+        Column("traffic", "traffic %", tables.percent(1), HIGH),
+        Column("compressed", "compressed %", tables.percent(1), LOW),
+        Column("service_s", "slot hold s" if batching else "E[S] s", tables.fixed(2), LOW),
+        Column("scv", ("Cs^2 hold" if problem.charges_prefill else "Cs^2 iters") if batching else "Cs^2", tables.fixed(2), LOW),
+        Column("util", "util %", tables.percent(1), KEY),
+        Column("wait", "P99 wait ms", ms, MEDIUM),
+        *([Column("iteration", "iteration ms", ms, LOW)] if batching else []),
+        Column("floor", "in-GPU P99 ms" if batching else "TTFT floor ms", ms, MEDIUM),
+        Column("ttft", "P99 TTFT ms", ms, KEY),
+        *([Column("tpot_p99", "P99 TPOT ms", ms, HIGH)] if tpot and tpot_p99 else [Column("tpot_bound", "TPOT bound ms", ms, HIGH)] if tpot else []),
+        *([Column("tpot_mean", "mean TPOT ms", ms, MEDIUM)] if tpot else []),
+        Column("binding", "binding", tables.text, HIGH),
+        Column("cost", "cost $/h", tables.fixed(2), KEY),
+    ]
+    return Table(columns, rows)
+
+
+METHOD_COLUMNS = [
+    Column("method", "method", tables.text, KEY),
+    Column("boundary", "B tokens", tables.text, HIGH),
+    Column("gamma", "gamma", tables.text, HIGH),
+    Column("per_pool", "GPUs per pool", tables.text, MEDIUM),
+    Column("gpus", "GPUs", tables.count, HIGH),
+    Column("cost", "cost $/h", tables.fixed(2), KEY),
+    Column("per_year", "cost $/yr", tables.count, LOW),
+    Column("savings", "savings %", tables.fixed(1), HIGH),
+    Column("slo", "SLO", tables.text, KEY),
+    Column("naive", "naive %", tables.fixed(1), LOW),
+    Column("corrected", "corrected %", tables.fixed(1), LOW),
+    Column("seconds", "time s", numbers.seconds, MEDIUM),
+]
 
 
 def _method_row(problem: FleetProblem, result: MethodResult, homogeneous: FleetEvaluation | None) -> dict[str, object]:
+    """A method's row of :data:`METHOD_COLUMNS` (savings and the closed forms against the homogeneous fleet)."""
     e = result.evaluation
     if e is None:
-        return {"method": result.method, "B": "-", "gamma": "-", "GPUs per pool": "-", "GPUs": "-", "cost": "-", "$/yr": "-",
-                "savings %": "-", "SLO": "n/a" if not result.available else "infeasible", "naive %": "-", "corrected %": "-",
-                "time ms": f"{1000 * result.seconds:.1f}"}
+        return {"method": result.method, "slo": "n/a" if not result.available else "infeasible", "seconds": result.seconds}
     comparable = homogeneous is not None and e.plan.served_share >= 1.0
     f = savings_forecast(e, homogeneous) if comparable else None
     return {
         "method": result.method,
-        "B": "rules" if e.plan.rules is not None else (e.plan.boundary_tokens or "-"),
-        "gamma": "-" if e.plan.rules is not None else f"{e.plan.gamma:.1f}",
-        "GPUs per pool": "/".join(str(_physical_gpus(problem, p)) for p in e.pools),
-        "GPUs": sum(_physical_gpus(problem, p) for p in e.pools),
-        "cost": format_cost(e.cost_per_hour),
-        "$/yr": f"{e.cost_per_year:,.0f}",
-        "savings %": f"{100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}" if comparable else "-",
-        "SLO": ("met" if e.meets_slo else "VIOLATED") + ("" if result.feasible or not e.meets_slo else ", breaks a constraint"),
-        "naive %": f"{100 * f.naive:.1f}" if f else "-",
-        "corrected %": f"{100 * f.corrected:.1f}" if f else "-",
-        "time ms": f"{1000 * result.seconds:.1f}",
+        "boundary": "rules" if e.plan.rules is not None else (f"{e.plan.boundary_tokens:,}" if e.plan.boundary_tokens else None),
+        "gamma": None if e.plan.rules is not None else f"{e.plan.gamma:.1f}",
+        "per_pool": "/".join(str(_physical_gpus(problem, p)) for p in e.pools),
+        "gpus": sum(_physical_gpus(problem, p) for p in e.pools),
+        "cost": e.cost_per_hour,
+        "per_year": e.cost_per_year,
+        "savings": 100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour) if comparable else None,
+        "slo": ("met" if e.meets_slo else "VIOLATED") + ("" if result.feasible or not e.meets_slo else ", breaks a constraint"),
+        "naive": 100 * f.naive if f else None,
+        "corrected": 100 * f.corrected if f else None,
+        "seconds": result.seconds,
     }
 
 
@@ -98,14 +117,14 @@ def render_solve(outcome: "SolveOutcome") -> str:
     main = outcome.main[0]
     base = first_result(outcome.results, "homogeneous")
     homogeneous = base.evaluation if base is not None else None
-    lines = [
-        f"instance {problem.name}: lambda = {problem.rate_rps:g} req/s, P99 TTFT SLO {problem.ttft_p99_ms:g} ms "
+    blocks: list[tables.Block] = [
+        f"instance {problem.name}: lambda = {numbers.significant(problem.rate_rps, 6)} req/s, P99 TTFT SLO {numbers.significant(problem.ttft_p99_ms, 6)} ms "
         f"(rule: {problem.ttft_rule}{', service model: batching' if problem.service_model == 'batching' else ''}), rho_max {problem.rho_max:g}",
         *assumption_lines(problem),
         "",
     ]
     if main.evaluation is None:
-        lines.append(f"{main.method}: {main.note}")
+        blocks.append(f"{main.method}: {main.note}")
     else:
         e = main.evaluation
         boundary = e.plan.boundary_tokens
@@ -119,31 +138,33 @@ def render_solve(outcome: "SolveOutcome") -> str:
         headline += ", ".join(f"n_{p.name} = {p.instances}" for p in e.pools)
         headline += f"; {_gpu_count(problem, e)}, {format_cost(e.cost_per_hour)}, ${e.cost_per_year:,.0f}/yr"
         if homogeneous is not None and e.plan.served_share >= 1.0:
-            headline += f", {100 * (1 - e.cost_per_hour / homogeneous.cost_per_hour):.1f}% below homogeneous"
+            headline += f", {numbers.versus(e.cost_per_hour, homogeneous.cost_per_hour, 'homogeneous')}"
         if e.plan.served_share < 1.0:
-            headline += f"; serves {100 * e.plan.served_share:.2f}% of the {problem.rate_rps:g} req/s (budget cap), rejects the rest"
-        lines += [headline]
+            headline += f"; serves {100 * e.plan.served_share:.2f} % of the {numbers.significant(problem.rate_rps, 6)} req/s (budget cap), rejects the rest"
+        blocks += [headline]
         if e.plan.rules is not None:
-            lines += routing_lines(e.plan)
+            blocks += routing_blocks(e.plan)
         if main.report is not None:
-            tables = ("batching tables at each pool's traffic mix (approximate; the bound is a relaxation's, valid for every plan)"
+            erlang = ("batching tables at each pool's traffic mix (approximate; the bound is a relaxation's, valid for every plan)"
                       if problem.service_model == "batching" else "Erlang tables")
-            lines.append(f"solver: {main.report.summary}; solved {main.columns.get('table_iterations')} time(s) to refresh the "
-                         f"{tables}; the plan passes the evaluator")
+            blocks.append(f"solver: {main.report.summary}; solved {main.columns.get('table_iterations')} time(s) to refresh the "
+                          f"{erlang}; the plan passes the evaluator")
         if main.note:
-            lines.append(f"note: {main.note}")
-        lines += ["", _pool_table(problem, e)]
-    lines += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):"]
-    lines.append(pd.DataFrame([_method_row(problem, r, homogeneous) for r in outcome.results]).to_string(index=False))
-    lines += [f"  {r.method}: {r.note}" for r in outcome.results if (r.evaluation is None or not r.feasible) and r.note and r.method != main.method]
-    return "\n".join(lines)
+            blocks.append(f"note: {main.note}")
+        blocks += ["", _pool_table(problem, e)]
+    blocks += ["", "every method, scored by the same evaluator (savings vs homogeneous; naive/corrected = closed forms):",
+               Table(METHOD_COLUMNS, [_method_row(problem, r, homogeneous) for r in outcome.results])]
+    blocks += [f"  {r.method}: {r.note}" for r in outcome.results if (r.evaluation is None or not r.feasible) and r.note and r.method != main.method]
+    return tables.page(blocks)
+
+
+GAP_COLUMNS = [Column("pools", "pools", tables.text, MEDIUM), Column("gpus", "GPUs", tables.count, HIGH),
+               Column("instances", "instances", tables.count, LOW)]
 
 
 def render_gap(outcome: "GapOutcome") -> str:
     """The ``optfleet gap`` text: the core columns and the kind's own (see optfleet/tables.py)."""
-    text = tables.single_group_gap(outcome, {"pools": ("pools", tables.text), "gpus": ("GPUs", tables.text), "instances": ("instances", tables.text)})
-    head, _, rest = text.partition("\n")
-    return "\n".join([head, *assumption_lines(outcome.loaded.problem), rest])
+    return tables.single_group_gap(outcome, GAP_COLUMNS, head=assumption_lines(outcome.loaded.problem))
 
 
 def solve_files(outcome: SolveOutcome) -> dict[str, str]:
@@ -162,21 +183,34 @@ def solve_files(outcome: SolveOutcome) -> dict[str, str]:
     return files
 
 
-def render_simulation(result: "SimulationResult") -> str:
+SIMULATED = [  # (metric, heading, importance)
+    ("utilisation", "util %", KEY), ("wait_p50_ms", "P50 wait ms", LOW), ("wait_p99_ms", "P99 wait ms", HIGH),
+    ("ttft_p50_ms", "P50 TTFT ms", MEDIUM), ("ttft_p90_ms", "P90 TTFT ms", LOW), ("ttft_p99_ms", "P99 TTFT ms", KEY),
+    ("slo_attainment", "SLO met %", KEY), ("tpot_mean_ms", "mean TPOT ms", MEDIUM), ("tpot_p50_ms", "P50 TPOT ms", LOW),
+    ("tpot_p90_ms", "P90 TPOT ms", LOW), ("tpot_p99_ms", "P99 TPOT ms", HIGH), ("tpot_attainment", "TPOT met %", HIGH),
+    ("queue_p99", "P99 queue", LOW), ("requests", "requests", MEDIUM),
+]
+SHARES = ("utilisation", "slo_attainment", "tpot_attainment")  # shown in %
+
+
+def _estimate(metric: str) -> tables.Formatter:
+    """``mean +- half-width`` of one metric (no half-width for one replication or round-off); shares in %."""
+    scale = 100.0 if metric in SHARES else 1.0
+
+    def cell(value: tuple[float, float] | None) -> str:
+        if value is None or value[0] != value[0]:  # NaN: no measured request in the scope
+            return numbers.MISSING
+        mean, half = value
+        shown = half == half and half > 1e-9 * max(abs(mean), 1.0)
+        text = numbers.count(mean) if metric == "requests" else numbers.significant(scale * mean, 4)
+        return f"{text} +- {numbers.significant(scale * half, 2)}" if shown else text
+
+    return cell
+
+
+def render_simulation(result: "SimulationResult") -> Table:
     """Simulated metrics per pool and for the fleet: ``mean +- half-width`` per cell.  The TPOT columns appear when
     the run measured them (batching mode; ``tpot_attainment`` when the instance sets a TPOT percentile target)."""
-    known = ["utilisation", "wait_p50_ms", "wait_p99_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "slo_attainment",
-             "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tpot_attainment", "queue_p99", "requests"]
-    columns = [name for name in known if any(name in metrics for metrics in result.metrics.values())]
-    rows = []
-    for scope, metrics in result.metrics.items():
-        row: dict[str, str] = {"scope": scope}
-        for name in columns:
-            if name in metrics and metrics[name][0] == metrics[name][0]:  # NaN: no measured request in the scope
-                mean, half = metrics[name]
-                shown = half == half and half > 1e-9 * max(abs(mean), 1.0)  # no half-width for one replication or round-off
-                row[name] = f"{mean:,.4g} +- {half:.2g}" if shown else f"{mean:,.4g}"
-            else:
-                row[name] = "-"
-        rows.append(row)
-    return pd.DataFrame(rows).to_string(index=False)
+    measured = [(name, heading, keep) for name, heading, keep in SIMULATED if any(name in m for m in result.metrics.values())]
+    columns = [Column("scope", "scope", tables.text, KEY), *(Column(name, heading, _estimate(name), keep) for name, heading, keep in measured)]
+    return Table(columns, [{"scope": scope, **metrics} for scope, metrics in result.metrics.items()])

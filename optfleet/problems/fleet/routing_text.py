@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optfleet.problems.fleet.plan import Plan, RouteRule
+from optfleet.tables import KEY, Column, Table
 
 SHARE_TOLERANCE = 1e-9
 
@@ -87,30 +88,29 @@ def compressed_ranges(plan: Plan) -> list[RouteRange]:
     return [r for r in merged_ranges(plan) if r.compress_and_route() is not None]
 
 
-def routing_lines(plan: Plan) -> list[str]:
+def routing_blocks(plan: Plan) -> list[str | Table]:
     """The plan's routing for a report: one line of cut points, or a table of ranges x pools (module docstring)."""
     cuts = threshold_cuts(plan)
     if cuts is not None:
         shown = [f"L_total <= {cut:,} -> {pool}" for cut, pool in cuts[:-1]] + [f"above -> {cuts[-1][1]}"]
-        lines = ["routing (threshold): " + "; ".join(shown)]
+        lines: list[str | Table] = ["routing (threshold): " + "; ".join(shown)]
         for r in compressed_ranges(plan):
             pool, share, other = r.compress_and_route()
             lines.append(f"  Compress-and-Route: L_total {r.total_above + 1:,}-{r.total_to:,} (L_out {r.out_from:,}"
-                         f"{'+' if r.out_below is None else f'-{r.out_below - 1:,}'}): {100 * share:.0f}% compressed into {pool} "
+                         f"{'+' if r.out_below is None else f'-{r.out_below - 1:,}'}): {100 * share:.0f} % compressed into {pool} "
                          f"(to its window minus L_out), the rest -> {other}")
         return lines
     names = [p.name for p in plan.pools]
-    header = ["L_total", "L_out", *names]
     rows = []
     for r in merged_ranges(plan):
         shares, compressed = dict(r.shares), dict(r.compressed)
-        cells = [f"{r.total_above + 1:,}-{r.total_to:,}", f"{r.out_from:,}+" if r.out_below is None else f"{r.out_from:,}-{r.out_below - 1:,}"]
+        row = {"L_total": f"{r.total_above + 1:,}-{r.total_to:,}",
+               "L_out": f"{r.out_from:,}+" if r.out_below is None else f"{r.out_from:,}-{r.out_below - 1:,}"}
         for name in names:
-            parts = [f"{100 * shares[name]:.0f}%"] if name in shares else []
-            parts += [f"{100 * compressed[name]:.0f}%c"] if name in compressed else []
-            cells.append(" + ".join(parts) or "-")
-        rows.append(cells)
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = [f"routing (split, {len(rows)} ranges; share of each range per pool, c = compressed):"]
-    lines += ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]]
-    return lines
+            parts = [f"{100 * shares[name]:.0f} %"] if name in shares else []
+            parts += [f"{100 * compressed[name]:.0f} %c"] if name in compressed else []
+            row[name] = " + ".join(parts) or None
+        rows.append(row)
+    columns = [Column("L_total", "L_total tokens", keep=KEY), Column("L_out", "L_out tokens", keep=KEY),
+               *(Column(name, name, keep=KEY) for name in names)]
+    return [f"routing (split, {len(rows)} ranges; share of each range per pool, c = compressed):", Table(columns, rows)]

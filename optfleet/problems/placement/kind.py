@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from optfleet.errors import InfeasibleError
+from optfleet.numbers import significant
 from optfleet.problems.placement.problem import PlacementProblem, PolicyEntry, prepare
 from optfleet.problems.placement.schema import METHOD_NAMES, PlacementInstanceSpec
 from optfleet.progress import Progress
@@ -82,7 +83,7 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
     report, columns = None, {}
     if method == RELAXATION:
         report, parts = exact.relaxation(problem)
-        note = (f"a bound, no placement: its own {report.bound:,.4g} (" + ", ".join(f"{k} {v:,.4g}" for k, v in parts.items())
+        note = (f"a bound, no placement: its own {significant(report.bound)} (" + ", ".join(f"{k} {significant(v)}" for k, v in parts.items())
                 + "); the bound column holds the best bound of the rows")
         return [no_plan(method, time.perf_counter() - start, note, objective_unit=unit, report=report)]
     refusal = exact.hindsight_refusal(problem) if method == HINDSIGHT else exact.lookahead_refusal(problem) if method == LOOKAHEAD else None

@@ -6,21 +6,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from optfleet import tables
+from optfleet.numbers import significant
 from optfleet.problems.placement.capacity import capacity_rows
 from optfleet.problems.placement.problem import PlacementProblem
 from optfleet.problems.placement.server import Engine
+from optfleet.tables import HIGH, LOW, MEDIUM, Column
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
 
-PCT = (lambda v: "-" if v is None else f"{100 * v:.1f}")
-EXTRA = {
-    "p50_ttft_ms": ("TTFT p50", tables.fixed(1)), "p90_ttft_ms": ("TTFT p90", tables.fixed(1)), "p99_ttft_ms": ("TTFT p99", tables.fixed(1)),
-    "p50_tpot_ms": ("TPOT p50", tables.fixed(2)), "p99_tpot_ms": ("TPOT p99", tables.fixed(2)),
-    "p50_e2e_ms": ("E2E p50", tables.fixed(0)), "p50_ntpot_ms": ("NTPOT p50", tables.fixed(2)), "p90_ntpot_ms": ("NTPOT p90", tables.fixed(2)),
-    "throughput_tokens_per_s": ("tok/s", tables.fixed(0)), "prefix_hit_rate": ("hit %", PCT), "slo_attainment": ("SLO %", PCT),
-    "ttft_mape_pct": ("MAPE TTFT %", tables.fixed(1)), "tpot_mape_pct": ("MAPE TPOT %", tables.fixed(1)),  # predicted-latency policies
-}
+MS = tables.fixed(1)
+EXTRA = [
+    Column("p50_ttft_ms", "P50 TTFT ms", MS, MEDIUM), Column("p90_ttft_ms", "P90 TTFT ms", MS, LOW),
+    Column("p99_ttft_ms", "P99 TTFT ms", MS, HIGH), Column("p50_tpot_ms", "P50 TPOT ms", tables.fixed(2), MEDIUM),
+    Column("p99_tpot_ms", "P99 TPOT ms", tables.fixed(2), LOW), Column("p50_e2e_ms", "P50 E2E ms", tables.fixed(0), LOW),
+    Column("p50_ntpot_ms", "P50 NTPOT ms", tables.fixed(2), LOW), Column("p90_ntpot_ms", "P90 NTPOT ms", tables.fixed(2), LOW),
+    Column("throughput_tokens_per_s", "tokens/s", tables.count, MEDIUM), Column("prefix_hit_rate", "hit %", tables.percent(1), HIGH),
+    Column("slo_attainment", "SLO met %", tables.percent(1), HIGH),
+    Column("ttft_mape_pct", "MAPE TTFT %", tables.fixed(1), LOW), Column("tpot_mape_pct", "MAPE TPOT %", tables.fixed(1), LOW),  # predicted-latency policies
+]
 
 
 def describe(problem: PlacementProblem) -> str:
@@ -36,8 +40,8 @@ def render_problem(problem: PlacementProblem) -> str:
     servers = []
     for e, n in kinds.items():
         servers.append(f"    {n:,} x {e.name}: {e.max_running_seqs:,} seqs, {e.kv_capacity_blocks:,} KV blocks, budget {e.prefill_budget_tokens:,} "
-                       f"tokens; iteration {e.step_base_ms:.4g} + {e.step_ms_per_seq:.4g}/seq + {e.step_ms_per_kv_block:.4g}/block + "
-                       f"{e.prefill_ms_per_token:.4g}/prefill token{_pair_text(e)} ms")
+                       f"tokens; iteration {significant(e.step_base_ms)} + {significant(e.step_ms_per_seq)}/seq + "
+                       f"{significant(e.step_ms_per_kv_block)}/block + {significant(e.prefill_ms_per_token)}/prefill token{_pair_text(e)} ms")
         if e.timing_source != "given":
             servers.append(f"      timing from {e.timing_source}")
         if e.timing_reduction:
@@ -57,7 +61,7 @@ def render_problem(problem: PlacementProblem) -> str:
 
 def _pair_text(e: Engine) -> str:
     """The prefill attention term, when the server has one."""
-    return "" if e.prefill_ms_per_pair == 0 else f" + {e.prefill_ms_per_pair:.4g}/query-key pair"
+    return "" if e.prefill_ms_per_pair == 0 else f" + {significant(e.prefill_ms_per_pair)}/query-key pair"
 
 
 def capacity_text(problem: PlacementProblem) -> str:
@@ -72,21 +76,21 @@ def capacity_text(problem: PlacementProblem) -> str:
     return "\n".join(lines)
 
 
-def _table(outcome: "SolveOutcome | GapOutcome") -> str:
+def _table(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
     (reference,) = outcome.references.values() if len(outcome.references) == 1 else (next(iter(outcome.references.values())),)
-    lines = [f"gap = distance to the bound in % of the bound; bound: {reference.reason}",
-             "objective: the simulator's score of each placement (exact views' solver figures are in their own service model)",
-             tables.render(tables.core_frame(outcome.rows, EXTRA)), *tables.notes(outcome.rows)]
+    blocks: list[tables.Block] = [
+        f"gap = distance to the bound in % of the bound; bound: {reference.reason}",
+        "objective: the simulator's score of each placement (exact views' solver figures are in their own service model)",
+        tables.comparison_table(outcome.rows, EXTRA), *tables.notes(outcome.rows)]
     summary = outcome.loaded.kind.gap_summary(outcome.loaded.problem, outcome.results)
     if summary:
         best = summary["best_known_method"]
         excess = ", ".join(f"{m} {'-' if v is None else f'{v:.1f} %'}" for m, v in summary["excess_over_best_pct"].items())
-        lines.append(f"best known schedule: {best} ({summary['best_known_objective_ms']:,.1f} ms); excess over it: {excess}")
+        blocks.append(f"best known schedule: {best} ({summary['best_known_objective_ms']:,.1f} ms); excess over it: {excess}")
     for r in outcome.results:
         if r.report is not None:
-            lines.append(f"  {r.method} solver: {r.report.summary}")
-    lines += _steps(outcome)
-    return "\n".join(lines)
+            blocks.append(f"  {r.method} solver: {r.report.summary}")
+    return blocks + _steps(outcome)
 
 
 def _steps(outcome) -> list[str]:
@@ -104,11 +108,13 @@ def _steps(outcome) -> list[str]:
 
 
 def render_gap(outcome: "GapOutcome") -> str:
-    return render_problem(outcome.loaded.problem) + "\n\n" + _table(outcome)
+    """The text of ``optfleet gap`` on a placement instance: the instance, then the comparison."""
+    return tables.page([render_problem(outcome.loaded.problem), "", *_table(outcome)])
 
 
 def render_solve(outcome: "SolveOutcome") -> str:
-    return render_problem(outcome.loaded.problem) + "\n\n" + _table(outcome)
+    """The text of ``optfleet solve`` on a placement instance: the instance, then the comparison."""
+    return tables.page([render_problem(outcome.loaded.problem), "", *_table(outcome)])
 
 
 def solve_files(outcome: "SolveOutcome") -> dict[str, str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from optfleet import numbers
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.simulate.run import MAX_REPS
 from optfleet.progress import Progress
@@ -52,6 +53,9 @@ class PlacementSimulation:
                           "summary": self.summary(), "notes": list(self.notes)})
 
     def text(self) -> str:
+        """The report for people, at the output width (optfleet.tables): each replication's metrics, then their means."""
+        from optfleet import tables
+
         lines = [f"instance {self.name}: {self.method}'s placement, {len(self.replications)} replication(s), scored by the simulator"]
         for r in self.replications:
             draw = "the instance's workload" if r["seed"] is None else f"seed {r['seed']}"
@@ -63,9 +67,9 @@ class PlacementSimulation:
             lines.append("  means over the replications, +- the 95 % confidence half-width (Student t):")
         for name, s in summary.items():
             if s["mean"] is not None:
-                half = "" if s["half_width_95"] is None else f" +- {s['half_width_95']:,.4g}"
-                lines.append(f"  {name}: {s['mean']:,.4g}{half}")
-        return "\n".join([*lines, *(f"  note: {n}" for n in self.notes)])
+                half = "" if s["half_width_95"] is None else f" +- {numbers.significant(s['half_width_95'])}"
+                lines.append(f"  {name}: {numbers.significant(s['mean'])}{half}")
+        return tables.page([*lines, *(f"  note: {n}" for n in self.notes)])
 
 
 def _row(seed: int | None, evaluation) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from optfleet.errors import InfeasibleError
+from optfleet.numbers import duration, significant
 from optfleet.problems.reserved.methods import Method, catalogue
 from optfleet.problems.reserved.problem import ReservedProblem, prepare
 from optfleet.problems.reserved.schema import ReservedInstanceSpec, percentile_label
@@ -91,11 +92,11 @@ def _judge(problem: ReservedProblem, m: Method, plan, e) -> tuple[float, bool, s
         p = next(p for p in problem.plans.percentiles if q == f"overload {percentile_label(p)}")
         worst = e.max_overload_probability
         ok = worst <= 1.0 - p + 1e-12
-        return e.units, ok, "" if ok else f"overloads {100 * worst:.3g} % of windows at some width (> {100 * (1 - p):.3g} %)"
+        return e.units, ok, "" if ok else f"overloads {significant(100 * worst, 3)} % of windows at some width (> {significant(100 * (1 - p), 3)} %)"
     if q == "latency":
         target = problem.plans.latency
         ok = e.latency is not None and e.latency.target_value_s <= target.threshold_s
-        value = "-" if e.latency is None else f"{e.latency.target_value_s:.4g} s"
+        value = "-" if e.latency is None else duration(e.latency.target_value_s)
         return e.units, ok, "" if ok else f"p{100 * target.percentile:g} {target.metric} latency {value} > {target.threshold_s:g} s"
     if q == "hybrid":
         return e.total_per_hour, True, ""
@@ -104,7 +105,7 @@ def _judge(problem: ReservedProblem, m: Method, plan, e) -> tuple[float, bool, s
     if q == "robust":
         eps = problem.plans.robust.max_overload_probability
         ok = _robust_overload_ok(problem, e.units, eps)
-        return e.worst_scenario_per_hour, ok, "" if ok else f"overloads more than {100 * eps:.3g} % of windows in some scenario"
+        return e.worst_scenario_per_hour, ok, "" if ok else f"overloads more than {significant(100 * eps, 3)} % of windows in some scenario"
     covered = schedule_is_covered(problem, plan)
     return e.commitment_per_hour, covered, "" if covered else "deploys more units in some block than the reservation and on-demand lots hold"
 

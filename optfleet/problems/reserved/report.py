@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from optfleet import tables
+from optfleet import numbers, tables
 from optfleet.problems.reserved.problem import ReservedProblem
 from optfleet.problems.reserved.stats import curves, window_stats
+from optfleet.tables import HIGH, KEY, LOW, MEDIUM, Column
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
@@ -29,7 +30,7 @@ def render_problem(problem: ReservedProblem) -> str:
     """The trace, the profile, the prices, the windows' statistics and the notes."""
     trace, spec = problem.trace, problem.spec
     lines = [
-        f"instance {problem.name}: {len(trace):,} requests over {trace.span_s / 3600:,.3g} h ({trace.source}); "
+        f"instance {problem.name}: {len(trace):,} requests over {numbers.duration(trace.span_s)} ({trace.source}); "
         f"classes: {', '.join(trace.class_names)}",
         f"  profile: {problem.profile.describe()}",
         f"  adjusted tokens per request: mean {problem.work.mean():,.1f}, max {problem.work.max():,.0f}",
@@ -48,32 +49,40 @@ def render_problem(problem: ReservedProblem) -> str:
     return "\n".join(lines)
 
 
-def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> dict[str, tuple[str, tables.Formatter]]:
+def _extra(rows: list[dict[str, Any]], problem: ReservedProblem) -> list[Column]:
     """The columns a planner reads: units, $/h, overload/overflow/spare at the smallest width, latency (those
     with a value in some row)."""
     narrow = min(s.width_s for s in problem.windows)
     tag = f"{narrow:g}s"
-    extra: dict[str, tuple[str, tables.Formatter]] = {}
-    extra["units"] = (problem.unit_name + "s", tables.text)
-    extra["reservation_units"] = ("reserved", tables.text)
-    extra["on_demand_lots"] = ("on-demand units bought", tables.text)
-    extra["total_per_hour"] = ("hybrid $/h", tables.fixed(2))
-    for key, heading in (("backlog_total_per_hour", "backlog $/h"), ("worst_scenario_per_hour", "worst $/h"),
-                         ("commitment_per_hour", "commitment $/h")):
-        extra[key] = (heading, tables.fixed(2))
-    extra[f"overload_pct_{tag}"] = (f"overload % {tag}", tables.number(3))
-    extra[f"overflow_units_{tag}"] = (f"overflow {tag}", tables.number(3))
-    extra[f"spare_units_{tag}"] = (f"spare {tag}", tables.number(3))
-    extra["p99_e2e_s"] = ("p99 e2e s*", _seconds)
-    extra["slo_attainment_pct"] = ("SLO %", tables.fixed(2))
-    return {key: shown for key, shown in extra.items() if any(row.get(key) is not None for row in rows)}
+    units = f"{problem.unit_name}s"
+    extra = [
+        Column("units", units, tables.count, KEY),
+        Column("reservation_units", f"reserved {units}", tables.count, HIGH),
+        Column("on_demand_lots", "on-demand lots", tables.count, MEDIUM),
+        Column("total_per_hour", "hybrid $/h", tables.fixed(2), HIGH),
+        Column("backlog_total_per_hour", "backlog $/h", tables.fixed(2), MEDIUM),
+        Column("worst_scenario_per_hour", "worst $/h", tables.fixed(2), MEDIUM),
+        Column("commitment_per_hour", "commitment $/h", tables.fixed(2), MEDIUM),
+        Column(f"overload_pct_{tag}", f"overload % {tag}", tables.number(3), MEDIUM),
+        Column(f"overflow_units_{tag}", f"overflow {units} {tag}", tables.number(3), LOW),
+        Column(f"spare_units_{tag}", f"spare {units} {tag}", tables.number(3), LOW),
+        Column("p99_e2e_s", "p99 e2e", numbers.duration, HIGH),
+        Column("slo_attainment_pct", "SLO met %", tables.fixed(2), MEDIUM),
+    ]
+    return [column for column in extra if any(row.get(column.key) is not None for row in rows)]
 
 
-def _seconds(value: float | None) -> str:
-    """Seconds to four figures, without an exponent (a queue that never drains shows ``755,600``)."""
-    if value is None:
-        return "-"
-    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+def _column_notes(problem: ReservedProblem, columns: list[Column]) -> list[str]:
+    """What the latency and window columns measure, said once above the tables (not in a footnote)."""
+    keys = {c.key for c in columns}
+    tag = f"{min(s.width_s for s in problem.windows):g}s"
+    notes = []
+    if keys & {"p99_e2e_s", "slo_attainment_pct"}:
+        notes.append("  p99 e2e, SLO met %: every request queued on the reserved units alone, nothing spilled to pay-as-you-go; "
+                     "a plan that leaves its peaks to pay-as-you-go shows the queue that would build up instead (hours or days)")
+    if keys & {f"overload_pct_{tag}", f"overflow_units_{tag}", f"spare_units_{tag}"}:
+        notes.append(f"  overload, overflow, spare: per {tag} window, the narrowest width (every width: --json or --out)")
+    return notes
 
 
 def _question_title(question: str, problem: ReservedProblem) -> str:
@@ -87,27 +96,30 @@ def _question_title(question: str, problem: ReservedProblem) -> str:
     return QUESTIONS[question]
 
 
-def _by_question(outcome: "SolveOutcome | GapOutcome") -> str:
+def _by_question(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
+    """What the columns measure, then one table per question: its title, the bound, the rows and their notes."""
     problem = outcome.loaded.problem
-    parts = []
+    blocks: list[tables.Block] = []
+    shown: list[Column] = []
     for group, reference in outcome.references.items():
         question = dict(group)["question"]
         rows = [row for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
-        head = f"{_question_title(question, problem)}\n  bound: {reference.reason}"
-        parts.append("\n".join([head, tables.render(tables.core_frame(rows, _extra(rows, problem))), *tables.notes(rows)]))
-    parts.append("* latency and SLO % with every request on the reserved units (nothing spills); overload, overflow and spare at the "
-                 "narrowest window (every width: --json or --out)")
-    return "\n\n".join(parts)
+        extra = _extra(rows, problem)
+        shown += extra
+        blocks += ["", _question_title(question, problem), f"  bound: {reference.reason}", tables.comparison_table(rows, extra),
+                   *tables.notes(rows)]
+    notes = _column_notes(problem, shown)
+    return (["", "columns:", *notes] if notes else []) + blocks
 
 
 def render_gap(outcome: "GapOutcome") -> str:
     """The text of ``optfleet gap`` on a reserved instance: the instance, then one table per question."""
-    return render_problem(outcome.loaded.problem) + "\n\n" + _by_question(outcome)
+    return tables.page([render_problem(outcome.loaded.problem), *_by_question(outcome)])
 
 
 def render_solve(outcome: "SolveOutcome") -> str:
     """The text of ``optfleet solve``: the chosen method's question, its plan beside the question's other methods."""
-    return render_problem(outcome.loaded.problem) + "\n\n" + _by_question(outcome)
+    return tables.page([render_problem(outcome.loaded.problem), *_by_question(outcome)])
 
 
 MAX_CURVE_POINTS = 2_000  # grid points written to window_curves.csv (a finer grid is sampled evenly)

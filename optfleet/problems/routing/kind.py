@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from optfleet.errors import InfeasibleError
+from optfleet.numbers import significant
 from optfleet.problems.routing.problem import RoutingProblem, prepare
 from optfleet.problems.routing.schema import RoutingInstanceSpec
 from optfleet.progress import Progress
@@ -38,8 +39,8 @@ ROUTING_METHODS = (*ROUTERS, "hindsight")
 DESIGN_METHODS = ("design_plan", "design")
 SPILL_METHOD = "design_spill"
 EXACT = ("hindsight", "design")
-BUSY = "busy GPU instances"
-OVERFLOW = "slot-s above capacity"
+BUSY = "instances"  # the unit of the routing objective: busy GPU instances (the work over the span)
+OVERFLOW = "slot-s"  # the unit of the overflow objective: slot-seconds of offered load above capacity
 
 
 def methods(problem: RoutingProblem) -> tuple[str, ...]:
@@ -131,7 +132,7 @@ def _run_design(problem: RoutingProblem, method: str) -> MethodResult:
     eps = problem.spec.design.epsilon
     reasons = [] if min(e.fewest) >= 0 else [f"a pool cannot meet the P99 TTFT SLO of {problem.fleet.ttft_p99_ms:g} ms at any size"]
     if e.misroute_probability > eps + 1e-12:
-        reasons.append(f"mis-route probability {100 * e.misroute_probability:.3g} % > epsilon {100 * eps:.3g} %")
+        reasons.append(f"mis-route probability {significant(100 * e.misroute_probability, 3)} % > epsilon {significant(100 * eps, 3)} %")
     reasons.extend(e.violations)
     return MethodResult(method, candidate, e, seconds, objective=e.cost_per_hour if np.isfinite(e.cost_per_hour) else None, objective_unit="$/h",
                         sense=MINIMISE, feasible=e.feasible,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from optfleet import numbers, tables
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance.loader import read_document
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
@@ -17,6 +18,7 @@ from optfleet.problems.fleet.simulate.compare import comparison_table
 from optfleet.problems.fleet.simulate.run import SimulationResult, check_run_size, simulate_plan
 from optfleet.progress import Progress
 from optfleet.results import json_safe
+from optfleet.tables import HIGH, KEY, LOW, MEDIUM, Column, Table
 
 
 NO_TPOT_IN_SLOTS = ("no TPOT in slots mode: a slot holds a request for its whole service time, with no per-token timing "
@@ -43,19 +45,20 @@ class SimulationOutcome:
         })
 
     def text(self) -> str:
+        """The report for people, at the output width (optfleet.tables): the plan, the run, the simulated metrics per
+        pool and the analytic-vs-simulated table."""
         from optfleet.problems.fleet.report import render_simulation
+        from optfleet.problems.fleet.routing_text import routing_blocks
 
         r = self.result
         pools = ", ".join(f"{p.name} {p.window_tokens}:{p.instances}" + (f" ({p.gpu})" if p.gpu else "") for p in self.plan.pools)
         spread = "mean +- 95 % half-width over replications" if r.reps > 1 else "one replication: no confidence interval"
-        from optfleet.problems.fleet.routing_text import routing_lines
-
         routing = f"gamma {self.plan.gamma:g}" if self.plan.rules is None else f"{len(self.plan.rules)} routing rules"
-        return "\n".join([
+        return tables.page([
             f"instance {self.instance}: plan {self.plan.method}: {pools}, {routing}"
             + (f", serves {100 * self.plan.served_share:.2f} %" if self.plan.served_share < 1 else ""),
-            *(routing_lines(self.plan) if self.plan.rules is not None else []),
-            f"{r.mode} mode, {r.requests} requests x {r.reps} replications (seed {r.seed}); warm-up discarded: "
+            *(routing_blocks(self.plan) if self.plan.rules is not None else []),
+            f"{r.mode} mode, {r.requests:,} requests x {r.reps} replications (seed {r.seed}); warm-up discarded: "
             + (f"the first floor({r.warmup_share:g} (N - 1)) = {int(r.warmup_share * (r.requests - 1)):,} arrivals of each run "
                f"(about {100 * r.warmup_share:.0f} %)" if r.mode == "slots"
                else f"at least the first {100 * r.warmup_share:.0f} % of the run's time (longer when a pool needs it to fill)")
@@ -64,8 +67,9 @@ class SimulationOutcome:
             render_simulation(r),
             *([NO_TPOT_IN_SLOTS] if r.mode == "slots" else []),
             "",
-            "analytic (evaluator) vs simulated (rel_error: relative error, - where the analytic value is 0):",
-            self.comparison.to_string(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="-"),
+            "analytic (evaluator) vs simulated, in the metric's unit (rel. error: (simulated - analytic) / analytic, "
+            "- where the analytic value is 0):",
+            comparison_view(self.comparison),
             *([self.unlike_models] if self.unlike_models else []),
             *self.thin_pools,
         ])
@@ -89,6 +93,23 @@ class SimulationOutcome:
             return ""
         return (f"note: the evaluator scores the {model} service model and the simulation ran in {self.result.mode} mode, so the "
                 f"rel_error column compares two different models (--mode {'batching' if model == 'batching' else 'slots'} matches them)")
+
+
+METRIC_NAMES = {"utilisation": "utilisation", "wait_p99_ms": "P99 wait ms", "ttft_p99_ms": "P99 TTFT ms",
+                "tpot_mean_ms": "mean TPOT ms", "tpot_p99_ms": "P99 TPOT ms"}
+COMPARISON_COLUMNS = [
+    Column("pool", "pool", tables.text, KEY), Column("metric", "metric", tables.text, KEY),
+    Column("analytic", "analytic", tables.number(4), KEY), Column("simulated", "simulated", tables.number(4), KEY),
+    Column("ci95", "95 % half-width", tables.number(2), MEDIUM),
+    Column("rel_error", "rel. error %", lambda v: numbers.fixed(None if v is None else 100 * v, 1), HIGH),
+    Column("requests", "requests", tables.count, LOW),
+]
+
+
+def comparison_view(comparison: pd.DataFrame) -> Table:
+    """The analytic-vs-simulated rows as a table, each metric named with its unit."""
+    rows = [{**row, "metric": METRIC_NAMES.get(row["metric"], row["metric"])} for row in comparison.to_dict(orient="records")]
+    return Table(COMPARISON_COLUMNS, rows)
 
 
 FEW_REQUESTS = 1000
