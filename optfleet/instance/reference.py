@@ -124,8 +124,16 @@ def _models_in(annotation: Any) -> list[tuple[str, type[BaseModel]]]:
     return found
 
 
-def _tagged(model: type[BaseModel]) -> bool:
-    return any(typing.get_origin(i.annotation) is typing.Literal and len(typing.get_args(i.annotation)) == 1 for i in model.model_fields.values())
+def _fixed_value(annotation: Any) -> Any:
+    """The one value of a ``Literal["x"]`` field (a block's tag), else None."""
+    if typing.get_origin(annotation) is typing.Literal and len(typing.get_args(annotation)) == 1:
+        return typing.get_args(annotation)[0]
+    return None
+
+
+def _tag_field(model: type[BaseModel]) -> tuple[str, Any] | None:
+    """The block's first field with one fixed value (``kind``, ``policy``, ``source``...), and that value."""
+    return next(((name, value) for name, info in model.model_fields.items() if (value := _fixed_value(info.annotation)) is not None), None)
 
 
 def _is_model(annotation: Any) -> bool:
@@ -135,9 +143,9 @@ def _is_model(annotation: Any) -> bool:
 def _tag(model: type[BaseModel]) -> str:
     """`` (kind: fixed)`` for a member of a tagged union: its first field with one fixed value (``kind``,
     ``policy``, ``source``...); else the block's name in words."""
-    for name, info in model.model_fields.items():
-        if typing.get_origin(info.annotation) is typing.Literal and len(typing.get_args(info.annotation)) == 1:
-            return f" ({name}: {typing.get_args(info.annotation)[0]})"
+    tag = _tag_field(model)
+    if tag is not None:
+        return f" ({tag[0]}: {tag[1]})"
     return f" ({re.sub(r'(?<!^)(?=[A-Z])', ' ', model.__name__.removesuffix('Spec')).lower()})"
 
 
@@ -164,7 +172,7 @@ def _one_type(annotation: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return _type_text(annotation)
     if _is_model(annotation):
-        return f"block{_tag(annotation)}" if len(_members(annotation)) == 1 and _tagged(annotation) else "block"
+        return f"block{_tag(annotation)}" if _tag_field(annotation) is not None else "block"
     if annotation is typing.Any:
         return "any"
     names = {bool: "boolean", int: "integer", float: "number", str: "text"}
@@ -292,8 +300,8 @@ def _meaning(schema: type[BaseModel], name: str) -> str:
     for klass in schema.__mro__:
         if isinstance(klass, type) and issubclass(klass, BaseModel) and name in _field_notes(klass):
             return _field_notes(klass)[name]
-    annotation = schema.model_fields[name].annotation
-    if typing.get_origin(annotation) is typing.Literal and len(typing.get_args(annotation)) == 1:
-        return f"always `{typing.get_args(annotation)[0]}`: names the block's kind"
+    fixed = _fixed_value(schema.model_fields[name].annotation)
+    if fixed is not None:
+        return f"always `{fixed}`: names the block's kind"
     bullet = re.search(rf"^\s*[*-] ``{re.escape(name)}``[^:]*:\s*(.+?)(?=^\s*[*-] |\Z)", _doc(schema), flags=re.M | re.S)
     return " ".join(bullet.group(1).split()) if bullet else ""
