@@ -181,21 +181,21 @@ def read_performance_file(path: Path, field: str) -> list[Observation]:
 def read_iteration_table(path: Path, field: str) -> list[Observation]:
     """One observation per row: ``a = (1, b, k, p, pairs(p, o))`` against ``time_ms``; a bad cell is named by its
     column and row."""
-    frame = _read_table(path, field)
+    frame = read_table(path, field)
     _check_columns(frame, path, field)
-    p, b = _cells(frame, "prefill_tokens", field, path), _cells(frame, "decode_seqs", field, path)
-    o = _cells(frame, "prefill_offset_tokens", field, path) if "prefill_offset_tokens" in frame else np.zeros(len(frame))
+    p, b = table_cells(frame, "prefill_tokens", field, path), table_cells(frame, "decode_seqs", field, path)
+    o = table_cells(frame, "prefill_offset_tokens", field, path) if "prefill_offset_tokens" in frame else np.zeros(len(frame))
     if "decode_kv_tokens" in frame:
-        k = _cells(frame, "decode_kv_tokens", field, path)
+        k = table_cells(frame, "decode_kv_tokens", field, path)
     else:
-        k = b * _cells(frame, "decode_context_tokens", field, path)
-    time_ms = _cells(frame, "time_ms", field, path, positive=True)
+        k = b * table_cells(frame, "decode_context_tokens", field, path)
+    time_ms = table_cells(frame, "time_ms", field, path, positive=True)
     rows = np.column_stack([np.ones(len(frame)), b, k, p, prefill_pairs(p, o)])
     return [Observation(tuple(map(float, row)), float(t), field, path.name, f"row {i + 1}")
             for i, (row, t) in enumerate(zip(rows, time_ms))]
 
 
-def _read_table(path: Path, field: str) -> pd.DataFrame:
+def read_table(path: Path, field: str) -> pd.DataFrame:
     """The file's rows (CSV with ``#`` comments, or Parquet); an empty file or a header without rows is refused."""
     require_file(path, field)
     import pandas as pd  # imported here: pandas costs a quarter second of start-up
@@ -236,7 +236,7 @@ MAX_MEASURED_VALUE = 1e9
 11.6 days, is a unit or export error; far larger values overflow the fit's attention pairs."""
 
 
-def _cells(frame: pd.DataFrame, name: str, field: str, path: Path, positive: bool = False) -> NDArray[np.float64]:
+def table_cells(frame: pd.DataFrame, name: str, field: str, path: Path, positive: bool = False) -> NDArray[np.float64]:
     """The column as floats: finite, >= 0 (> 0 with ``positive``) and at most :data:`MAX_MEASURED_VALUE`."""
     import pandas as pd
 
@@ -253,11 +253,11 @@ def _cells(frame: pd.DataFrame, name: str, field: str, path: Path, positive: boo
 def read_serving_benchmark(path: Path, field: str) -> list[Observation]:
     """The observations of every run in a vLLM, AIPerf or GuideLLM results file (the format is recognised from
     its keys; a vLLM file written with ``--append-result`` holds one run per line)."""
-    runs = [run for doc in _json_documents(path, field) for run in _serving_runs(doc)]
+    runs = [run for doc in json_documents(path, field) for run in _serving_runs(doc)]
     return [obs for run in runs for obs in run_observations(run)]
 
 
-def _json_documents(path: Path, field: str) -> list[_Doc]:
+def json_documents(path: Path, field: str) -> list[_Doc]:
     """The file's JSON object, or its objects one per line."""
     require_file(path, field)
     try:

@@ -10,7 +10,8 @@ presets are the paper's model, which charges no prefill compute and uses the
 Sources: ``roofline`` for any catalog GPU; ``measured`` (aiconfigurator's
 database) for the GPU types it measured, each catalog GPU mapped to its
 system (:data:`MEASURED_SYSTEMS`); ``fit`` and ``affine`` describe one
-configuration, the hardware block's, so a ``gpu_catalog`` refuses them.
+configuration, the hardware block's, so a ``gpu_catalog`` refuses them; so does ``profile`` (a published
+profile of one GPU type, DistServe's or Splitwise's, at the block's TP).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from optfleet.problems.fleet.schema import HardwareSpec, ModelOnGpusSpec, Perfor
 
 ENGINE_PRESET = "engine"
 PAPER_ITERATION_FIELDS = ("w_ms", "h_ms_per_slot")
-ONE_CONFIGURATION_SOURCES = ("fit", "affine")
+ONE_CONFIGURATION_SOURCES = ("fit", "affine", "profile")
 
 
 def model_of(spec: ModelOnGpusSpec, resolve: Callable[[str], Path], field: str = "hardware") -> ModelSpec:
@@ -53,6 +54,8 @@ def engine_of(spec: ModelOnGpusSpec, model: ModelSpec, resolve: Callable[[str], 
         return _affine(performance, field)
     if performance.source == "fit":
         return _fit(performance, resolve, field)
+    if performance.source == "profile":
+        return _profile(performance, spec, resolve, field)
     if performance.source == "measured":
         return _measured(performance, spec, model, resolve, own, field)
     given = {name: getattr(performance, name) for name in ("bandwidth_efficiency", "compute_efficiency", "allreduce_bandwidth_efficiency")
@@ -70,6 +73,15 @@ def _fit(performance: PerformanceSpec, resolve: Callable[[str], Path], field: st
 
     files = [performance.file] if isinstance(performance.file, str) else list(performance.file or [])
     return fit_performance_files([resolve(name) for name in files], fixed=performance.fixed, field=f"{field}.file").step
+
+
+def _profile(performance: PerformanceSpec, spec: ModelOnGpusSpec, resolve: Callable[[str], Path], field: str) -> EngineModel:
+    from optfleet.engine.published_profiles import profile_engine  # pandas readers: loaded only for a profile
+
+    assert isinstance(performance.file, str)  # the schema asks for one file
+    tp_field = f"{field.rsplit('.', 1)[0]}.tp" if "." in field else "tp"
+    return profile_engine(resolve(performance.file), performance.profile_model, performance.profile_hardware, spec.tp,
+                          field, tp_field)
 
 
 def _measured(performance: PerformanceSpec, spec: ModelOnGpusSpec, model: ModelSpec, resolve: Callable[[str], Path], own: bool,

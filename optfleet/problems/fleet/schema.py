@@ -207,12 +207,15 @@ class PerformanceSpec(Strict):
     * ``fit``: a least-squares fit to the user's measurements (engine/fit.py): ``file`` (one or several: tables of
       measured iterations, or vLLM ``bench serve``, AIPerf or GuideLLM result files), ``fixed`` pins coefficients;
     * ``affine``: the iteration time given directly, ``base_ms + per_seq_ms b + per_kv_token_ms k +
-      per_prefill_token_ms p + per_prefill_pair_ms pairs(p, o)`` (engine/step.py).
+      per_prefill_token_ms p + per_prefill_pair_ms pairs(p, o)`` (engine/step.py);
+    * ``profile``: a published profile (engine/published_profiles.py): ``file`` is DistServe's profiler JSON or
+      Splitwise's ``perf_model.csv``, ``profile_model`` (and for Splitwise ``profile_hardware``) picks the rows, at
+      the hardware block's ``tp``.
     """
 
-    source: Literal["roofline", "measured", "fit", "affine"] = "roofline"
+    source: Literal["roofline", "measured", "fit", "affine", "profile"] = "roofline"
     """Where iteration times come from: ``roofline`` (first principles), ``measured`` (aiconfigurator's database),
-    ``fit`` (your measurements) or ``affine`` (given)."""
+    ``fit`` (your measurements), ``affine`` (given) or ``profile`` (DistServe's or Splitwise's published profile)."""
     bandwidth_efficiency: Efficiency | None = None
     """Achieved share of peak HBM bandwidth in a decode step (``source: roofline``); default: the calibrated value
     ``optfleet catalog`` shows (0.58)."""
@@ -245,7 +248,14 @@ class PerformanceSpec(Strict):
     """Quantisation mode of the attention kernels (``source: measured``); default: the checkpoint's."""
     file: Annotated[list[str], Field(min_length=1)] | str | None = None
     """The measurements (``source: fit``, required): one file or a list, each a table of measured iterations or a vLLM
-    ``bench serve``, AIPerf or GuideLLM result file."""
+    ``bench serve``, AIPerf or GuideLLM result file; the profile (``source: profile``, required, one file): a DistServe
+    profiler JSON or a Splitwise ``perf_model.csv``."""
+    profile_model: str | None = None
+    """The model's name in the profile (``source: profile``), e.g. ``facebook/opt-13b`` (DistServe) or ``llama2-70b``
+    (Splitwise); may be left out when the file profiles one model."""
+    profile_hardware: str | None = None
+    """The ``hardware`` value of the Splitwise rows to use (``source: profile``), e.g. ``a100-80gb``; may be left out
+    when the model is measured on one."""
     fixed: dict[Literal["base_ms", "per_seq_ms", "per_kv_token_ms", "per_prefill_token_ms", "per_prefill_pair_ms"], StepCoefficient] | None = None
     """Coefficients pinned in ms instead of fitted (``source: fit``), e.g. ``{per_prefill_pair_ms: 0}``."""
     base_ms: Annotated[Real, Field(ge=MIN_BASE_MS), at_most(1e5, "ms", "a 100 s iteration")] | None = None
@@ -267,8 +277,10 @@ class PerformanceSpec(Strict):
             "measured": ("system", "backend", "version", "model", "ep", "gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant"),
             "fit": ("file", "fixed"),
             "affine": AFFINE_FIELDS,
+            "profile": ("file", "profile_model", "profile_hardware"),
         }
-        foreign = [k for source, names in own.items() if source != self.source for k in names if getattr(self, k) is not None]
+        foreign = [k for k in dict.fromkeys(name for names in own.values() for name in names)
+                   if k not in own[self.source] and getattr(self, k) is not None]
         if foreign:
             raise ValueError(f"{', '.join(foreign)} do not apply to source {self.source}")
         if self.source == "affine" and self.base_ms is None:
@@ -276,6 +288,8 @@ class PerformanceSpec(Strict):
                              "per_prefill_pair_ms; those left out are 0)")
         if self.source == "fit" and self.file is None:
             raise ValueError("source fit needs file: a table of measured iterations or a serving benchmark's results (or a list of them)")
+        if self.source == "profile" and not isinstance(self.file, str):
+            raise ValueError("source profile needs file: one DistServe profiler JSON or Splitwise perf_model.csv")
         if self.source == "measured" and self.model is None:
             raise ValueError("source measured needs model: the Hugging Face id of the measured model (or a folder holding its config.json)")
         return self
