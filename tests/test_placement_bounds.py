@@ -50,12 +50,13 @@ def test_the_fast_machine_charges_each_token_its_share_of_the_iteration_overhead
 
 def _bursty(seed: int, n: int, servers: int):
     """``n`` requests within 5 ms (queueing dominates) on ``servers`` servers, the last one slower to prefill with a
-    larger step and KV term; random lengths, two groups of 32-token system prompts, sessions within groups."""
+    larger step and KV term; random lengths, two groups of 32-token system prompts, sessions within groups (later
+    turns reuse, and publish over, earlier ones), KV room from the largest request's blocks to 96 (admissions wait)."""
     rng = np.random.default_rng(seed)
     rows = [(float(t), int(p), int(o), 32, int(g), 10 * int(g) + int(s)) for t, p, o, g, s in
             zip(np.sort(rng.uniform(0, 5, n)), rng.integers(40, 160, n), rng.integers(1, 6, n), rng.integers(0, 2, n), rng.integers(0, 3, n),
                 strict=True)]
-    problem = with_requests(instance(servers=servers, kv=96, budget=int(rng.integers(16, 200)), timing=PAIR_TIMING), rows)
+    problem = with_requests(instance(servers=servers, kv=int(rng.integers(11, 97)), budget=int(rng.integers(16, 200)), timing=PAIR_TIMING), rows)
     slow = replace(problem.engines[-1], prefill_ms_per_token=0.8, step_base_ms=6.0, step_ms_per_kv_block=0.4,
                    prefill_budget_tokens=int(rng.integers(16, 200)))
     return replace(problem, engines=(*problem.engines[:-1], slow))
