@@ -17,15 +17,31 @@ with every TTFT), and the MILP's bound is a lower bound on the simulator's best 
 
 :func:`relaxation_bound` scales to any trace (no MILP): the larger of
 
-* the per-request bound ``sum_r min_k (alpha_k w_r + gamma_k q(w_r) + beta_k)``, ``w_r`` the prompt tokens no
-  earlier request can let it reuse (``reuse_upper_bound``), ``gamma_k`` the server's time per query-key pair and
-  ``q(w) = w (P - w) + w (w + 1) / 2`` the pairs of prefilling the last ``w`` of its ``P`` prompt tokens: however they
-  are chunked, the chunks' pairs sum to ``q(u)`` for the ``u >= w`` tokens it computes, and ``q`` grows with ``u``
-  up to ``P``;
-* the fast single-machine relaxation: all servers as one machine computing ``sum_k 1/alpha_k`` prompt tokens per
-  ms, preemptive, one request's tokens at any rate; shortest-remaining-work-first is optimal for its total
-  completion time (Schrage 1968), and any simulator run is a schedule of it (spread each iteration's prefill
-  tokens over its last ``alpha x tokens`` ms), so ``sum_r (C_r - a_r)`` bounds the total TTFT (no ``beta``).
+* the per-request floor ``sum_r min_k (n_rk (beta_k + kappa_k T_r) + alpha_k w_r + gamma_k q(w_r))``, ``w_r`` the
+  prompt tokens no earlier request can let it reuse (``reuse_upper_bound``), ``T_r`` its blocks ``ceil((P + O) / B)``,
+  ``n_rk = ceil(w_r / b_k)`` the fewest iterations that compute ``w_r`` tokens within server ``k``'s prefill budget
+  ``b_k``, ``kappa_k`` the time per held KV block, ``gamma_k`` the time per query-key pair and
+  ``q(w) = w (P - w) + w (w + 1) / 2`` the pairs of prefilling the last ``w`` of its ``P`` prompt tokens.  Request
+  ``r`` computes ``u >= w_r`` prompt tokens in iterations that start at or after ``a_r``, each computing at most
+  ``b_k`` prefill tokens (decode tokens take the budget first, server.py), so there are at least ``ceil(u / b_k)`` of
+  them; each lasts at least ``beta_k + kappa_k H`` with ``H >= T_r`` the held blocks (``r`` holds a block for each of
+  its ``T_r`` positions from admission on: reused ones shared, the rest reserved; a published copy replaces a
+  private one, cache.py), and together they add ``alpha_k u`` for its tokens and ``gamma_k q(u)`` for its pairs
+  (however the prompt is chunked, the chunks' pairs sum to ``q(u)``, which grows with ``u`` up to ``P``);
+* the fast single-machine relaxation: all servers as one machine working at ``sum_k 1/alpha_k`` per ms, preemptive,
+  one request's work at any rate, request ``r`` needing ``min_k (alpha_k w_r + gamma_k q(w_r) + (beta_k + kappa_k T_r)
+  w_r / b_k) / alpha_k``.  Any simulator run is a schedule of it: an iteration of server ``k`` lasting
+  ``t >= beta_k + kappa_k H + alpha_k P + gamma_k Q`` (``P <= b_k`` prefill tokens in chunks ``c_i``, ``Q`` pairs)
+  gives each chunk ``alpha_k c_i + gamma_k Q_i + (beta_k + kappa_k H) c_i / P`` of it, which sums to at most ``t``
+  and is at least ``alpha_k c_i + gamma_k Q_i + (beta_k + kappa_k T_i) c_i / b_k``; spread over the iteration and
+  scaled by ``1/alpha_k``, server ``k`` supplies at most ``1/alpha_k`` per ms and request ``r`` has its whole work
+  by its first token.  Shortest-remaining-work-first is optimal for the total completion time of that machine
+  (Schrage 1968), so ``sum_r (C_r - a_r)`` bounds the total TTFT.  With ``beta = kappa = gamma = 0`` it is the
+  prompt-token machine of rate ``sum_k 1/alpha_k``; the per-iteration overhead spread over a full budget is the
+  prefill throughput's best point, ``b_k / (beta_k + alpha_k b_k)`` tokens per ms.
+
+Neither sees the KV cache's admission queue (a request waits for blocks that running requests hold until their last
+decode iteration), which is where the loaded scenarios' TTFT goes; docs/guide/placement.md gives the numbers.
 
 For ``ttft_excess`` only the per-request bound applies (``sum_r max(0, min_k(...) - SLO)``).
 """
@@ -92,19 +108,34 @@ def srpt_total_flow_ms(release_ms: np.ndarray, work: np.ndarray, rate_per_ms: fl
     return total
 
 
-def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, float]]:
-    """The mean-TTFT (or mean-excess) lower bound of the module docstring, and its two parts (ms)."""
+def _iteration_terms(problem: "PlacementProblem") -> tuple[np.ndarray, ...]:
+    """Per request (rows) and server (columns): the prefill time ``alpha_k w_r + gamma_k q(w_r)`` of its least work
+    ``w_r`` and the overhead ``beta_k + kappa_k T_r`` of each iteration it prefills in (module docstring); and
+    ``w_r``, the servers' ``alpha_k`` and budgets ``b_k``."""
     q = problem.requests
     alpha = np.array([e.prefill_ms_per_token for e in problem.engines])
     beta = np.array([e.step_base_ms for e in problem.engines])
+    kappa = np.array([e.step_ms_per_kv_block for e in problem.engines])
     gamma = np.array([e.prefill_ms_per_pair for e in problem.engines])
+    budget = np.array([e.prefill_budget_tokens for e in problem.engines], dtype=float)
     work = (q.prompt_tokens - reuse_upper_bound(problem)).astype(float)
     pairs = prefill_pairs(work, q.prompt_tokens - work)
-    per_request = (work[:, None] * alpha[None, :] + pairs[:, None] * gamma[None, :] + beta[None, :]).min(axis=1)
+    prefill = work[:, None] * alpha[None, :] + pairs[:, None] * gamma[None, :]
+    overhead = beta[None, :] + kappa[None, :] * problem.total_blocks[:, None].astype(float)
+    return prefill, overhead, work, alpha, budget
+
+
+def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, float]]:
+    """The mean-TTFT (or mean-excess) lower bound of the module docstring, and its two parts (ms)."""
+    q = problem.requests
+    prefill, overhead, work, alpha, budget = _iteration_terms(problem)
+    iterations = np.ceil(work[:, None] / budget[None, :])
+    per_request = (iterations * overhead + prefill).min(axis=1)
     n = len(q)
     if problem.objective == "ttft_excess":
         value = float(np.maximum(0.0, per_request - problem.slo.ttft_ms).mean())
         return value, {"per_request_ms": value}
-    fast = srpt_total_flow_ms(q.arrival_ms, work, float((1.0 / alpha).sum())) / n
+    machine_work = ((prefill + overhead * work[:, None] / budget[None, :]) / alpha[None, :]).min(axis=1)
+    fast = srpt_total_flow_ms(q.arrival_ms, machine_work, float((1.0 / alpha).sum())) / n
     parts = {"per_request_ms": float(per_request.mean()), "fast_machine_ms": fast}
     return max(parts.values()), parts
