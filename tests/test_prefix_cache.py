@@ -119,9 +119,9 @@ def test_hit_is_the_longest_resident_prefix_and_leaves_go_first():
 
 
 def test_reuse_needs_every_ancestor_under_any_eviction():
-    """Under ``any`` eviction T-LRU may evict a parent before its child (surplus tier): the orphan is resident but
-    gives no hit until the parent is computed again.  Capacity 2; Q_hat 0 and xi 4 tokens make block 1 (depth 2)
-    of the first request surplus while block 0 is kept... so we check the evaluator's hit rule directly instead."""
+    """Path [0, 1] twice; a schedule that keeps block 1 through the gap but not its parent block 0.  Under ``any``
+    that is allowed, and the second request still hits nothing (its first block is missing); under ``leaves`` the
+    evaluator refuses the schedule."""
     trace = _trace([-1, 0], [(0, 1, 0), (1, 1, 0)])
     kept = np.zeros(len(trace.occ_block), dtype=bool)
     kept[1] = True  # block 1 kept through the gap, its parent block 0 not
@@ -270,3 +270,40 @@ def test_optimum_beats_every_policy_on_the_sample():
         for name, make in POLICIES.items():
             value = objective_value(evaluate_schedule(trace, replay(trace, make(), 8, "leaves", ttft, xi).kept, 8, "leaves", ttft, xi), objective)
             assert (value <= result.objective) if objective == "hit_tokens" else (value >= result.objective), name
+
+
+# ---------------------------------------------------------------- the kind: shipped instance, CLI, bad trace
+
+INSTANCE = REPO / "instances" / "prefix_cache" / "mooncake_sample.yaml"
+
+
+def test_shipped_instance_pinned_optimum_and_every_policy_above_it():
+    """Regression on the shipped sample (TEL ms of the proven hindsight optimum per capacity, HiGHS, gap 0)."""
+    import optfleet
+
+    table = optfleet.gap(str(INSTANCE))
+    optimum = table[table.method == "optimum"]
+    assert (optimum.status == "optimal").all()
+    assert optimum.objective.tolist() == pytest.approx([1737.7, 832.0, 484.0, 484.0], abs=1e-6)
+    for capacity, rows in table.groupby("capacity_blocks"):
+        best = float(rows[rows.method == "optimum"].objective.iloc[0])
+        assert (rows.objective >= best - 1e-6).all(), capacity
+        assert (rows.bound == best).all()
+        assert rows[rows.method == "lp-bound"].objective.iloc[0] >= best - 1e-6  # the rounded LP point is a schedule too
+
+
+def test_a_bad_trace_exits_2_naming_the_field_and_line(tmp_path, capsys):
+    from optfleet.cli import main
+    from optfleet.errors import EXIT_BAD_INPUT
+
+    lines = SAMPLE.read_text().splitlines()
+    row = json.loads(lines[3])
+    row["hash_ids"][1] = json.loads(lines[0])["hash_ids"][2]  # a block seen under another parent
+    lines[3] = json.dumps(row)
+    (tmp_path / "mooncake_conversation_sample.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "instance.yaml").write_text(INSTANCE.read_text())
+    out = tmp_path / "out"
+    assert main(["gap", str(tmp_path / "instance.yaml"), "--out", str(out)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "trace.hash_ids" in err and "line 4" in err and "two different parents" in err
+    assert not out.exists()
