@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from optfleet import numbers, tables
 from optfleet.problems.prefix_cache.problem import PrefixCacheProblem
-from optfleet.results import Reference
+from optfleet.problems.prefix_cache.schema import LP_BOUND_METHOD
+from optfleet.results import MethodResult, Reference
 from optfleet.tables import HIGH, LOW, MEDIUM, Column
 
 if TYPE_CHECKING:
@@ -44,13 +45,19 @@ def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
     blocks: list[tables.Block] = []
     for group, reference in outcome.references.items():
         capacity = dict(group)["capacity_blocks"]
-        rows = [row for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
-        blocks += ["", *_capacity_table(problem, capacity, rows, reference)]
+        pairs = [(row, r) for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
+        blocks += ["", *_capacity_table(problem, capacity, [row for row, _ in pairs], reference, [r for _, r in pairs])]
     return blocks
 
 
-def _capacity_table(problem: PrefixCacheProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference) -> list[tables.Block]:
+def _capacity_table(problem: PrefixCacheProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference,
+                    results: list[MethodResult]) -> list[tables.Block]:
+    """One capacity's table; the head names the bound and, when it ran, the LP relaxation's own bound (its row's
+    objective is its point rounded to a schedule)."""
     head = f"capacity {_capacity(capacity, problem.trace.block_tokens)}; bound: {reference.reason}"
+    relaxation = next((r for r in results if r.method == LP_BOUND_METHOD and r.report is not None and r.report.bound is not None), None)
+    if relaxation is not None:
+        head += f"; LP relaxation bound {tables.objective(relaxation.report.bound, relaxation.objective_unit)}"
     extra = [c for c in EXTRA if not (c.key == "tel_ms" and problem.objective == "tel")]  # the objective column shows it
     return [head, tables.comparison_table(rows, extra), *tables.notes(rows)]
 
