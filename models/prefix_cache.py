@@ -38,6 +38,19 @@ v_r`` with ``M_r = alpha input_r + beta - slo`` (8; requests with ``M_r <= 0``
 never violate and get no row).  The capacity rows have the interval
 structure of the caching kind's LP (totally unimodular); (3) and (5) break it,
 which is why this is a MILP.  ``relax=True`` gives its LP relaxation, a bound.
+
+Two builders.  :func:`build` is the Pyomo model (named components, for small
+instances and for users adding constraints).  :func:`highs_lp_arrays` is the
+LP relaxation as column-wise arrays for ``highspy.Highs.passModel``, for
+traces where the interval rows (2) are too dense (a gap spans every request
+until the block's next use: 76 million nonzeros on the Mooncake conversation
+trace at 2,000 blocks).  It writes (2) row-differenced: an occupancy column
+``o_k in [0, C]`` per event and
+
+    o_k - o_{k-1} - sum_{j : r1_j = k} y_j + sum_{j : r2_j = k} y_j = 0          (2')
+
+so each ``y_j`` has two nonzeros there.  Both builders give the same LP
+optimum (tests/test_prefix_cache.py).
 """
 
 from __future__ import annotations
@@ -60,6 +73,7 @@ class PrefixMilpData:
     objective: str
     capacity_blocks: int
     col_occurrence: NDArray[np.int64]      # o_j
+    col_first_event: NDArray[np.int64]     # r1_j
     col_hit_request: NDArray[np.int64]     # r2_j
     col_tokens: NDArray[np.int64]          # tokens(o'_j)
     col_first_row: NDArray[np.int64]
@@ -164,3 +178,85 @@ def extract(m: pyo.ConcreteModel, data: PrefixMilpData, n_occurrences: int) -> N
     values = np.array([m.y[j].value or 0.0 for j in range(data.n_columns)])
     kept[data.col_occurrence[values > 0.5]] = True
     return kept
+
+
+def highs_lp_arrays(data: PrefixMilpData) -> tuple:
+    """Positional arguments of ``highspy.Highs.passModel`` for the LP relaxation of (1)-(8), capacity as (2').
+
+    Columns: ``y`` (n), then ``h`` (n, ``any`` only), then ``o`` (one per request), then ``e`` (``tel``) or ``v``
+    (``violations``, requests with ``M_r > 0``).  Rows: (2') per request, then (3) or (5) pairs (and ``h <= y``
+    for ``any``), then (7) or (8) per request.  The objective sense is HiGHS's (1 minimise, -1 maximise).
+    """
+    n, n_req = data.n_columns, data.n_requests
+    hit_vars = data.eviction != "leaves"
+    h0 = n if hit_vars else 0                     # first h column (h is y under ``leaves``)
+    o0 = n + (n if hit_vars else 0)
+    t0 = o0 + n_req                               # first e or v column
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    lower: list[float] = []
+    upper: list[float] = []
+
+    def add(r, c, v):
+        rows.append(np.asarray(r, dtype=np.int64))
+        cols.append(np.asarray(c, dtype=np.int64))
+        vals.append(np.asarray(v, dtype=float))
+
+    # (2'): event rows 0..n_req-1
+    j = np.arange(n)
+    k = np.arange(n_req)
+    add(k, o0 + k, np.ones(n_req))
+    add(k[1:], o0 + k[:-1], -np.ones(n_req - 1))
+    add(data.col_first_event, j, -np.ones(n))
+    add(data.col_hit_request, j, np.ones(n))
+    lower += [0.0] * n_req
+    upper += [0.0] * n_req
+    row = n_req
+    # (3) or (5): child - parent <= 0 on y (leaves) or h (any)
+    p = np.arange(len(data.pair_child))
+    add(row + p, h0 + data.pair_child, np.ones(len(p)))
+    add(row + p, h0 + data.pair_parent, -np.ones(len(p)))
+    lower += [-np.inf] * len(p)
+    upper += [0.0] * len(p)
+    row += len(p)
+    if hit_vars:  # h - y <= 0
+        add(row + j, h0 + j, np.ones(n))
+        add(row + j, j, -np.ones(n))
+        lower += [-np.inf] * n
+        upper += [0.0] * n
+        row += n
+    cost = np.zeros(t0)
+    n_tail = 0
+    sense, offset = 1, 0.0
+    if data.objective == "hit_tokens":
+        cost[h0:h0 + n] = data.col_tokens
+        sense = -1
+    else:
+        # (7): e_r + alpha H_r >= alpha input_r + beta - xi;  (8): M_r v_r + alpha H_r >= alpha input_r + beta - slo
+        need = data.alpha_ms_per_token * data.input_tokens.astype(float) + data.beta_ms - data.threshold_ms
+        requests = np.arange(n_req) if data.objective == "tel" else np.flatnonzero(need > 0)
+        n_tail = len(requests)
+        slot = np.full(n_req, -1)
+        slot[requests] = np.arange(n_tail)
+        tail_coefficient = np.ones(n_tail) if data.objective == "tel" else need[requests]
+        add(row + np.arange(n_tail), t0 + np.arange(n_tail), tail_coefficient)
+        hit_row = slot[data.col_hit_request]
+        on = hit_row >= 0
+        add(row + hit_row[on], h0 + j[on], data.alpha_ms_per_token * data.col_tokens[on])
+        lower += need[requests].tolist()
+        upper += [np.inf] * n_tail
+        row += n_tail
+    n_col = t0 + n_tail
+    cost = np.concatenate([cost, np.ones(n_tail)])
+    col_lower = np.zeros(n_col)
+    col_upper = np.ones(n_col)
+    col_upper[o0:t0] = data.capacity_blocks
+    if data.objective == "tel":
+        col_upper[t0:] = np.inf
+    r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    order = np.lexsort((r, c))
+    r, c, v = r[order], c[order], v[order]
+    start = np.searchsorted(c, np.arange(n_col + 1))
+    return (n_col, row, len(v), 1, sense, offset, cost, col_lower, col_upper, np.asarray(lower), np.asarray(upper),
+            start[:-1].astype(np.int32), r.astype(np.int32), v, np.zeros(n_col, dtype=np.int32))
