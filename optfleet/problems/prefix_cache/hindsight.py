@@ -48,8 +48,17 @@ def prepare(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: s
 
     ``closure="parent_gap"`` keeps, of the ``leaves`` rows (3), only each gap's pair with the parent's gap that
     ends in the same request (the pairs of (5)): a relaxation of (3), so its optimum is a bound on the ``leaves``
-    optimum, with far fewer rows (3.5 million pairs become 94 thousand on the Mooncake conversation trace)."""
+    optimum, with far fewer rows (3.5 million pairs become 94 thousand on the Mooncake conversation trace).
+
+    When every pair joins gaps that end in the same request (``any``, or ``parent_gap``) and the objective is
+    ``tel`` or ``violations``, the gaps ending at a request that meets the threshold with nothing cached
+    (``alpha input + beta <= threshold``) are left out: they take space and change no term, so some optimum
+    keeps none of them and the optimum is unchanged."""
     occurrence = np.flatnonzero(trace.occ_next >= 0)
+    same_request_pairs = eviction != "leaves" or closure != "full"
+    if same_request_pairs and objective != "hit_tokens":
+        worst_ms = ttft.alpha_ms_per_token * trace.input_tokens.astype(float) + ttft.beta_ms
+        occurrence = occurrence[worst_ms[trace.occ_request[trace.occ_next[occurrence]]] > threshold_ms]
     following = trace.occ_next[occurrence]
     first_event, hit_request = trace.occ_request[occurrence], trace.occ_request[following]
     events = np.arange(len(trace), dtype=np.int64)
@@ -57,7 +66,7 @@ def prepare(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: s
         events, np.full(len(trace), capacity_blocks, dtype=np.int64), first_event, hit_request - 1, np.ones(len(occurrence), dtype=np.int64))
     column_of = np.full(len(trace.occ_block), -1, dtype=np.int64)
     column_of[occurrence] = np.arange(len(occurrence))
-    child, parent = (_closure_pairs if eviction == "leaves" and closure == "full" else _prefix_pairs)(trace, occurrence, column_of)
+    child, parent = (_prefix_pairs if same_request_pairs else _closure_pairs)(trace, occurrence, column_of)
     return milp.PrefixMilpData(
         n_requests=len(trace), eviction=eviction, objective=objective, capacity_blocks=capacity_blocks,
         col_occurrence=occurrence, col_first_event=first_event, col_hit_request=hit_request, col_tokens=trace.occ_tokens[following],

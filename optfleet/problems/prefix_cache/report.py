@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from optfleet import numbers, tables
+from optfleet.problems.caching.report import group_tables
 from optfleet.problems.prefix_cache.problem import PrefixCacheProblem
 from optfleet.problems.prefix_cache.schema import LP_BOUND_METHOD
 from optfleet.results import MethodResult, Reference
@@ -41,13 +42,8 @@ EXTRA = [
 
 
 def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
-    problem = outcome.loaded.problem
-    blocks: list[tables.Block] = []
-    for group, reference in outcome.references.items():
-        capacity = dict(group)["capacity_blocks"]
-        pairs = [(row, r) for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
-        blocks += ["", *_capacity_table(problem, capacity, [row for row, _ in pairs], reference, [r for _, r in pairs])]
-    return blocks
+    return group_tables(outcome, lambda problem, group, rows, reference, results:
+                        _capacity_table(problem, group["capacity_blocks"], rows, reference, results))
 
 
 def _capacity_table(problem: PrefixCacheProblem, capacity: int, rows: list[dict[str, Any]], reference: Reference,
