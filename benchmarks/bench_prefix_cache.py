@@ -35,6 +35,7 @@ from optfleet.problems.caching.evaluate import TtftModel
 from optfleet.problems.prefix_cache.curve import stack_distances
 from optfleet.problems.prefix_cache.evaluate import evaluate_schedule
 from optfleet.problems.prefix_cache.hindsight import lp_bound
+from optfleet.problems.prefix_cache.plot import Curve, draw_capacity_curves
 from optfleet.problems.prefix_cache.policies import POLICIES
 from optfleet.problems.prefix_cache.readers import read_block_trace
 from optfleet.problems.prefix_cache.replay import replay
@@ -87,7 +88,7 @@ def bench_trace(name: str, capacities: list[int]) -> tuple[dict, list[dict]]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """Hit rate and P99 TTFT against capacity per policy, the LP bound on the hit rate as a line, one panel pair per trace."""
+    """Hit rate and P99 TTFT against capacity per policy, the LP bound on the hit rate dashed, one pair of panels per trace."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -97,15 +98,13 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(len(traces), 2, figsize=(10, 3.6 * len(traces)), squeeze=False)
     for (hit_ax, p99_ax), name in zip(axes, traces, strict=True):
         mine = [r for r in rows if r["trace"] == name]
+        curves = []
         for policy in dict.fromkeys(r["policy"] for r in mine):
             pr = [r for r in mine if r["policy"] == policy]
-            hit_ax.plot([r["capacity_blocks"] for r in pr], [100 * r["hit_rate"] for r in pr], marker="o", label=policy)
-            p99_ax.plot([r["capacity_blocks"] for r in pr], [r["p99_ttft_ms"] for r in pr], marker="o", label=policy)
-        first = [r for r in mine if r["policy"] == "lru"]
-        hit_ax.plot([r["capacity_blocks"] for r in first], [100 * r["hit_bound_rate"] for r in first], "k--", label="LP bound (hindsight)")
-        hit_ax.set(xscale="log", xlabel="capacity (512-token blocks)", ylabel="hit rate (% of prompt tokens)", title=name)
-        p99_ax.set(xscale="log", xlabel="capacity (512-token blocks)", ylabel="P99 TTFT (ms)", title=name)
-        hit_ax.legend(fontsize=8)
+            curves.append(Curve(policy, [r["capacity_blocks"] for r in pr], [r["hit_rate"] for r in pr], [r["p99_ttft_ms"] for r in pr]))
+        lru = [r for r in mine if r["policy"] == "lru"]
+        bound = Curve("LP bound (hindsight)", [r["capacity_blocks"] for r in lru], [r["hit_bound_rate"] for r in lru], None)
+        draw_capacity_curves(hit_ax, p99_ax, curves, bound, name, 512)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

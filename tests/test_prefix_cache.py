@@ -325,3 +325,12 @@ def test_a_bad_trace_exits_2_naming_the_field_and_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "trace.hash_ids" in err and "line 4" in err and "two different parents" in err
     assert not out.exists()
+
+
+def test_gap_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from optfleet.cli import main
+
+    png = tmp_path / "curves.png"
+    assert main(["gap", str(INSTANCE), "--plot", str(png), "--methods", "lru,t-lru,optimum"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

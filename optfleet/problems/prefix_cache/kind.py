@@ -103,4 +103,5 @@ KIND = ProblemKind(
     facts=facts,
     result_json=result_json,
     overrides={"time_limit_s": "hindsight.time_limit_s"},
+    plot=lazy("optfleet.problems.prefix_cache.plot", "plot_capacity_curves"),
 )
