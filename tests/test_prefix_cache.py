@@ -277,6 +277,8 @@ def test_both_builders_give_the_same_lp_optimum_and_the_relaxed_closure_bounds_i
     optimum = solve_hindsight(trace, capacity, eviction, objective, ttft, xi).objective
     assert (relaxed.bound >= arrays.bound - 1e-6) if objective == "hit_tokens" else (relaxed.bound <= arrays.bound + 1e-6)
     assert (relaxed.bound >= optimum - 1e-6) if objective == "hit_tokens" else (relaxed.bound <= optimum + 1e-6)
+    rounded = objective_value(evaluate_schedule(trace, relaxed.kept, capacity, eviction, ttft, xi), objective)  # feasible: checked
+    assert (rounded <= optimum + 1e-6) if objective == "hit_tokens" else (rounded >= optimum - 1e-6)
 
 
 def test_optimum_beats_every_policy_on_the_sample():

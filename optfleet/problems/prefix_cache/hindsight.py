@@ -167,7 +167,8 @@ def solve_hindsight(trace: BlockTrace, capacity_blocks: int, eviction: str, obje
 
 @dataclass(frozen=True)
 class LpBound:
-    """The LP relaxation's verdict from the array path: status, bound (None unless solved), sizes and times (s)."""
+    """The LP relaxation's verdict from the array path: status, bound (None unless solved), sizes and times (s), and
+    its point rounded to a feasible schedule (``kept``: ``y > 1/2``, then :func:`repair`; None unless solved)."""
 
     status: str
     bound: float | None
@@ -176,6 +177,7 @@ class LpBound:
     n_nonzeros: int
     build_seconds: float
     solve_seconds: float
+    kept: NDArray[np.bool_] | None = None
 
 
 def lp_bound(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: str, ttft: TtftModel, xi_ms: float,
@@ -194,4 +196,11 @@ def lp_bound(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: 
         h.run()
         status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
         value = float(h.getInfo().objective_function_value) if status == OPTIMAL else None
-    return LpBound(status, value, int(args[0]), int(args[1]), int(args[2]), build_s, time.perf_counter() - start)
+        y = np.asarray(h.getSolution().col_value[:data.n_columns]) if status == OPTIMAL else None
+    solve_s = time.perf_counter() - start
+    kept = None
+    if y is not None:
+        kept = np.zeros(len(trace.occ_block), dtype=bool)
+        kept[data.col_occurrence[y > 0.5]] = True
+        kept = repair(trace, kept, capacity_blocks, eviction)
+    return LpBound(status, value, int(args[0]), int(args[1]), int(args[2]), build_s, solve_s, kept)
