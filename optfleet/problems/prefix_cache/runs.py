@@ -3,8 +3,9 @@
 ``lru`` is computed for all capacities from one pass of stack distances
 (optfleet.problems.prefix_cache.curve: the same schedule as its replay at each
 capacity, proven there and tested); the other policies are replayed once per
-capacity; ``optimum`` and ``lp-bound`` solve the hindsight MILP or its LP
-relaxation (optfleet.problems.prefix_cache.hindsight).
+capacity; ``optimum`` solves the hindsight MILP (Pyomo) and ``lp-bound`` its LP
+relaxation from arrays, which scales to full traces
+(optfleet.problems.prefix_cache.hindsight).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from numpy.typing import NDArray
 from optfleet.progress import Progress
 from optfleet.problems.prefix_cache.curve import stack_distances
 from optfleet.problems.prefix_cache.evaluate import PrefixEvaluation, evaluate_schedule
-from optfleet.problems.prefix_cache.hindsight import PrefixHindsight, solve_hindsight
+from optfleet.problems.prefix_cache.hindsight import PrefixHindsight, solve_hindsight, solve_lp_bound
 from optfleet.problems.prefix_cache.problem import PolicyEntry, PrefixCacheProblem
 from optfleet.problems.prefix_cache.replay import replay
 from optfleet.problems.prefix_cache.schema import LP_BOUND_METHOD, OPTIMUM_METHOD
@@ -43,8 +44,9 @@ def run_method(problem: PrefixCacheProblem, method: str, progress: Progress) -> 
         runs = []
         for i, c in enumerate(capacities):
             progress(f"{method} at {c:,} blocks", i, len(capacities))
-            h = solve_hindsight(problem.trace, c, problem.eviction, problem.objective, problem.ttft, problem.xi_ms, problem.slo_ms,
-                                relax=method == LP_BOUND_METHOD, time_limit_s=problem.time_limit_s)
+            solver = solve_lp_bound if method == LP_BOUND_METHOD else solve_hindsight
+            h = solver(problem.trace, c, problem.eviction, problem.objective, problem.ttft, problem.xi_ms, problem.slo_ms,
+                       time_limit_s=problem.time_limit_s)
             verdict = "proven optimal" if h.proven_optimal else f"{h.report.status.replace('_', ' ')}"
             what = "LP relaxation (bound; its point rounded to a schedule)" if h.relaxed else "hindsight MILP"
             runs.append(ScheduleRun(c, h.kept, h.evaluation, h.report.seconds, f"{what}, {verdict}", h))
