@@ -51,6 +51,7 @@ KINDS: dict[str, str] = {
     "fleet": "optfleet.problems.fleet.kind",
     "profiled_fleet": "optfleet.problems.profiled_fleet.kind",
     "caching": "optfleet.problems.caching.kind",
+    "prefix_cache": "optfleet.problems.prefix_cache.kind",
     "reserved": "optfleet.problems.reserved.kind",
     "routing": "optfleet.problems.routing.kind",
     "placement": "optfleet.problems.placement.kind",

@@ -57,6 +57,12 @@ KIND_CASES: dict[str, dict[str, Any]] = {
         "small": INSTANCES / "caching" / "tiny.yaml",
         "bad": [("xi_ms", -1, "-1"), ("capacity_tokens", [0], "0"), ("policies", ["mru"], "mru"), ("ttft.alpha_ms_per_token", 0, "0")],
     },
+    "prefix_cache": {
+        "folder": INSTANCES / "prefix_cache",
+        "small": INSTANCES / "prefix_cache" / "mooncake_sample.yaml",
+        "bad": [("xi_ms", -1, "-1"), ("capacity_blocks", [0], "0"), ("policies", ["mru"], "mru"), ("trace.format", "vllm", "vllm"),
+                ("trace.block_tokens", 16, "16"), ("objective", "cost", "cost")],
+    },
     "reserved": {
         "folder": INSTANCES / "reserved",
         "small": INSTANCES / "reserved" / "tiny.yaml",

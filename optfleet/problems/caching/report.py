@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from optfleet import numbers, tables
@@ -57,14 +58,23 @@ def _capacity_table(problem: CachingProblem, capacity: int, rows: list[dict[str,
     return [head, tables.comparison_table(rows, EXTRA), *tables.notes(rows)]
 
 
-def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
+GroupTable = Callable[[Any, dict[str, Any], list[dict[str, Any]], Reference, list[MethodResult]], list[tables.Block]]
+
+
+def group_tables(outcome: "SolveOutcome | GapOutcome", table: GroupTable) -> list[tables.Block]:
+    """One block per group of rows (e.g. per cache capacity), each ``table(problem, group, rows, reference, results)``
+    after a blank line; also used by the prefix_cache kind's report."""
     problem = outcome.loaded.problem
     blocks: list[tables.Block] = []
     for group, reference in outcome.references.items():
-        capacity = dict(group)["capacity_tokens"]
         pairs = [(row, r) for row, r in zip(outcome.rows, outcome.results, strict=True) if r.group == group]
-        blocks += ["", *_capacity_table(problem, capacity, [row for row, _ in pairs], reference, [r for _, r in pairs])]
+        blocks += ["", *table(problem, dict(group), [row for row, _ in pairs], reference, [r for _, r in pairs])]
     return blocks
+
+
+def _by_capacity(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
+    return group_tables(outcome, lambda problem, group, rows, reference, results:
+                        _capacity_table(problem, group["capacity_tokens"], rows, reference, results))
 
 
 def render_gap(outcome: "GapOutcome") -> str:
