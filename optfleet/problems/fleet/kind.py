@@ -255,4 +255,5 @@ KIND = ProblemKind(
     simulate=lazy("optfleet.problems.fleet.simulate.outcome", "simulate_instance"),
     gap_summary=gap_summary,
     solve_files=lazy(REPORT, "solve_files"),
+    explain=lazy("optfleet.problems.fleet.explain", "explainer"),
 )

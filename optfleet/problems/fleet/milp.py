@@ -490,6 +490,17 @@ def _build(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, ratio
     return model
 
 
+def plan_model(problem: FleetProblem, result: MilpResult) -> tuple[pyo.ConcreteModel, SolveReport]:
+    """The model ``result``'s plan was solved in (tables at ``result.ratio_ms``, the instance's constraints), holding
+    that plan: every pool option's count and opening fixed at the plan's, the rest (routing, floor levels, count
+    binaries) solved again.  What sensitivity analysis reads (optfleet/problems/fleet/explain.py).  The report is
+    not optimal when the plan does not fit that model (a plan taken from the relaxation, see the module docstring)."""
+    data = prepare_milp_data(problem)
+    model = _build(problem, data, gpu_bounds(data, problem.constraints), result.ratio_ms, routing=problem.milp_routing, max_pools=problem.max_pools, customize=None)
+    fleet_model.fix_plan_counts(model, result.plan)
+    return model, solve(model, solver="highs", time_limit=problem.time_limit_s, mip_gap=problem.mip_gap)
+
+
 def _runner(model: pyo.ConcreteModel, solver: str, customize: Callable[[pyo.ConcreteModel], None] | None) -> Callable[..., SolveReport]:
     """How ``model`` is solved: case by case over its open pool sets with HiGHS when it can be (``open_set_cases``),
     else whole."""
