@@ -27,7 +27,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     if name == "explain":
-        from optfleet.explain.api import explain
+        from optfleet.sensitivity.api import explain
 
         return explain
     if name == "sweep":

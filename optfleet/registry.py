@@ -31,7 +31,7 @@ What a kind declares (:class:`ProblemKind`):
   (optional): a PNG of a gap's results (``gap --plot``); ``explain``
   (optional): ``explain(problem) -> Explainer``, the hooks of ``optfleet explain``
   (binding rows, shadow prices, ranges, curves, alternatives of its exact method;
-  optfleet/explain/explainer.py).
+  optfleet/sensitivity/explainer.py).
 """
 
 from __future__ import annotations

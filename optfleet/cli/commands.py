@@ -98,9 +98,9 @@ def gap_command(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
-    """``optfleet explain FILE``: optfleet/explain (every option is checked before any solve)."""
-    from optfleet.explain import report
-    from optfleet.explain.api import explain
+    """``optfleet explain FILE``: optfleet/sensitivity (every option is checked before any solve)."""
+    from optfleet.sensitivity import report
+    from optfleet.sensitivity.api import explain
 
     if args.plot is not None:
         png_file("--plot", args.plot)

@@ -17,7 +17,7 @@ chosen plan's structure with fractional GPUs, e.g. for the route row of length c
 and for pool j's utilisation cap ``-dual = c_j / (rho_max n_max_j)`` [$/h per erlang] while the cap binds.  These
 hold for the chosen integer plan's structure, not for the MILP: the output says so.  **Price ranges** are HiGHS's
 cost ranging of ``n[j]`` in that LP: the prices over which its basis stays optimal.  Whether the MILP's plan
-changes with a GPU price is answered by re-solving the MILP: the **break-even** price (optfleet/explain/run.py).
+changes with a GPU price is answered by re-solving the MILP: the **break-even** price (optfleet/sensitivity/run.py).
 
 Under the batching service model the plan comes from tables at each pool's traffic mix (milp_batching.py), which
 this analysis does not rebuild: ``explain`` says so (exit 2).
@@ -33,26 +33,26 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from optfleet.errors import InputError
-from optfleet.explain.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.solvers.report import OPTIMAL
 
 COST_UNIT = "$/h"
 BINDING = 1e-6  # relative: a row whose slack is within this share of its bound (at least 1e-6 absolute) binds
 DUAL_ZERO = 1e-9  # $/h: duals below this are not shown
-MEANING = {
-    "utilisation_cap": ("utilisation cap (slo.rho_max)", "erlangs"),
-    "wait": ("P99 TTFT queueing wait (Erlang-C table, slo.ttft_p99_ms)", "erlangs"),
+MEANING = {  # row family -> (what it means to a planner, the unit of its slack and of its bound)
+    "utilisation_cap": ("utilisation cap (slo.rho_max)", "erlang"),
+    "wait": ("P99 TTFT queueing wait (Erlang-C table, slo.ttft_p99_ms)", "erlang"),
     "floor": ("P99 TTFT prefill floor (slo.ttft_p99_ms)", "share of traffic"),
-    "mean_tpot": ("mean TPOT (slo.tpot_mean_ms)", "instance-seconds/s"),
+    "mean_tpot": ("mean TPOT (slo.tpot_mean_ms)", "instance-second/s"),
     "route": ("serve every request of the class", "share"),
     "compress_share": ("compressible share p_c (compression.compressible_fraction)", "share"),
-    "max_pools": ("K (solve.max_pools)", "pools"),
+    "max_pools": ("K (solve.max_pools)", "pool"),
 }
 
 
 def explainer(problem: FleetProblem) -> Explainer:
-    """The fleet kind's sensitivity hooks (optfleet/explain/explainer.py)."""
+    """The fleet kind's sensitivity hooks (optfleet/sensitivity/explainer.py)."""
     if problem.service_model == "batching":
         raise InputError("slo.service_model", problem.service_model, "explain analyses the slot model's MILP; the batching model's is not supported yet")
     return Explainer(COST_UNIT, solve, analyse, parameters(problem), alternatives, break_even=default_break_even(problem))

@@ -1,7 +1,7 @@
 """``optfleet explain``: sensitivity of a kind's exact plan, generic over the kinds' :class:`Explainer` hooks.
 
 For the instance's exact plan it reports the kind's analysis (binding rows with slack, shadow prices, price
-ranges: optfleet/explain/explainer.py) and, by re-solving the exact method on changed instances:
+ranges: optfleet/sensitivity/explainer.py) and, by re-solving the exact method on changed instances:
 
 * **curves**: the optimum at each value of a parameter (``--curve rate_growth=1:1.5:6``), with ``plan_changes``
   marking the values whose plan differs from the previous value's;
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from optfleet.errors import InputError
-from optfleet.explain.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
 from optfleet.progress import Progress, silent
 
 SCAN_FACTORS = (1.1, 1.25, 1.5, 2.0, 3.0, 5.0)

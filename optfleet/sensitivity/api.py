@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from optfleet.errors import InputError
-from optfleet.explain.explainer import Explainer
-from optfleet.explain.run import DEFAULT_WITHIN_PCT, ExplainResult, alternatives, break_even, curve, parse_curve
+from optfleet.sensitivity.explainer import Explainer
+from optfleet.sensitivity.run import DEFAULT_WITHIN_PCT, ExplainResult, alternatives, break_even, curve, parse_curve
 from optfleet.progress import Progress, silent
 
 
@@ -26,7 +26,7 @@ def explainer_of(loaded: Any) -> Explainer:
 
 def explain(source: Any, *, curves: Sequence[str] = (), break_even_of: Sequence[str] | None = None, within_pct: float = DEFAULT_WITHIN_PCT,
             near_optimal: bool = True, progress: Progress = silent, **overrides: Any) -> ExplainResult:
-    """Sensitivity of ``source``'s exact plan (optfleet/explain/run.py): the kind's tables, a curve for each of
+    """Sensitivity of ``source``'s exact plan (optfleet/sensitivity/run.py): the kind's tables, a curve for each of
     ``curves`` (``"PARAMETER=START:STOP:N"``), the break-even of each parameter of ``break_even_of`` (default: the
     kind's) and, with ``near_optimal``, the named alternatives within ``within_pct`` % of the optimum.  Every option
     is checked before any solve."""

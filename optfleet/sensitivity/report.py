@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from optfleet import tables
-from optfleet.explain.run import ExplainResult
+from optfleet.sensitivity.run import ExplainResult
 from optfleet.results import json_safe
 
 TITLES = {

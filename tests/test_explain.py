@@ -1,0 +1,142 @@
+"""optfleet explain (issue 39): duals checked by finite differences, monotone curves, break-even, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pyomo.environ as pyo
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import optfleet
+from optfleet import api
+from optfleet.cli import main
+from optfleet.errors import EXIT_BAD_INPUT, EXIT_OK
+from optfleet.problems.fleet import explain as fleet_explain
+from optfleet.problems.fleet.milp import plan_model
+from optfleet.solvers.sensitivity import fixed_lp_sensitivity
+from tests.support import FLEET_INSTANCES
+
+TOY = FLEET_INSTANCES / "toy.yaml"
+TOY_HETERO = FLEET_INSTANCES / "toy_hetero.yaml"
+
+
+def shifted_objective(model: pyo.ConcreteModel, row_name: str, delta: float, continuous) -> float:
+    """The fixed LP's optimum with the bound of row ``row_name`` moved by ``delta`` (the row replaced by a shifted copy)."""
+    row = model.find_component(row_name)
+    row.deactivate()
+    body, lower, upper = row.body, row.lower, row.upper
+    shifted = pyo.Constraint(expr=pyo.inequality(None if lower is None else pyo.value(lower) + delta, body,
+                                                 None if upper is None else pyo.value(upper) + delta))
+    model.add_component("finite_difference", shifted)
+    try:
+        return fixed_lp_sensitivity(model, continuous=continuous(model)).report.objective
+    finally:
+        model.del_component("finite_difference")
+        row.activate()
+
+
+def fleet_model_at(path, **overrides):
+    problem = api.load(path, **overrides).problem
+    solved = fleet_explain.solve(problem)
+    model, report = plan_model(problem, solved.detail)
+    assert report.status == "optimal"
+    for var in model.n.values():
+        var.unfix()
+    return model
+
+
+def test_fleet_duals_match_finite_differences():
+    """Every dual the report shows equals the fixed LP's change in cost per unit of its row's bound (both directions
+    inside the bound's range), on the toy fleet at 1000 req/s (a pool beyond its Erlang table)."""
+    model = fleet_model_at(TOY, workload__rate_rps=1000)
+    continuous = lambda m: [m.n, m.nbig]  # noqa: E731
+    lp = fixed_lp_sensitivity(model, continuous=continuous(model))
+    shown = fleet_explain.dual_frame(model, lp)
+    assert len(shown) >= 2  # the class's route row and the pool's capacity row
+    for _, row in shown.iterrows():
+        delta = 1e-4 * max(1.0, abs(row["bound"]))
+        steps = [d for d in (delta, -delta) if row["bound_low"] <= row["bound"] + d <= row["bound_high"]]
+        assert steps  # the range reaches at least one side (a share of 1 cannot rise: x <= 1)
+        for step in steps:
+            slope = (shifted_objective(model, row["row"], step, continuous) - lp.report.objective) / step
+            assert slope == pytest.approx(row["dual"], rel=1e-6, abs=1e-7)
+
+
+def test_route_price_is_the_dual_per_request_per_second():
+    model = fleet_model_at(TOY, workload__rate_rps=1000)
+    lp = fixed_lp_sensitivity(model, continuous=[model.n, model.nbig])
+    frame = fleet_explain.dual_frame(model, lp)
+    route = frame[frame["row"].str.startswith("route")].iloc[0]
+    k = int(route["row"][len("route["):-1])
+    assert route["shadow_price"] == pytest.approx(route["dual"] / (1000 * model.data.mass[k]))
+
+
+def test_binding_table_names_the_pools_and_their_slack():
+    result = optfleet.explain(TOY_HETERO, break_even_of=(), near_optimal=False)
+    binding = result.tables()["binding"]
+    assert set(binding["pool"]) >= {"H100-SXM w1000", "A100-80GB w4000", "H100-SXM w4000", "fleet"}
+    k_row = binding[binding["row"] == "max_pools"].iloc[0]
+    assert k_row["slack"] == pytest.approx(4 - 3) and not k_row["binds"]  # K = 4, three pools open
+    assert (binding["slack"] >= 0).all()
+    assert binding["binds"].any()
+
+
+def test_break_even_brackets_a_plan_change_on_the_toy_catalog():
+    """The second-cheapest type (H100, $1.5) is worth 2 A100s of work: the plan changes within the bracket, the plan
+    at ``low`` is the instance's and the one at ``break_even`` another, no dearer than the old plan repriced there."""
+    result = optfleet.explain(TOY_HETERO, near_optimal=False)
+    row = result.break_even.iloc[0]
+    assert row["parameter"] == "price:H100-SXM"
+    assert row["low"] < row["break_even"] <= row["low"] * 1.01
+    problem = api.load(TOY_HETERO).problem
+    at_low = fleet_explain.solve(fleet_explain.with_gpu_price(problem, "H100-SXM", row["low"]))
+    assert at_low.plan == result.base.plan
+    old_plan_there = sum(p.instances * (row["break_even"] if p.gpu == "H100-SXM" else 1.0) for p in result.base.detail.plan.pools)
+    assert row["plan_there"] != result.base.plan
+    assert row["objective_there"] <= old_plan_there + 1e-9
+
+
+def test_alternatives_are_restrictions_no_cheaper_than_the_optimum():
+    result = optfleet.explain(TOY_HETERO, break_even_of=())
+    frame = result.alternatives
+    assert set(frame["alternative"]) == {"no H100-SXM", "no A100-80GB", "one pool fewer (K = 2)"}
+    assert (frame["objective"] >= result.base.objective - 1e-9).all()
+    no_a100 = frame[frame["alternative"] == "no A100-80GB"].iloc[0]
+    assert no_a100["objective"] == pytest.approx(13.5)  # the best single type (instance file's comment)
+    assert no_a100["within"] and "A100" not in no_a100["plan"]
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.lists(st.floats(min_value=0.5, max_value=2.5), min_size=2, max_size=3, unique=True))
+def test_cost_is_monotone_in_the_rate(growths):
+    """More traffic never costs less: every plan at a higher rate also serves a lower one (the curve is re-solved)."""
+    explainer = fleet_explain.explainer(api.load(TOY).problem)
+    problem = api.load(TOY).problem
+    costs = [explainer.solve(explainer.parameters["rate_growth"].apply(problem, g)).objective for g in sorted(growths)]
+    assert all(a <= b + 1e-9 for a, b in zip(costs, costs[1:]))
+
+
+def test_curve_marks_plan_changes_and_json_is_one_document(capsys):
+    assert main(["explain", str(TOY), "--curve", "ttft_ms=2000,10000", "--no-alternatives", "--json", "--quiet"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    rows = data["tables"]["curve:ttft_ms"]
+    assert [r["ttft_ms"] for r in rows] == [2000, 10000]
+    assert rows[0]["objective"] >= rows[1]["objective"]  # a looser target never costs more
+    assert rows[1]["plan_changes"] == (rows[1]["plan"] != rows[0]["plan"])
+    assert "binding" in data["tables"] and data["notes"]
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["--curve", "percentile=0.9:0.999:4"], "--curve"),  # the fleet has no percentile parameter yet
+    (["--curve", "rate_growth=2:1:3"], "--curve"),  # empty range
+    (["--curve", "rate_growth=1:2:1"], "--curve"),
+    (["--curve", "rho_max=0.5:1.5:3"], "--curve"),  # outside (0, 1]
+    (["--break-even", "price:B200"], "--break-even"),
+    (["--within", "-1"], "--within"),
+])
+def test_bad_options_exit_2_naming_the_option(args, option, capsys):
+    assert main(["explain", str(TOY), "--quiet", *args]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert option in captured.err and captured.out == ""
