@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -159,3 +160,17 @@ def _columns(form, args: tuple, solution, ranging) -> Iterator[ColumnSensitivity
         low = _finite(ranging.col_cost_dn.value_[i]) if ranging is not None else float("nan")
         high = _finite(ranging.col_cost_up.value_[i]) if ranging is not None else float("nan")
         yield ColumnSensitivity(var.name, float(solution.col_value[i]), float(cost[i]), float(solution.col_dual[i]), low, high)
+
+
+def row_slack(row: Any) -> float:
+    """The distance of a Pyomo constraint's body from its nearest bound at the model's current values (0 for an
+    equality that holds; never negative)."""
+    body = pyo.value(row.body)
+    gaps = [body - pyo.value(row.lower) if row.lower is not None else np.inf, pyo.value(row.upper) - body if row.upper is not None else np.inf]
+    return max(min(gaps), 0.0)
+
+
+def row_binds(row: Any, tolerance: float = 1e-6) -> bool:
+    """Whether the row's slack is within ``tolerance`` of its bound's magnitude (at least ``tolerance`` absolute)."""
+    bound = row.upper if row.upper is not None else row.lower
+    return row_slack(row) <= tolerance * max(1.0, abs(pyo.value(bound)))

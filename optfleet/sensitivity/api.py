@@ -26,22 +26,22 @@ def explainer_of(loaded: Any) -> Explainer:
 
 def explain(source: Any, *, curves: Sequence[str] = (), break_even_of: Sequence[str] | None = None, within_pct: float = DEFAULT_WITHIN_PCT,
             near_optimal: bool = True, progress: Progress = silent, **overrides: Any) -> ExplainResult:
-    """Sensitivity of ``source``'s exact plan (optfleet/sensitivity/run.py): the kind's tables, a curve for each of
-    ``curves`` (``"PARAMETER=START:STOP:N"``), the break-even of each parameter of ``break_even_of`` (default: the
+    """Sensitivity of ``source``'s exact plan (optfleet/sensitivity/run.py): the kind's tables, its default curves and a curve for each
+    of ``curves`` (``"PARAMETER=START:STOP:N"``), the break-even of each parameter of ``break_even_of`` (default: the
     kind's) and, with ``near_optimal``, the named alternatives within ``within_pct`` % of the optimum.  Every option
     is checked before any solve."""
     from optfleet.api import load
 
     loaded = load(source, **overrides)
     explainer = explainer_of(loaded)
-    requests = [parse_curve(text, explainer) for text in curves]
+    requests = [parse_curve(text, explainer) for text in (*explainer.default_curves, *curves)]
     names = explainer.break_even if break_even_of is None else tuple(break_even_of)
     for name in names:
         if name not in explainer.parameters:
             raise InputError("--break-even", name, f"this kind has no parameter {name!r}; known: {', '.join(explainer.parameters)}")
     if not within_pct >= 0:
         raise InputError("--within", within_pct, "give a percentage >= 0")
-    problem = loaded.problem
+    problem = loaded.problem if explainer.subject is None else explainer.subject
     progress("explain: exact solve", 0, 1)
     base = explainer.solve(problem)
     if base.objective is None:

@@ -10,7 +10,10 @@ A kind's ``explain(problem) -> Explainer`` hook returns:
 * ``parameters``: what a curve or a break-even may vary (:class:`Parameter`), by name;
 * ``break_even``: the parameters whose break-even value the report shows by default;
 * ``alternatives(problem, solved) -> [(label, problem)]``: restrictions a planner names (no GPU of type T, one pool
-  fewer), each solved exactly to find near-optimal plans.
+  fewer), each solved exactly to find near-optimal plans;
+* ``default_curves``: curves the report shows unasked (e.g. ``percentile=0.95,0.99``: the cost of P95 -> P99);
+* ``subject`` (optional): what the hooks take as ``problem`` when it is not the prepared problem itself (e.g. the
+  reserved kind's question: the problem and the percentile asked).
 """
 
 from __future__ import annotations
@@ -64,3 +67,5 @@ class Explainer:
     parameters: Mapping[str, Parameter]
     alternatives: Callable[[Any, Solved], list[tuple[str, Any]]]
     break_even: tuple[str, ...] = field(default=())
+    default_curves: tuple[str, ...] = field(default=())
+    subject: Any = None

@@ -7,9 +7,10 @@ ranges: optfleet/sensitivity/explainer.py) and, by re-solving the exact method o
   marking the values whose plan differs from the previous value's;
 * **break-even**: for a parameter (by default the kind's, e.g. the fleet's second-cheapest GPU type's price), the
   value at which the optimal plan stops being the instance's.  The parameter is moved up from its current value by
-  the factors ``SCAN_FACTORS`` until the plan changes, then the change is bracketed by ``BISECTIONS`` halvings; the
-  reported ``break_even`` is the bracket's upper end (the first value seen with another plan), ``low`` its lower end
-  (the last with the same plan).  No change up to the last factor is reported as ``none below`` that value.
+  the factors ``SCAN_FACTORS`` until the plan changes (then down by their inverses, if it never does), and the change
+  is bracketed by ``BISECTIONS`` halvings; ``break_even`` is the bracket's end where the plan differs (the first value
+  seen with another plan), ``low`` the end with the instance's plan (named for the upward case; downward it is the
+  larger).  No change over the whole scan is reported as a note.
   (Plans are compared by the kind's label; between two probes the plan may change and change back unseen.)
 * **alternatives**: the kind's named restrictions (no GPU of type T, one pool fewer), each solved exactly, with
   its cost over the optimum in percent and whether that is within ``within_pct``.
@@ -123,14 +124,18 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
     for name in names:
         parameter = explainer.parameters[name]
         progress(f"break-even {name}", 0, 1)
-        low, high, other = parameter.current, None, None
-        for factor in SCAN_FACTORS:
-            value = parameter.current * factor
-            solved = explainer.solve(parameter.apply(problem, value))
-            if solved.plan != base.plan:
-                high, other = value, solved
+        low = high = other = None
+        for factors in (SCAN_FACTORS, tuple(1 / f for f in SCAN_FACTORS)):  # up first, then down
+            low = parameter.current
+            for factor in factors:
+                value = parameter.current * factor
+                solved = explainer.solve(parameter.apply(problem, value))
+                if solved.plan != base.plan:
+                    high, other = value, solved
+                    break
+                low = value
+            if high is not None:
                 break
-            low = value
         if high is not None:
             for _ in range(BISECTIONS):
                 middle = (low + high) / 2
@@ -143,7 +148,8 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
                         "change_pct": None if high is None else 100 * (high / parameter.current - 1),
                         "plan_there": None if other is None else other.plan,
                         "objective_there": None if other is None else other.objective,
-                        "note": "" if high is not None else f"none below {parameter.current * SCAN_FACTORS[-1]:g}"})
+                        "note": "" if high is not None else (f"the plan stays from {parameter.current / SCAN_FACTORS[-1]:g} "
+                                                             f"to {parameter.current * SCAN_FACTORS[-1]:g}")})
     return pd.DataFrame(records)
 
 

@@ -36,9 +36,9 @@ from optfleet.errors import InputError
 from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.solvers.report import OPTIMAL
+from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 COST_UNIT = "$/h"
-BINDING = 1e-6  # relative: a row whose slack is within this share of its bound (at least 1e-6 absolute) binds
 DUAL_ZERO = 1e-9  # $/h: duals below this are not shown
 MEANING = {  # row family -> (what it means to a planner, the unit of its slack and of its bound)
     "utilisation_cap": ("utilisation cap (slo.rho_max)", "erlang"),
@@ -133,7 +133,6 @@ def alternatives(problem: FleetProblem, solved: Solved) -> list[tuple[str, Fleet
 def analyse(problem: FleetProblem, solved: Solved) -> Analysis:
     """The binding, shadow-price and price-range tables of the MILP's plan (module docstring)."""
     from optfleet.problems.fleet.milp import plan_model
-    from optfleet.solvers.sensitivity import fixed_lp_sensitivity
 
     model, report = plan_model(problem, solved.detail)
     if report.status != OPTIMAL:
@@ -156,17 +155,6 @@ def _pool_name(model: pyo.ConcreteModel, j: int) -> str:
     return f"{option.gpu} w{option.window_tokens}"
 
 
-def _slack(row) -> float:
-    """Distance of the row's body from its nearest bound (0 for an equality), at the model's values."""
-    body = pyo.value(row.body)
-    gaps = [body - pyo.value(row.lower) if row.lower is not None else np.inf, pyo.value(row.upper) - body if row.upper is not None else np.inf]
-    return max(min(gaps), 0.0)
-
-
-def _bound(row) -> float:
-    return float(pyo.value(row.upper) if row.upper is not None else pyo.value(row.lower))
-
-
 def binding_frame(model: pyo.ConcreteModel) -> pd.DataFrame:
     """Per open pool its cap, the wait and floor rows of its chosen level (and the mean TPOT row), then K and the
     declared constraints, each with its slack in the row's unit and whether it binds."""
@@ -174,9 +162,8 @@ def binding_frame(model: pyo.ConcreteModel) -> pd.DataFrame:
 
     def add(pool: str, family: str, row, detail: str = "") -> None:
         meaning, unit = MEANING.get(family, (detail, ""))
-        slack = _slack(row)
         records.append({"pool": pool, "constraint": meaning if not detail or family in MEANING else detail, "row": row.name,
-                        "slack": slack, "slack_unit": unit, "binds": slack <= BINDING * max(1.0, abs(_bound(row)))})
+                        "slack": row_slack(row), "slack_unit": unit, "binds": row_binds(row)})
 
     for j in range(len(model.data.pools)):
         if pyo.value(model.open[j]) < 0.5:
