@@ -17,6 +17,9 @@ For each row ``l <= a'x <= u`` of the LP (a ranged Pyomo constraint is two rows)
 * ``bound_low``, ``bound_high``: the interval of that bound over which the optimal basis stays optimal (HiGHS
   ``row_bound_dn/up``); the LP objective moves linearly by ``dual`` inside it.
 
+A row that binds with a zero dual is ``degenerate``: its one-sided rates of change may differ (the dual holds on one
+side only); finite differences (tests/test_explain.py) check the duals of the rows that are not.
+
 For each column: ``reduced_cost`` and ``cost_low``, ``cost_high``, the interval of its objective coefficient over
 which the basis stays optimal (HiGHS ``col_cost_dn/up``).  Infinite ends are ``inf``.
 """
@@ -50,6 +53,12 @@ class RowSensitivity:
     dual: float
     bound_low: float
     bound_high: float
+
+    @property
+    def degenerate(self) -> bool:
+        """Binding (no slack) with a zero dual: the LP is degenerate there (e.g. a spill row ``o_n >= 0`` that meets the
+        column bound ``o_n >= 0``), and moving the bound one way may change the objective at another rate than the dual."""
+        return self.slack <= 1e-9 * max(1.0, abs(self.bound)) and abs(self.dual) <= 1e-12
 
 
 @dataclass(frozen=True)

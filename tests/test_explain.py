@@ -140,3 +140,85 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert main(["explain", str(TOY), "--quiet", *args]) == EXIT_BAD_INPUT
     captured = capsys.readouterr()
     assert option in captured.err and captured.out == ""
+
+
+# ---------------------------------------------------------------- reserved (instances/reserved/tiny.yaml, worked by hand)
+
+RESERVED_TINY = FLEET_INSTANCES.parent / "reserved" / "tiny.yaml"
+MELANGE = FLEET_INSTANCES.parent / "profiled" / "melange_example.yaml"
+
+
+def test_reserved_duals_match_finite_differences():
+    """The hybrid LP with G = 3 fixed: window 2 (X = 5) spills, its row's dual is pi = $0.90/h x H per unit-window."""
+    from optfleet.problems.reserved import explain as reserved_explain
+
+    explainer = reserved_explain.explainer(api.load(RESERVED_TINY).problem)
+    solved = explainer.solve(explainer.subject)
+    model = reserved_explain.solved_model(explainer.subject, solved.detail[0].units)
+    lp = fixed_lp_sensitivity(model)
+    spilling = [row for row in lp.rows if row.name.startswith("spill_beyond_units") and abs(row.dual) > 1e-12]
+    assert [row.name for row in spilling] == ["spill_beyond_units[2]"]
+    hours = explainer.subject.problem.cost_windows.hours
+    assert spilling[0].dual / hours == pytest.approx(0.9)
+    for row in lp.rows:
+        for step in (1e-3, -1e-3):
+            if not row.degenerate and row.bound_low <= row.bound + step <= row.bound_high:
+                slope = (shifted_objective(model, row.name, step, lambda m: []) - lp.report.objective) / step
+                assert slope == pytest.approx(row.dual, rel=1e-6, abs=1e-9)
+
+
+def test_reserved_break_even_unit_price_is_the_spill_saved_by_the_third_unit():
+    """cost(G) = c G + 0.9 sum (X_n - G)+ with X = [3, 1, 5, 2]: the third unit saves 0.9 x 2 windows = $1.80/h, so G
+    falls from 3 to 2 once a unit costs more than $1.80/h."""
+    result = optfleet.explain(RESERVED_TINY)
+    row = result.break_even.iloc[0]
+    assert row["parameter"] == "unit_price" and row["plan_there"] == "2 units"
+    assert row["low"] <= 1.8 <= row["break_even"] and row["break_even"] - row["low"] < 0.01
+    p95_p99 = result.curves["percentile"]
+    assert list(p95_p99["percentile"]) == [0.95, 0.99]
+    assert list(p95_p99["plan"]) == ["5 units", "5 units"]  # floor(0.05 x 4) = 0 windows may overload: G = max X
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.lists(st.floats(min_value=0.05, max_value=0.999), min_size=2, max_size=4, unique=True))
+def test_reserved_units_are_monotone_in_the_percentile(percentiles):
+    """A stricter overload percentile never buys fewer units (every plan at p' > p meets p)."""
+    from optfleet.problems.reserved import explain as reserved_explain
+
+    explainer = reserved_explain.explainer(api.load(RESERVED_TINY).problem)
+    units = [explainer.solve(explainer.parameters["percentile"].apply(explainer.subject, p)).detail[0].units for p in sorted(percentiles)]
+    assert all(a <= b for a, b in zip(units, units[1:]))
+
+
+def test_reserved_percentile_outside_the_unit_interval_exits_2(capsys):
+    assert main(["explain", str(RESERVED_TINY), "--quiet", "--curve", "percentile=0.9,1.0"]) == EXIT_BAD_INPUT
+    assert "--curve" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- profiled (Mélange's example)
+
+
+def test_profiled_duals_match_finite_differences_and_break_even():
+    """Capacity duals are -p_g (u = 1, one GPU per instance); the A100 break-even is where A10G x 12 ($12.12) meets the
+    plan A10G x 3 + A100 x 1 (3 x 1.01 + p): p = $9.09."""
+    from optfleet.problems.profiled_fleet import explain as profiled_explain
+
+    problem = api.load(MELANGE).problem
+    explainer = profiled_explain.explainer(problem)
+    solved = explainer.solve(problem)
+    model = profiled_explain.model_lib.build(problem)
+    profiled_explain.model_lib.warm_start(model, solved.detail.plan)
+    continuous = lambda m: [m.n, m.instances]  # noqa: E731
+    lp = fixed_lp_sensitivity(model, continuous=continuous(model))
+    assert lp.row("capacity[A10G]").dual == pytest.approx(-1.01)
+    checked = 0
+    for row in lp.rows:
+        for step in (1e-4, -1e-4):
+            if abs(row.dual) > 1e-9 and row.bound_low <= row.bound + step <= row.bound_high:  # a slice link cannot move alone
+                slope = (shifted_objective(model, row.name, step, continuous) - lp.report.objective) / step
+                assert slope == pytest.approx(row.dual, rel=1e-6, abs=1e-9)
+                checked += 1
+    assert checked >= 4  # both capacity rows, both ways
+    result = optfleet.explain(MELANGE, near_optimal=False)
+    row = result.break_even.iloc[0]
+    assert row["parameter"] == "price:A100-80GB" and row["low"] <= 9.09 <= row["break_even"]

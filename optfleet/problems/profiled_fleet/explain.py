@@ -7,8 +7,9 @@ objective is not analysed).  Loaded into the model (``warm_start``), it gives:
   instances, and the declared ``constraints:`` rows, with their slack;
 * **shadow prices** of the LP left when the slice counts are fixed at the plan and the GPU and instance counts are
   continuous (with them fixed the cost ``sum_g p_g n[g]`` is a constant and every dual 0): the capacity row's dual
-  is ``-p_g k_g / u`` $/h per instance of load while it binds, and the route row of bucket b gives
-  ``dual(route[b]) / lambda_b`` $/h per req/s of that bucket.  They hold for the chosen integer plan's routing;
+  is ``-p_g k_g / u`` $/h per instance of load while it binds, and the route row of bucket b (or, with slices, the
+  slice link of b on the type serving it, which then carries the dual) gives ``dual / lambda_b`` $/h per req/s of
+  that bucket.  They hold for the chosen integer plan's routing;
 * **price ranges**: HiGHS's cost ranging of ``n[g]`` in that LP;
 * **parameters**: ``rate_growth``, ``max_utilisation`` and ``price:<GPU>`` ($/GPU-hour); the break-even of the
   second-cheapest GPU type's price (by $/GPU-hour) by re-solving; alternatives: ``no <type>`` per type used.
@@ -90,11 +91,13 @@ def analyse(problem: ProfiledProblem, solved: Solved) -> Analysis:
     duals = []
     for row in lp.rows:
         family = row.name.split("[", 1)[0]
-        if abs(row.dual) <= DUAL_ZERO or family not in ("route", "capacity") and not row.name.startswith("user_"):
+        if abs(row.dual) <= DUAL_ZERO or family not in ("route", "slice_link", "capacity") and not row.name.startswith("user_"):
             continue
-        if family == "route":
-            b = int(row.name[len("route["):-1])
-            where, what, price, unit = f"bucket {b}", "serve the bucket's requests", row.dual / rates[b], "$/h per req/s"
+        if family in ("route", "slice_link"):
+            b, *on = row.name[len(family) + 1:-1].split(",")
+            where = f"bucket {b}" + (f" on {on[0]}" if on else "")
+            what = "serve the bucket's requests" + (" (its slices on this type fixed)" if on else "")
+            price, unit = row.dual / rates[int(b)], "$/h per req/s"
         else:
             where, what, price, unit = row.name, "capacity (4)" if family == "capacity" else row.name, row.dual, "$/h per unit of the row"
         duals.append({"where": where, "constraint": what, "row": row.name, "shadow_price": price, "unit": unit, "dual": row.dual,
