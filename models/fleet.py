@@ -175,7 +175,8 @@ def build(
     add_floor_rows(m)
     add_level_and_count_choice(m)
     add_gpu_count_link(m)
-    m.wait_tables = erlang_tables(data.pools, ratio_ms, data.problem.ttft_p99_ms, data.problem.rho_max) if wait_tables is None else wait_tables
+    m.wait_tables = (erlang_tables(data.pools, ratio_ms, data.problem.ttft_p99_ms, data.problem.rho_max, data.problem.ttft_quantile)
+                     if wait_tables is None else wait_tables)
     add_wait_rows(m)
     add_pool_limit(m, max_pools)
     add_cost(m)

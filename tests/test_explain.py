@@ -14,6 +14,7 @@ from optfleet import api
 from optfleet.cli import main
 from optfleet.errors import EXIT_BAD_INPUT, EXIT_OK
 from optfleet.problems.fleet import explain as fleet_explain
+from optfleet.problems.fleet.evaluator import evaluate
 from optfleet.problems.fleet.milp import plan_model
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity
 from tests.support import FLEET_INSTANCES
@@ -118,6 +119,44 @@ def test_cost_is_monotone_in_the_rate(growths):
     assert all(a <= b + 1e-9 for a, b in zip(costs, costs[1:]))
 
 
+@settings(max_examples=4, deadline=None)
+@given(st.lists(st.sampled_from([0.9, 0.95, 0.975, 0.99, 0.995, 0.999]), min_size=2, max_size=3, unique=True))
+def test_cost_is_monotone_in_the_ttft_percentile(percentiles):
+    """A higher percentile at the same target never costs less: every plan meeting P(q') also meets P(q) for q < q'
+    (Kimura's wait and the floor's quantile both rise with q).  Each plan passes the evaluator at its own percentile."""
+    problem = api.load(TOY, slo__ttft_p99_ms=30, workload__rate_rps=10).problem  # small pools: the wait decides
+    explainer = fleet_explain.explainer(problem)
+    costs = []
+    for q in sorted(percentiles):
+        at_q = explainer.parameters["percentile"].apply(problem, q)
+        solved = explainer.solve(at_q)
+        assert evaluate(at_q, solved.detail.plan).meets_slo
+        costs.append(solved.objective)
+    assert all(a <= b + 1e-9 for a, b in zip(costs, costs[1:]))
+
+
+def test_p95_to_p99_is_in_every_fleet_report():
+    """At 10 req/s and a 30 ms target the toy's one pool is small enough for the wait to decide: 5 GPUs at P99 (the
+    instance's plan), fewer at P95."""
+    result = optfleet.explain(TOY, break_even_of=(), near_optimal=False, slo__ttft_p99_ms=30, workload__rate_rps=10)
+    frame = result.curves["percentile"]
+    assert list(frame["percentile"]) == [0.95, 0.99]
+    assert frame["objective"].iloc[1] == pytest.approx(result.base.objective) == pytest.approx(5.0)  # the instance is at P99
+    assert frame["objective"].iloc[0] < frame["objective"].iloc[1]
+
+
+def test_a_p99_instance_solves_as_before_and_a_p95_one_is_scored_at_p95():
+    """slo.ttft_percentile: 0.99 is the default (the same problem); at 0.95 the evaluator's wait is Kimura's 95th percentile."""
+    from optfleet.queueing import wait_quantile_s
+
+    assert api.load(TOY).problem.ttft_quantile == 0.99
+    p95 = api.load(TOY, slo__ttft_percentile=0.95, slo__ttft_p99_ms=30, workload__rate_rps=10).problem
+    plan = fleet_explain.solve(p95).detail.plan
+    pool = evaluate(p95, plan).pools[0]
+    expected = float(wait_quantile_s(pool.servers, pool.load_erlangs, pool.mean_service_ms / 1000, pool.service_scv, 0.95)) * 1000
+    assert pool.wait_p99_ms == pytest.approx(expected)
+
+
 def test_curve_marks_plan_changes_and_json_is_one_document(capsys):
     assert main(["explain", str(TOY), "--curve", "ttft_ms=2000,10000", "--no-alternatives", "--json", "--quiet"]) == EXIT_OK
     data = json.loads(capsys.readouterr().out)
@@ -129,7 +168,8 @@ def test_curve_marks_plan_changes_and_json_is_one_document(capsys):
 
 
 @pytest.mark.parametrize(("args", "option"), [
-    (["--curve", "percentile=0.9:0.999:4"], "--curve"),  # the fleet has no percentile parameter yet
+    (["--curve", "percentile=0.9:1.0:3"], "--curve"),  # a percentile outside (0, 1)
+    (["--curve", "gpu_memory=1:2:3"], "--curve"),  # a parameter the fleet does not have
     (["--curve", "rate_growth=2:1:3"], "--curve"),  # empty range
     (["--curve", "rate_growth=1:2:1"], "--curve"),
     (["--curve", "rho_max=0.5:1.5:3"], "--curve"),  # outside (0, 1]

@@ -18,6 +18,7 @@ A kind's ``explain(problem) -> Explainer`` hook returns:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,11 @@ class Parameter:
     low: float = 0.0
     high: float = float("inf")
     open_interval: bool = True
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` is in the parameter's domain: ``(low, high)``, or ``(low, high]`` without ``open_interval``."""
+        inside = self.low < value < self.high if self.open_interval else self.low < value <= self.high
+        return math.isfinite(value) and inside
 
 
 @dataclass(frozen=True)

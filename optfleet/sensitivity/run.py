@@ -21,7 +21,6 @@ plan, applies); benchmarks/bench_explain.py measures a 10-point curve against on
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,8 +97,7 @@ def parse_curve(text: str, explainer: Explainer, option: str = "--curve") -> Cur
 def check_values(parameter: Parameter, values: Sequence[float], option: str, text: Any) -> None:
     """Every value within the parameter's domain (e.g. a percentile in (0, 1)): an InputError naming ``option`` otherwise."""
     for value in values:
-        inside = (parameter.low < value < parameter.high) if parameter.open_interval else (parameter.low < value <= parameter.high)
-        if not math.isfinite(value) or not inside:
+        if not parameter.holds(value):
             brackets = "(" + f"{parameter.low:g}, {parameter.high:g}" + (")" if parameter.open_interval else "]")
             raise InputError(option, text, f"{parameter.name} = {value:g} is outside {brackets}")
 
@@ -129,6 +127,8 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
             low = parameter.current
             for factor in factors:
                 value = parameter.current * factor
+                if not parameter.holds(value):
+                    break  # the scan leaves the parameter's domain (e.g. rho_max above 1)
                 solved = explainer.solve(parameter.apply(problem, value))
                 if solved.plan != base.plan:
                     high, other = value, solved

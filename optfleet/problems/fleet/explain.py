@@ -39,11 +39,12 @@ from optfleet.solvers.report import OPTIMAL
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 COST_UNIT = "$/h"
+P95_TO_P99 = "percentile=0.95,0.99"  # the cost of moving the TTFT target from P95 to P99, in every report
 DUAL_ZERO = 1e-9  # $/h: duals below this are not shown
 MEANING = {  # row family -> (what it means to a planner, the unit of its slack and of its bound)
     "utilisation_cap": ("utilisation cap (slo.rho_max)", "erlang"),
-    "wait": ("P99 TTFT queueing wait (Erlang-C table, slo.ttft_p99_ms)", "erlang"),
-    "floor": ("P99 TTFT prefill floor (slo.ttft_p99_ms)", "share of traffic"),
+    "wait": ("TTFT queueing wait (Erlang-C table, slo.ttft_p99_ms)", "erlang"),
+    "floor": ("TTFT prefill floor (slo.ttft_p99_ms)", "share of traffic"),
     "mean_tpot": ("mean TPOT (slo.tpot_mean_ms)", "instance-second/s"),
     "route": ("serve every request of the class", "share"),
     "compress_share": ("compressible share p_c (compression.compressible_fraction)", "share"),
@@ -55,7 +56,8 @@ def explainer(problem: FleetProblem) -> Explainer:
     """The fleet kind's sensitivity hooks (optfleet/sensitivity/explainer.py)."""
     if problem.service_model == "batching":
         raise InputError("slo.service_model", problem.service_model, "explain analyses the slot model's MILP; the batching model's is not supported yet")
-    return Explainer(COST_UNIT, solve, analyse, parameters(problem), alternatives, break_even=default_break_even(problem))
+    return Explainer(COST_UNIT, solve, analyse, parameters(problem), alternatives, break_even=default_break_even(problem),
+                     default_curves=(P95_TO_P99,))
 
 
 def solve(problem: FleetProblem) -> Solved:
@@ -94,11 +96,14 @@ def with_gpu_price(problem: FleetProblem, gpu: str, per_gpu_hour: float) -> Flee
 
 
 def parameters(problem: FleetProblem) -> dict[str, Parameter]:
-    """``rate_growth`` (x the instance's rate), ``ttft_ms`` (the P99 TTFT target), ``rho_max`` and ``price:<GPU>`` per type."""
+    """``rate_growth`` (x the instance's rate), ``ttft_ms`` (the TTFT target), ``percentile`` (the target's percentile, in
+    (0, 1)), ``rho_max`` and ``price:<GPU>`` per type."""
     found = {
         "rate_growth": Parameter("rate_growth", "x", f"request rate as a multiple of {problem.rate_rps:g} req/s", 1.0,
                                  lambda p, v: replace(p, rate_rps=problem.rate_rps * v)),
-        "ttft_ms": Parameter("ttft_ms", "ms", "P99 TTFT target (slo.ttft_p99_ms)", problem.ttft_p99_ms, lambda p, v: replace(p, ttft_p99_ms=v)),
+        "ttft_ms": Parameter("ttft_ms", "ms", "TTFT target (slo.ttft_p99_ms)", problem.ttft_p99_ms, lambda p, v: replace(p, ttft_p99_ms=v)),
+        "percentile": Parameter("percentile", "", "TTFT percentile of the target (slo.ttft_percentile)", problem.ttft_quantile,
+                                lambda p, v: replace(p, ttft_quantile=v), 0.0, 1.0),
         "rho_max": Parameter("rho_max", "", "utilisation cap (slo.rho_max)", problem.rho_max, lambda p, v: replace(p, rho_max=v), 0.0, 1.0,
                              open_interval=False),
     }
