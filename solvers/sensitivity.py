@@ -75,12 +75,11 @@ class ColumnSensitivity:
 
 @dataclass(frozen=True)
 class LpSensitivity:
-    """The fixed LP's solve report, its rows and columns (module docstring) and how many integers were fixed."""
+    """The fixed LP's solve report and its rows and columns (module docstring)."""
 
     report: SolveReport
     rows: tuple[RowSensitivity, ...]
     columns: tuple[ColumnSensitivity, ...]
-    fixed_integers: int
 
     def row(self, name: str) -> RowSensitivity:
         """The row of the constraint named ``name`` (the first, for a ranged constraint's two rows)."""
@@ -95,7 +94,7 @@ def fixed_lp_sensitivity(model: pyo.ConcreteModel, continuous: Iterable[pyo.Var]
     the components ``continuous``, which are relaxed to continuous (module docstring).  The model must hold a
     solution; it is left as it was (fixings and domains restored), with the LP's values loaded into it."""
     kept = {id(component) for component in continuous}
-    with _fixed_integers(model, kept) as fixed:
+    with _fixed_integers(model, kept):
         start = time.perf_counter()
         form, integer = _compile(model, warm_start=False)
         args = _pass_model_args(form, np.zeros_like(integer))
@@ -108,7 +107,7 @@ def fixed_lp_sensitivity(model: pyo.ConcreteModel, continuous: Iterable[pyo.Var]
         seconds = time.perf_counter() - start
         if status != OPTIMAL:
             report = SolveReport(status, None, None, None, seconds, "highs", log.text, {"solver_runs": 1})
-            return LpSensitivity(report, (), (), fixed)
+            return LpSensitivity(report, (), ())
         objective = float(h.getInfo().objective_function_value)
         report = SolveReport(OPTIMAL, objective, objective, 0.0, seconds, "highs", log.text, {"solver_runs": 1})
         values = np.asarray(solution.col_value, dtype=np.float64)
@@ -117,14 +116,13 @@ def fixed_lp_sensitivity(model: pyo.ConcreteModel, continuous: Iterable[pyo.Var]
         ranged = ranging_status == highspy.HighsStatus.kOk
         rows = tuple(_rows(form, args, solution, ranging if ranged else None))
         columns = tuple(_columns(form, args, solution, ranging if ranged else None))
-    return LpSensitivity(report, rows, columns, fixed)
+    return LpSensitivity(report, rows, columns)
 
 
 @contextmanager
-def _fixed_integers(model: pyo.ConcreteModel, kept: set[int]) -> Iterator[int]:
+def _fixed_integers(model: pyo.ConcreteModel, kept: set[int]) -> Iterator[None]:
     """Fix every unfixed integer variable at its rounded value, except those of the components ``kept`` (by id), whose
-    domain becomes continuous within the same bounds; restore fixings and domains afterwards.  Yields how many
-    were fixed."""
+    domain becomes continuous within the same bounds; restore fixings and domains afterwards."""
     fixed, relaxed = [], []
     for var in model.component_data_objects(pyo.Var, active=True):
         if var.fixed or not var.is_integer():
@@ -138,7 +136,7 @@ def _fixed_integers(model: pyo.ConcreteModel, kept: set[int]) -> Iterator[int]:
             var.fix(round(var.value))
             fixed.append(var)
     try:
-        yield len(fixed)
+        yield
     finally:
         for var in fixed:
             var.unfix()

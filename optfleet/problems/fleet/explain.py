@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 

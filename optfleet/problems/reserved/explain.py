@@ -29,7 +29,7 @@ import pyomo.environ as pyo
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.models.reserved import PYOMO_WINDOW_LIMIT, build_chance, build_hybrid
 from optfleet.problems.reserved import exact
-from optfleet.problems.reserved.evaluator import UnitsPlan, evaluate
+from optfleet.problems.reserved.evaluator import evaluate
 from optfleet.problems.reserved.problem import ReservedProblem
 from optfleet.problems.reserved.schema import percentile_label
 from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
