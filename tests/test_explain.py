@@ -182,6 +182,16 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert option in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize(("path", "field"), [
+    (FLEET_INSTANCES / "azure_2023_budget.yaml", "constraints"),  # the served-share objective
+    (FLEET_INSTANCES / "azure_2023_h100_batching.yaml", "slo.service_model"),
+])
+def test_what_explain_does_not_cover_exits_2_naming_the_field(path, field, capsys):
+    assert main(["explain", str(path), "--quiet"]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert field in captured.err and captured.out == ""
+
+
 # ---------------------------------------------------------------- reserved (instances/reserved/tiny.yaml, worked by hand)
 
 RESERVED_TINY = FLEET_INSTANCES.parent / "reserved" / "tiny.yaml"

@@ -32,6 +32,8 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from optfleet.errors import InputError
+from optfleet.models.constraints import COST
+from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
 from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.solvers.report import OPTIMAL
@@ -55,6 +57,8 @@ def explainer(problem: FleetProblem) -> Explainer:
     """The fleet kind's sensitivity hooks (optfleet/sensitivity/explainer.py)."""
     if problem.service_model == "batching":
         raise InputError("slo.service_model", problem.service_model, "explain analyses the slot model's MILP; the batching model's is not supported yet")
+    if FLEET_CONSTRAINTS.objective(problem.constraints) != COST:
+        raise InputError("constraints", "budget", "explain analyses the cost objective; a budget's served-share objective is not supported yet")
     return Explainer(COST_UNIT, solve, analyse, parameters(problem), alternatives, break_even=default_break_even(problem),
                      default_curves=(P95_TO_P99,))
 
