@@ -272,3 +272,27 @@ def test_profiled_duals_match_finite_differences_and_break_even():
     result = optfleet.explain(MELANGE, near_optimal=False)
     row = result.break_even.iloc[0]
     assert row["parameter"] == "price:A100-80GB" and row["low"] <= 9.09 <= row["break_even"]
+
+
+# ---------------------------------------------------------------- the shipped instances (slow: the catalog MILPs re-solved)
+
+SHIPPED = [FLEET_INSTANCES / "azure_2023_catalog.yaml", FLEET_INSTANCES / "lmsys_llama3_8b_catalog.yaml", MELANGE,
+           MELANGE.parent / "melange_availability.yaml", MELANGE.parent / "melange_gpu_mix.yaml",
+           RESERVED_TINY.parent / "azure_2023_flash.yaml"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_shipped_instance_shows_the_binding_rows_p95_to_p99_and_a_break_even(path):
+    """Issue 39's acceptance on the shipped instances: the binding table, the cost of P95 -> P99 (fleet and reserved; the
+    profiled kind has no percentile) and the break-even of the default parameter, bracketed by plans that differ."""
+    result = optfleet.explain(path, near_optimal=False)
+    assert len(result.tables()["binding"]) > 0
+    if result.kind != "profiled_fleet":
+        curve = result.curves["percentile"]
+        assert list(curve["percentile"]) == [0.95, 0.99] and curve["objective"].iloc[0] <= curve["objective"].iloc[1] + 1e-9
+    row = result.break_even.iloc[0]
+    if row["break_even"] is not None and row["break_even"] == row["break_even"]:
+        assert row["plan_there"] != result.base.plan
+    else:
+        assert row["note"]
