@@ -175,7 +175,8 @@ def build(
     add_floor_rows(m)
     add_level_and_count_choice(m)
     add_gpu_count_link(m)
-    m.wait_tables = erlang_tables(data.pools, ratio_ms, data.problem.ttft_p99_ms, data.problem.rho_max) if wait_tables is None else wait_tables
+    m.wait_tables = (erlang_tables(data.pools, ratio_ms, data.problem.ttft_p99_ms, data.problem.rho_max, data.problem.ttft_quantile)
+                     if wait_tables is None else wait_tables)
     add_wait_rows(m)
     add_pool_limit(m, max_pools)
     add_cost(m)
@@ -451,6 +452,19 @@ def warm_start(m: pyo.ConcreteModel, plan: Any) -> None:
         if level is not None:
             m.level[j, level].set_value(1)
     start_user_constraints(m)
+
+
+def fix_plan_counts(m: pyo.ConcreteModel, plan: Any) -> None:
+    """Fix ``n[j]`` and ``open[j]`` of every pool option at ``plan``'s instance counts (0 and closed for the options the
+    plan does not use): solving the model then finds the plan's routing, floor levels and count binaries.  A plan pool
+    the model has no option for is an error (check :func:`can_warm_start`'s conditions first)."""
+    index = _option_index(m.data)
+    counts = {index[_option_key(m.data, pool)]: pool.instances for pool in plan.pools if pool.instances > 0}
+    for j in range(len(m.data.pools)):
+        if counts.get(j, 0) > pyo.value(m.gpu_bound[j]):
+            m.gpu_bound[j] = counts[j]  # a plan beyond the bounds (certified by its cost, optfleet/problems/fleet/milp.py)
+        m.n[j].fix(counts.get(j, 0))
+        m.open[j].fix(1 if j in counts else 0)
 
 
 def pool_shares(m: pyo.ConcreteModel, j: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,10 @@ What a kind declares (:class:`ProblemKind`):
   gap (e.g. savings against the homogeneous fleet with the closed forms, the
   mixed fleet against the best single GPU type); ``solve_files`` (optional): extra
   files ``solve --out`` writes (e.g. the fleet's plan.json); ``plot``
-  (optional): a PNG of a gap's results (``gap --plot``).
+  (optional): a PNG of a gap's results (``gap --plot``); ``explain``
+  (optional): ``explain(problem) -> Explainer``, the hooks of ``optfleet explain``
+  (binding rows, shadow prices, ranges, curves, alternatives of its exact method;
+  optfleet/sensitivity/explainer.py).
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class ProblemKind:
     gap_summary: Callable[[Any, Sequence["MethodResult"]], dict[str, Any] | None] | None = None
     solve_files: Callable[["SolveOutcome"], dict[str, str]] | None = None
     plot: Callable[["GapOutcome", Any], None] | None = None
+    explain: Callable[[Any], Any] | None = None
 
 
 def lazy(module: str, name: str) -> Callable[..., Any]:

@@ -1,4 +1,4 @@
-"""The ``optfleet`` command line: ``solve | gap | sweep | plot | simulate | validate | catalog``, generic over every problem kind,
+"""The ``optfleet`` command line: ``solve | gap | explain | sweep | plot | simulate | validate | catalog``, generic over every problem kind,
 ``compress`` (the Compress-and-Route prompt compressor, optfleet.compress) and ``data list | fetch`` (public datasets
 by name, optfleet.datasets).
 
@@ -71,6 +71,20 @@ def build_parser() -> argparse.ArgumentParser:
     solver_options(gap)
     gap.add_argument("--out", default=None, metavar="DIR", help="folder to write gap.csv and gap.json")
     gap.add_argument("--plot", default=None, metavar="PNG", help="write a plot of the results, for kinds that have one (needs the plot extra)")
+
+    explain = instance_command("explain", "sensitivity of the exact plan: binding constraints, shadow prices, ranges, "
+                               "break-even prices, parametric curves and near-optimal alternatives")
+    explain.add_argument("--curve", action="append", default=[], metavar="PARAMETER=START:STOP:N",
+                         help="the exact optimum at N values from START to STOP (or PARAMETER=V1,V2,...), repeatable; "
+                              "fleet parameters: rate_growth, ttft_ms, rho_max, price:<GPU type>")
+    explain.add_argument("--break-even", action="append", default=None, metavar="PARAMETER",
+                         help="the value of PARAMETER at which the exact plan changes (default: the kind's, e.g. the "
+                              "second-cheapest GPU type's price), repeatable")
+    explain.add_argument("--within", type=float, default=5.0, metavar="PCT",
+                         help="near-optimal alternatives: flag those within PCT %% of the optimum (default 5)")
+    explain.add_argument("--no-alternatives", action="store_true", help="skip the near-optimal alternatives (each is an exact solve)")
+    solver_options(explain)
+    explain.add_argument("--plot", default=None, metavar="PNG", help="write the curves as a PNG (needs the plot extra)")
 
     sweep = instance_command(
         "sweep", "a scenario study: solve the instance for every combination of swept field values, one tidy table of results",

@@ -97,6 +97,23 @@ def gap_command(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.has_feasible_plan else EXIT_INFEASIBLE
 
 
+def explain_command(args: argparse.Namespace) -> int:
+    """``optfleet explain FILE``: optfleet/sensitivity (every option is checked before any solve)."""
+    from optfleet.sensitivity import report
+    from optfleet.sensitivity.api import explain
+
+    if args.plot is not None:
+        png_file("--plot", args.plot)
+        if not args.curve:
+            raise InputError("--plot", args.plot, "plots the curves: give at least one --curve")
+    result = explain(args.file, curves=args.curve, break_even_of=args.break_even, within_pct=args.within, near_optimal=not args.no_alternatives,
+                     progress=progress_display("explain", quiet=args.quiet), **overrides(args))
+    print(dump(report.to_dict(result)) if args.json else report.text(result))
+    if args.plot is not None:
+        report.plot(result, Path(args.plot))
+    return EXIT_OK
+
+
 def methods_option(value: str | None) -> list[str] | None:
     """``--methods M1,M2``: the names (None when not given; naming none is refused)."""
     if value is None:
@@ -287,6 +304,7 @@ def _compress_summary(path: str, result: Any, kept: Any) -> str:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "solve": solve_command,
     "gap": gap_command,
+    "explain": explain_command,
     "sweep": sweep_command,
     "plot": plot_command,
     "validate": validate_command,

@@ -25,7 +25,14 @@ from numpy.typing import NDArray
 from optfleet.queueing.erlang import erlang_c
 from optfleet.queueing.kimura import wait_quantile_s
 
-CAP_WAIT_PROBABILITY = 0.01  # Erlang C at or below this: Kimura's W99 is 0
+CAP_WAIT_PROBABILITY = 0.01  # Erlang C at or below this: Kimura's W99 is 0 (at quantile q: the tail 1 - q, tail_probability)
+
+
+def tail_probability(quantile: float) -> float:
+    """``1 - q``, rounded to 12 decimals so that P99 gives exactly ``CAP_WAIT_PROBABILITY`` (0.01, not 1 - 0.99 in
+    floating point): Kimura's ``W_q = 0`` when Erlang C is at or below it; the paper rule's floor allows this share of a
+    pool's traffic above its level."""
+    return round(1.0 - quantile, 12)
 TABLE_MARGIN = 1e-6  # relative; below the wait limit only (see erlang_tables)
 BISECTION_STEPS = 60
 
@@ -39,17 +46,20 @@ class TableShape(Protocol):
     table_instances: int
 
 
-def wait_free_gpus(slots_per_instance: int, rho_max: float) -> int:
-    """``N``: the fewest GPUs (at least 1) whose pool, loaded to ``rho_max``, has Erlang C <= 0.01 (W99 = 0)."""
+def wait_free_gpus(slots_per_instance: int, rho_max: float, quantile: float = 0.99) -> int:
+    """``N``: the fewest GPUs (at least 1) whose pool, loaded to ``rho_max``, has Erlang C <= ``1 - quantile`` (0.01 at
+    P99: W99 = 0)."""
     gpus = 1
-    while float(erlang_c(gpus * slots_per_instance, rho_max * gpus * slots_per_instance)) > CAP_WAIT_PROBABILITY:
+    tail = tail_probability(quantile)
+    while float(erlang_c(gpus * slots_per_instance, rho_max * gpus * slots_per_instance)) > tail:
         gpus += 1
     return gpus
 
 
-def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], slo_ms: float, rho_max: float) -> list[NDArray[np.float64]]:
+def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], slo_ms: float, rho_max: float,
+                  quantile: float = 0.99) -> list[NDArray[np.float64]]:
     """Per pool j, ``a_max[n, m]`` for ``n < N_j`` GPUs and floor level ``m``: the largest load meeting
-    ``W99 <= SLO - f_jm`` (``f_jm = level_floors_ms[m]``) at ``R_j = ratio_ms[j]`` (bisection, all pools at once), capped at
+    ``W_q <= SLO - f_jm`` (Kimura's wait at ``quantile``, W99 by default) (``f_jm = level_floors_ms[m]``) at ``R_j = ratio_ms[j]`` (bisection, all pools at once), capped at
     ``rho_max n s_j`` and less a relative ``TABLE_MARGIN`` where the wait limit (not the cap) decides.
     """
     if not options:
@@ -61,10 +71,10 @@ def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], 
     mean_s = np.concatenate([np.full(o.table_instances * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
     lo = np.zeros_like(servers)
     hi = rho_max * servers
-    ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0) <= budget_s
+    ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0, quantile) <= budget_s
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        ok = wait_quantile_s(servers, mid, mean_s, 0.0) <= budget_s
+        ok = wait_quantile_s(servers, mid, mean_s, 0.0, quantile) <= budget_s
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     # Loads strictly inside the wait limit keep a relative margin for the MILP solver's feasibility

@@ -53,12 +53,13 @@ def pool_is_feasible(
     service_scv: ArrayLike,
     wait_budget_s: ArrayLike,
     rho_max: float,
+    quantile: float = 0.99,
 ) -> NDArray[np.bool_]:
-    """Both feasibility conditions of the module docstring for ``n = gpus``."""
+    """Both feasibility conditions of the module docstring for ``n = gpus`` (the wait at ``quantile``)."""
     c = np.asarray(gpus, dtype=np.float64) * np.asarray(slots_per_instance, dtype=np.float64)
     a = np.asarray(load_erlangs, dtype=np.float64)
     cap_ok = a <= rho_max * c * (1.0 + RELATIVE_TOLERANCE)
-    wait_ok = wait_quantile_s(c, a, mean_service_s, service_scv) <= np.asarray(wait_budget_s)
+    wait_ok = wait_quantile_s(c, a, mean_service_s, service_scv, quantile) <= np.asarray(wait_budget_s)
     return (cap_ok & wait_ok & (np.asarray(wait_budget_s) > 0)) | (a <= 0)
 
 
@@ -69,8 +70,9 @@ def min_instances(
     service_scv: ArrayLike,
     wait_budget_s: ArrayLike,
     rho_max: float,
+    quantile: float = 0.99,
 ) -> NDArray[np.int64]:
-    """Smallest ``n`` meeting the cap and the wait budget (``-1`` where none exists).
+    """Smallest ``n`` meeting the cap and the wait budget at ``quantile`` (``-1`` where none exists).
 
     A pool with zero load needs 0 GPUs.
     """
@@ -79,7 +81,7 @@ def min_instances(
     )
 
     def feasible(n: NDArray[np.int64]) -> NDArray[np.bool_]:
-        return pool_is_feasible(n, a, n_max, es, scv, budget, rho_max)
+        return pool_is_feasible(n, a, n_max, es, scv, budget, rho_max, quantile)
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         countable = (a <= 0) | (a / (rho_max * n_max) <= MAX_GPUS)

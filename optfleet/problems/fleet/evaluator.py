@@ -120,7 +120,7 @@ def evaluate(problem: FleetProblem, plan: Plan) -> FleetEvaluation:
     pools = []
     for pool_plan, served in zip(plan.pools, traffic, strict=True):
         config = problem.pool(pool_plan.window_tokens, pool_plan.gpu)
-        stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule)
+        stats = pool_stats(config, served.l_in, served.l_out, served.weight, problem.ttft_rule, problem.ttft_quantile)
         pools.append(_pool_metrics(problem, pool_plan.name, pool_plan.instances, config, stats, served.compressed_share))
     return FleetEvaluation(plan=plan, pools=tuple(pools), ttft_slo_ms=problem.ttft_p99_ms, rho_max=problem.rho_max, ttft_rule=problem.ttft_rule)
 
@@ -202,11 +202,11 @@ def _pool_metrics(problem: FleetProblem, name: str, instances: int, config: Pool
     targets = problem.tpot_targets
     tpot_need = int(targets.min_instances(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms))
     need = int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, slots_per_instance, problem.ttft_p99_ms,
-                          problem.rho_max, tpot_need))
+                          problem.rho_max, tpot_need, problem.ttft_quantile))
     if servers > 0:
         utilisation = load / servers
         prob_wait = float(erlang_c(servers, load))
-        wait_ms = float(wait_quantile_s(servers, load, stats.mean_service_ms / 1000.0, stats.service_scv)) * 1000.0
+        wait_ms = float(wait_quantile_s(servers, load, stats.mean_service_ms / 1000.0, stats.service_scv, problem.ttft_quantile)) * 1000.0
     else:
         utilisation, prob_wait, wait_ms = (0.0, 0.0, 0.0) if load == 0 else (np.inf, 1.0, np.inf)
     ttft = wait_ms + stats.ttft_floor_ms if stats.share > 0 else 0.0

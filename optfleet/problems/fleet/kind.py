@@ -220,7 +220,7 @@ def describe(problem: FleetProblem) -> str:
         f"mean L_total {mix.mean_total_tokens():,.0f}, max {mix.max_total_tokens:,} tokens",
         f"  hardware: {long_pool.gpu}, {long_pool.slots_per_instance} slots per {_unit(problem)} at the long window {problem.long_window_tokens}, "
         f"${long_pool.cost_per_instance_hour:g}/{_unit(problem)}-hour",
-        f"  SLO: P99 TTFT {significant(problem.ttft_p99_ms, 6)} ms (rule {problem.ttft_rule}, service model {problem.service_model}), rho_max {problem.rho_max:g}",
+        f"  SLO: P{100 * problem.ttft_quantile:g} TTFT {significant(problem.ttft_p99_ms, 6)} ms (rule {problem.ttft_rule}, service model {problem.service_model}), rho_max {problem.rho_max:g}",
         f"  sweep: {len(problem.boundary_candidates)} boundaries x {len(problem.gammas)} gammas; "
         f"boundaries {', '.join(str(b) for b in problem.boundary_candidates)}",
         f"  solve: method {problem.method}, MILP routing {problem.milp_routing}, K = {problem.max_pools}, solver {problem.solver}",
@@ -255,4 +255,5 @@ KIND = ProblemKind(
     simulate=lazy("optfleet.problems.fleet.simulate.outcome", "simulate_instance"),
     gap_summary=gap_summary,
     solve_files=lazy(REPORT, "solve_files"),
+    explain=lazy("optfleet.problems.fleet.explain", "explainer"),
 )

@@ -66,6 +66,7 @@ from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.queueing import erlang_tables
+from optfleet.queueing.load_limits import tail_probability
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import solve_cases
 from optfleet.solvers.report import OPTIMAL, TIME_LIMIT, UNPROVEN, relative_gap
@@ -490,6 +491,17 @@ def _build(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, ratio
     return model
 
 
+def plan_model(problem: FleetProblem, result: MilpResult) -> tuple[pyo.ConcreteModel, SolveReport]:
+    """The model ``result``'s plan was solved in (tables at ``result.ratio_ms``, the instance's constraints), holding
+    that plan: every pool option's count and opening fixed at the plan's, the rest (routing, floor levels, count
+    binaries) solved again.  What sensitivity analysis reads (optfleet/problems/fleet/explain.py).  The report is
+    not optimal when the plan does not fit that model (a plan taken from the relaxation, see the module docstring)."""
+    data = prepare_milp_data(problem)
+    model = _build(problem, data, gpu_bounds(data, problem.constraints), result.ratio_ms, routing=problem.milp_routing, max_pools=problem.max_pools, customize=None)
+    fleet_model.fix_plan_counts(model, result.plan)
+    return model, solve(model, solver="highs", time_limit=problem.time_limit_s, mip_gap=problem.mip_gap)
+
+
 def _runner(model: pyo.ConcreteModel, solver: str, customize: Callable[[pyo.ConcreteModel], None] | None) -> Callable[..., SolveReport]:
     """How ``model`` is solved: case by case over its open pool sets with HiGHS when it can be (``open_set_cases``),
     else whole."""
@@ -584,7 +596,7 @@ def _meets_tables(model: pyo.ConcreteModel, ratio_ms: np.ndarray, tabled: list[i
     wait row (7) of its lowest floor level (the solution with that level is as cheap), within the solver's
     feasibility tolerance; R_j does not enter the other rows."""
     data, problem = model.data, model.data.problem
-    tables = erlang_tables(tuple(data.pools[j] for j in tabled), ratio_ms[tabled], problem.ttft_p99_ms, problem.rho_max)
+    tables = erlang_tables(tuple(data.pools[j] for j in tabled), ratio_ms[tabled], problem.ttft_p99_ms, problem.rho_max, problem.ttft_quantile)
     for j, table in zip(tabled, tables, strict=True):
         level = fleet_model.lowest_floor_level(data, j, *fleet_model.pool_shares(model, j))
         gpus = int(round(pyo.value(model.n[j])))
@@ -691,7 +703,7 @@ def _stranded_class(data: FleetMilpData) -> str | None:
 def _floor_tail(data: FleetMilpData) -> str | None:
     """The traffic whose prefill floor exceeds the SLO on every pool option that holds it, in words, when it is more
     than the 1 % tail a P99 allows (each pool may have 1 % of its traffic above its top floor level, so all pools
-    together 1 % of all traffic); None otherwise.  Per class the least such share over the usable options holding
+    together 1 % of all traffic; ``1 - q`` at the percentile q of ``slo.ttft_percentile``); None otherwise.  Per class the least such share over the usable options holding
     it, compressed service counted for the compressible share ``p_c`` of the band.  Always None under the fleetsim
     rule, whose floor is a pool mean: other traffic can dilute any class."""
     if data.problem.ttft_rule == "fleetsim":
@@ -705,12 +717,13 @@ def _floor_tail(data: FleetMilpData) -> str | None:
     tail = (1 - pc) * plain + pc * np.minimum(plain, compressed) if pc > 0 else plain
     tail = np.where(np.isfinite(tail), tail, data.mass)  # a class no usable option holds is all tail
     total = float(data.mass.sum())
-    if tail.sum() <= 0.01 * total * (1 + 1e-9):
+    if tail.sum() <= tail_probability(data.problem.ttft_quantile) * total * (1 + 1e-9):
         return None
     worst = int(np.argmax(tail))
     return (f"{100 * tail.sum() / total:.2f} % of the traffic has a prefill floor above the SLO of {data.problem.ttft_p99_ms:g} ms on "
             f"every pool option that holds it (most of it requests of {int(data.class_total_above[worst]) + 1:,}-"
-            f"{int(data.class_total_to[worst]):,} tokens), more than the 1 % a P99 leaves out")
+            f"{int(data.class_total_to[worst]):,} tokens), more than the {100 * tail_probability(data.problem.ttft_quantile):g} % "
+            f"a P{100 * data.problem.ttft_quantile:g} leaves out")
 
 
 CHEAP_RESOLVE_S = 10.0

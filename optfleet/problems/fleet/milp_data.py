@@ -77,6 +77,7 @@ from optfleet.problems.fleet.batching_pool import cap_seconds_per_request
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import RELATIVE_TOLERANCE, wait_free_gpus
+from optfleet.queueing.load_limits import tail_probability
 
 
 @dataclass(frozen=True)
@@ -368,7 +369,7 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
             return tuple((m + 1) * step for m in range(levels)), np.full(levels, 0.01)
         floors = cfg.chunk_floor_ms(np.arange(k_max + 1))
         kept = floors[floors <= slo * (1 + RELATIVE_TOLERANCE)]
-        return tuple(float(f) for f in kept), np.full(len(kept), 0.01)
+        return tuple(float(f) for f in kept), np.full(len(kept), tail_probability(problem.ttft_quantile))
     tops = np.minimum(1.0 + np.arange(int(np.ceil((k_max - 1) * resolution)) + 1) / resolution, k_max)
     bottoms = np.concatenate(([1.0], tops[:-1]))
     if floor_bound == "relaxation":
@@ -381,5 +382,5 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
 def _pool_option(problem: FleetProblem, name: str, factory: PoolFactory, window: int, cfg: PoolConfig,
                  floors_ms: tuple[float, ...]) -> PoolOption:
     slots = cfg.slots_per_instance
-    return PoolOption(name, window, slots, cfg.cost_per_instance_hour, floors_ms, wait_free_gpus(slots, problem.rho_max),
+    return PoolOption(name, window, slots, cfg.cost_per_instance_hour, floors_ms, wait_free_gpus(slots, problem.rho_max, problem.ttft_quantile),
                       factory.label, factory.gpu_name, factory.tp)

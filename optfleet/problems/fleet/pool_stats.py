@@ -65,8 +65,9 @@ def weighted_quantile_index(values_sorted_weights: NDArray[np.float64], total: f
     return int(np.searchsorted(cumulative, quantile * total * (1.0 - _QUANTILE_TOLERANCE), side="left"))
 
 
-def pool_stats(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike, ttft_rule: str) -> PoolStats:
-    """Exact :class:`PoolStats` of the weighted atoms ``(l_in, l_out, weight)`` served by ``config``."""
+def pool_stats(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike, ttft_rule: str, quantile: float = QUANTILE) -> PoolStats:
+    """Exact :class:`PoolStats` of the weighted atoms ``(l_in, l_out, weight)`` served by ``config`` (the paper rule's
+    floor at ``quantile``: P99 unless the instance sets ``slo.ttft_percentile``)."""
     weight = np.asarray(weight, dtype=np.float64)
     share = float(weight.sum())
     if share <= 0:
@@ -82,7 +83,7 @@ def pool_stats(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, weight: Ar
     iteration = config.iteration_ms(np.asarray(l_in) + np.asarray(l_out))
     floor = config.first_token_ms(l_in, l_out)
     order = np.argsort(floor, kind="stable")
-    at = order[weighted_quantile_index(weight[order], share)]
+    at = order[weighted_quantile_index(weight[order], share, quantile)]
     compute = float(np.dot(weight, config.prefill_compute_ms(l_in)) / share)
     return PoolStats(share, mean, scv, float(floor[at] - iteration[at]), float(iteration[at]), compute)
 
@@ -96,6 +97,7 @@ def size_pools(
     ttft_p99_ms: float,
     rho_max: float,
     tpot_gpus: ArrayLike | None = None,
+    quantile: float = QUANTILE,
 ) -> NDArray[np.int64]:
     """Minimum GPUs per pool (vectorised); ``-1`` where the TTFT floor alone breaks the SLO.  ``tpot_gpus`` is
     :meth:`TpotTargets.min_instances` (the feasible counts of both are up-sets of ``n``: the least count meeting both is
@@ -103,7 +105,7 @@ def size_pools(
     rate = np.asarray(rate_rps, dtype=np.float64)
     mean_s = np.asarray(mean_service_ms, dtype=np.float64) / 1000.0
     budget_s = (ttft_p99_ms - np.asarray(ttft_floor_ms, dtype=np.float64)) / 1000.0
-    need = min_instances(rate * mean_s, slots_per_instance, mean_s, service_scv, budget_s, rho_max)
+    need = min_instances(rate * mean_s, slots_per_instance, mean_s, service_scv, budget_s, rho_max, quantile)
     if tpot_gpus is None:
         return need
     tpot = np.asarray(tpot_gpus, dtype=np.int64)

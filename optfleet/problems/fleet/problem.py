@@ -56,6 +56,8 @@ class FleetProblem:
     ttft_rule: str
     hardware: "PoolFactory"
     preset: str = ENGINE_PRESET
+    ttft_quantile: float = 0.99
+    """The percentile ``ttft_p99_ms`` holds at (``slo.ttft_percentile``): 0.99 unless set."""
     tpot_p50_ms: float | None = None
     tpot_p90_ms: float | None = None
     tpot_p99_ms: float | None = None
@@ -304,6 +306,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         ttft_p99_ms=spec.slo.ttft_p99_ms,
         rho_max=spec.slo.rho_max,
         ttft_rule=spec.slo.ttft_rule,
+        ttft_quantile=spec.slo.ttft_percentile,
         hardware=hardware,
         preset=spec.preset,
         tpot_p50_ms=spec.slo.tpot_p50_ms,

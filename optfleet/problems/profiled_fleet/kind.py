@@ -121,4 +121,5 @@ KIND = ProblemKind(
     result_json=result_json,
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
     gap_summary=gap_summary,
+    explain=lazy("optfleet.problems.profiled_fleet.explain", "explainer"),
 )

@@ -208,4 +208,5 @@ KIND = ProblemKind(
     overrides=SOLVE_BLOCK_OVERRIDES,
     solve_files=lazy(REPORT, "solve_files"),
     plot=lazy("optfleet.problems.reserved.plot", "plot_gap"),
+    explain=lazy("optfleet.problems.reserved.explain", "explainer"),
 )

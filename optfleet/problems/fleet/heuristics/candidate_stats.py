@@ -107,10 +107,10 @@ def _stats(moments: tuple[NDArray, NDArray, NDArray, NDArray], floor: NDArray[np
     return CandidateStats(share, mean, scv, floor, prefill)
 
 
-def _quantile_chunks(hist: NDArray[np.float64], share: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Lower 0.99-quantile of k from histograms (rows = candidates, columns = k)."""
+def _quantile_chunks(hist: NDArray[np.float64], share: NDArray[np.float64], quantile: float = QUANTILE) -> NDArray[np.int64]:
+    """Lower ``quantile`` of k (0.99 unless ``slo.ttft_percentile`` sets it) from histograms (rows = candidates, columns = k)."""
     cumulative = np.cumsum(hist, axis=1)
-    target = (QUANTILE * share * (1.0 - 1e-9))[:, None]
+    target = (quantile * share * (1.0 - 1e-9))[:, None]
     return np.argmax(cumulative >= target, axis=1)
 
 
@@ -245,14 +245,14 @@ class CandidateTables:
             return mean_k * (w + h)
         if hist is None or self.scaled:
             return None
-        chunks = _quantile_chunks(hist, share)
+        chunks = _quantile_chunks(hist, share, self.problem.ttft_quantile)
         floors = np.array([float(pool.chunk_floor_ms(m)) for pool, m in zip(pools, chunks, strict=True)])
         return np.where(share > 0, floors, 0.0)
 
     def _exact_floor(self, plan: Plan) -> list[float]:
         traffic = route(self.problem.mix, plan, self.problem.compressible_fraction)
         return [
-            pool_stats(self.problem.pool(p.window_tokens), t.l_in, t.l_out, t.weight, self.problem.ttft_rule).ttft_floor_ms
+            pool_stats(self.problem.pool(p.window_tokens), t.l_in, t.l_out, t.weight, self.problem.ttft_rule, self.problem.ttft_quantile).ttft_floor_ms
             for p, t in zip(plan.pools, traffic, strict=True)
         ]
 

@@ -82,7 +82,7 @@ def _size(problem: FleetProblem, stats: CandidateStats, pools: list[PoolConfig])
     tpot = problem.tpot_targets.min_instances(rate, stats.mean_prefill_compute_ms, np.array([p.window_step_ms for p in pools]),
                                          np.array([p.tpot_bound_ms for p in pools])) if problem.tpot_targets.any else None
     return size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, np.array([p.slots_per_instance for p in pools]),
-                      problem.ttft_p99_ms, problem.rho_max, tpot)
+                      problem.ttft_p99_ms, problem.rho_max, tpot, problem.ttft_quantile)
 
 
 def _size_batching(problem: FleetProblem, boundaries: np.ndarray, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,79 @@
+"""Benchmark: a 10-point parametric curve of ``optfleet explain`` against 10 times one exact solve, in one run.
+
+For each case the exact method is solved once on the instance (its time is the median of ``--repeats`` runs), then
+the curve ``rate_growth`` at 10 values from 1.0 to 1.5 is computed (optfleet/sensitivity/run.py ``curve``: one
+exact re-solve per value, each with the kind's own warm start).  The ratio column is
+
+    curve seconds / (10 x one solve's seconds)
+
+so the issue's target "a 10-point curve takes at most 10x one solve" holds when it is at most 1.  The curve's points
+carry more traffic than the instance (up to 1.5x), which can make their solves slower than the instance's.
+
+Writes benchmarks/out/ (benchmarks/results/ with --publish): explain.json and explain.md.
+Run: python benchmarks/bench_explain.py [--repeats 3] [--publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from output import add_output_option, output_folder, write_results
+
+from optfleet import api
+from optfleet.sensitivity.api import explainer_of
+from optfleet.sensitivity.run import curve, parse_curve
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = (
+    "instances/fleet/toy_hetero.yaml",
+    "instances/fleet/azure_2023.yaml",
+    "instances/fleet/azure_2023_catalog.yaml",
+    "instances/profiled/melange_example.yaml",
+    "instances/reserved/tiny.yaml",
+    "instances/reserved/azure_2023_flash.yaml",
+)
+POINTS = 10
+CURVE = f"rate_growth=1:1.5:{POINTS}"
+
+
+def measure(path: str, repeats: int) -> dict:
+    loaded = api.load(ROOT / path)
+    explainer = explainer_of(loaded)
+    subject = loaded.problem if explainer.subject is None else explainer.subject
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        base = explainer.solve(subject)
+        times.append(time.perf_counter() - start)
+    one = statistics.median(times)
+    start = time.perf_counter()
+    frame = curve(explainer, subject, parse_curve(CURVE, explainer), base)
+    seconds = time.perf_counter() - start
+    return {"instance": path, "kind": loaded.kind.name, "one_solve_s": one, "curve_s": seconds, "points": POINTS,
+            "ratio_to_10_solves": seconds / (POINTS * one), "plan_changes": int(frame["plan_changes"].sum()),
+            "objective_from": float(frame["objective"].iloc[0]), "objective_to": float(frame["objective"].iloc[-1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    add_output_option(parser)
+    args = parser.parse_args()
+    rows = []
+    for path in CASES:
+        row = measure(path, args.repeats)
+        rows.append(row)
+        print(f"{path}: one solve {row['one_solve_s']:.3f} s, {POINTS}-point curve {row['curve_s']:.2f} s, "
+              f"ratio to {POINTS} solves {row['ratio_to_10_solves']:.2f}, plan changes {row['plan_changes']}")
+    columns = ("instance", "kind", "one solve (s)", f"{POINTS}-point curve (s)", f"curve / ({POINTS} x one solve)", "plan changes",
+               "objective at 1.0x", "at 1.5x")
+    table = [(r["instance"], r["kind"], f"{r['one_solve_s']:.3f}", f"{r['curve_s']:.2f}", f"{r['ratio_to_10_solves']:.2f}",
+              str(r["plan_changes"]), f"{r['objective_from']:,.2f}", f"{r['objective_to']:,.2f}") for r in rows]
+    write_results(output_folder(args), "explain", {"curve": CURVE, "rows": rows}, columns, table)
+
+
+if __name__ == "__main__":
+    main()

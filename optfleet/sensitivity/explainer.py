@@ -1,0 +1,77 @@
+"""What a problem kind declares so that ``optfleet explain`` can analyse its exact method (the registry's ``explain``).
+
+A kind's ``explain(problem) -> Explainer`` hook returns:
+
+* ``solve(problem) -> Solved``: its exact method on a (possibly changed) problem: objective, status and a label of
+  the plan that two plans share exactly when they are the same plan (the parametric curves mark where it changes);
+* ``analyse(problem, solved) -> dict[str, DataFrame]``: the tables read off the solved model: ``binding`` (each
+  constraint of the plan with its slack), ``shadow_prices`` (LP duals of the fixed-integer LP, with their bound
+  ranges) and ``price_ranges`` (objective-coefficient ranges), with ``notes`` saying what the numbers hold for;
+* ``parameters``: what a curve or a break-even may vary (:class:`Parameter`), by name;
+* ``break_even``: the parameters whose break-even value the report shows by default;
+* ``alternatives(problem, solved) -> [(label, problem)]``: restrictions a planner names (no GPU of type T, one pool
+  fewer), each solved exactly to find near-optimal plans;
+* ``default_curves``: curves the report shows unasked (e.g. ``percentile=0.95,0.99``: the cost of P95 -> P99);
+* ``subject`` (optional): what the hooks take as ``problem`` when it is not the prepared problem itself (e.g. the
+  reserved kind's question: the problem and the percentile asked).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Solved:
+    """One exact solve: the objective (None without a plan), the solver status, the plan's label, the kind's own result."""
+
+    objective: float | None
+    status: str
+    plan: str
+    detail: Any = None
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A number of the instance a curve may vary: its name, unit, meaning, its value in the instance, and
+    ``apply(problem, value) -> problem`` with that value; ``low``/``high`` bound the values that make sense (open
+    interval when ``open_interval``)."""
+
+    name: str
+    unit: str
+    meaning: str
+    current: float
+    apply: Callable[[Any, float], Any]
+    low: float = 0.0
+    high: float = float("inf")
+    open_interval: bool = True
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` is in the parameter's domain: ``(low, high)``, or ``(low, high]`` without ``open_interval``."""
+        inside = self.low < value < self.high if self.open_interval else self.low < value <= self.high
+        return math.isfinite(value) and inside
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The tables read off one solved model (module docstring) and notes on what they hold for."""
+
+    tables: Mapping[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Explainer:
+    """One kind's sensitivity hooks (module docstring)."""
+
+    objective_unit: str
+    solve: Callable[[Any], Solved]
+    analyse: Callable[[Any, Solved], Analysis]
+    parameters: Mapping[str, Parameter]
+    alternatives: Callable[[Any, Solved], list[tuple[str, Any]]]
+    break_even: tuple[str, ...] = field(default=())
+    default_curves: tuple[str, ...] = field(default=())
+    subject: Any = None

@@ -1,0 +1,167 @@
+"""``optfleet explain``: sensitivity of a kind's exact plan, generic over the kinds' :class:`Explainer` hooks.
+
+For the instance's exact plan it reports the kind's analysis (binding rows with slack, shadow prices, price
+ranges: optfleet/sensitivity/explainer.py) and, by re-solving the exact method on changed instances:
+
+* **curves**: the optimum at each value of a parameter (``--curve rate_growth=1:1.5:6``), with ``plan_changes``
+  marking the values whose plan differs from the previous value's;
+* **break-even**: for a parameter (by default the kind's, e.g. the fleet's second-cheapest GPU type's price), the
+  value at which the optimal plan stops being the instance's.  The parameter is moved up from its current value by
+  the factors ``SCAN_FACTORS`` until the plan changes (then down by their inverses, if it never does), and the change
+  is bracketed by ``BISECTIONS`` halvings; ``break_even`` is the bracket's end where the plan differs (the first value
+  seen with another plan), ``low`` the end with the instance's plan (named for the upward case; downward it is the
+  larger).  No change over the whole scan is reported as a note.
+  (Plans are compared by the kind's label; between two probes the plan may change and change back unseen.)
+* **alternatives**: the kind's named restrictions (no GPU of type T, one pool fewer), each solved exactly, with
+  its cost over the optimum in percent and whether that is within ``within_pct``.
+
+Each re-solve is a full exact solve of the changed instance (the kind's own warm start, e.g. the fleet's sweep
+plan, applies); benchmarks/bench_explain.py measures a 10-point curve against one solve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from optfleet.errors import InputError
+from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.progress import Progress, silent
+
+SCAN_FACTORS = (1.1, 1.25, 1.5, 2.0, 3.0, 5.0)
+BISECTIONS = 6
+DEFAULT_WITHIN_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class CurveRequest:
+    """A curve over ``parameter`` at ``values`` (parsed and checked by :func:`parse_curve`)."""
+
+    parameter: str
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ExplainResult:
+    """Everything ``explain`` found: the base solve, the kind's analysis, curves, break-evens and alternatives."""
+
+    instance: str
+    kind: str
+    objective_unit: str
+    base: Solved
+    analysis: Analysis
+    curves: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    break_even: pd.DataFrame | None = None
+    alternatives: pd.DataFrame | None = None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table by name (``binding``, ``shadow_prices``, ``price_ranges``, ``curve:<parameter>``,
+        ``break_even``, ``alternatives``)."""
+        found = dict(self.analysis.tables)
+        found.update({f"curve:{name}": frame for name, frame in self.curves.items()})
+        if self.break_even is not None:
+            found["break_even"] = self.break_even
+        if self.alternatives is not None:
+            found["alternatives"] = self.alternatives
+        return found
+
+
+def parse_curve(text: str, explainer: Explainer, option: str = "--curve") -> CurveRequest:
+    """``PARAMETER=START:STOP:N`` (N >= 2 values from START to STOP, evenly spaced) or ``PARAMETER=V1,V2,...``.
+    An unknown parameter, an empty range or a value outside the parameter's domain is an InputError naming ``option``."""
+    name, sep, spec = text.partition("=")
+    name = name.strip()
+    if not sep or not spec.strip():
+        raise InputError(option, text, "give PARAMETER=START:STOP:N or PARAMETER=V1,V2,...")
+    if name not in explainer.parameters:
+        raise InputError(option, text, f"this kind has no parameter {name!r}; known: {', '.join(explainer.parameters)}")
+    try:
+        if ":" in spec:
+            start, stop, count = spec.split(":")
+            n = int(count)
+            if n < 2 or not float(start) < float(stop):
+                raise InputError(option, text, "empty range: give START < STOP and N >= 2 values")
+            values = tuple(float(v) for v in np.linspace(float(start), float(stop), n))
+        else:
+            values = tuple(float(v) for v in spec.split(","))
+    except ValueError:
+        raise InputError(option, text, "values must be numbers: PARAMETER=START:STOP:N or PARAMETER=V1,V2,...") from None
+    check_values(explainer.parameters[name], values, option, text)
+    return CurveRequest(name, values)
+
+
+def check_values(parameter: Parameter, values: Sequence[float], option: str, text: Any) -> None:
+    """Every value within the parameter's domain (e.g. a percentile in (0, 1)): an InputError naming ``option`` otherwise."""
+    for value in values:
+        if not parameter.holds(value):
+            brackets = "(" + f"{parameter.low:g}, {parameter.high:g}" + (")" if parameter.open_interval else "]")
+            raise InputError(option, text, f"{parameter.name} = {value:g} is outside {brackets}")
+
+
+def curve(explainer: Explainer, problem: Any, request: CurveRequest, base: Solved, progress: Progress = silent) -> pd.DataFrame:
+    """The optimum at each value of the request's parameter; ``plan_changes`` is True where the plan differs from the
+    previous value's (the first value: from the instance's plan)."""
+    parameter = explainer.parameters[request.parameter]
+    records, previous = [], base.plan
+    for i, value in enumerate(request.values):
+        progress(f"curve {parameter.name}", i, len(request.values))
+        solved = explainer.solve(parameter.apply(problem, value))
+        records.append({parameter.name: value, "objective": solved.objective, "status": solved.status, "plan": solved.plan,
+                        "plan_changes": solved.plan != previous})
+        previous = solved.plan
+    return pd.DataFrame(records)
+
+
+def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: Solved, progress: Progress = silent) -> pd.DataFrame:
+    """The break-even value of each parameter of ``names`` (module docstring), one row each."""
+    records = []
+    for name in names:
+        parameter = explainer.parameters[name]
+        progress(f"break-even {name}", 0, 1)
+        low = high = other = None
+        for factors in (SCAN_FACTORS, tuple(1 / f for f in SCAN_FACTORS)):  # up first, then down
+            low = parameter.current
+            for factor in factors:
+                value = parameter.current * factor
+                if not parameter.holds(value):
+                    break  # the scan leaves the parameter's domain (e.g. rho_max above 1)
+                solved = explainer.solve(parameter.apply(problem, value))
+                if solved.plan != base.plan:
+                    high, other = value, solved
+                    break
+                low = value
+            if high is not None:
+                break
+        if high is not None:
+            for _ in range(BISECTIONS):
+                middle = (low + high) / 2
+                solved = explainer.solve(parameter.apply(problem, middle))
+                if solved.plan != base.plan:
+                    high, other = middle, solved
+                else:
+                    low = middle
+        records.append({"parameter": name, "unit": parameter.unit, "current": parameter.current, "low": low, "break_even": high,
+                        "change_pct": None if high is None else 100 * (high / parameter.current - 1),
+                        "plan_there": None if other is None else other.plan,
+                        "objective_there": None if other is None else other.objective,
+                        "note": "" if high is not None else (f"the plan stays from {parameter.current / SCAN_FACTORS[-1]:g} "
+                                                             f"to {parameter.current * SCAN_FACTORS[-1]:g}")})
+    return pd.DataFrame(records)
+
+
+def alternatives(explainer: Explainer, problem: Any, base: Solved, within_pct: float, progress: Progress = silent) -> pd.DataFrame:
+    """Each named restriction of the kind solved exactly: its objective, its excess over the optimum in percent and
+    whether that is within ``within_pct``."""
+    records = []
+    named = explainer.alternatives(problem, base)
+    for i, (label, restricted) in enumerate(named):
+        progress(f"alternative {label}", i, len(named))
+        solved = explainer.solve(restricted)
+        excess = None if solved.objective is None or not base.objective else 100 * (solved.objective / base.objective - 1)
+        records.append({"alternative": label, "objective": solved.objective, "status": solved.status, "over_optimum_pct": excess,
+                        "within": excess is not None and excess <= within_pct + 1e-9, "plan": solved.plan})
+    return pd.DataFrame(records, columns=["alternative", "objective", "status", "over_optimum_pct", "within", "plan"])
