@@ -105,7 +105,7 @@ def parameters(problem: FleetProblem) -> dict[str, Parameter]:
         "rate_growth": Parameter("rate_growth", "x", f"request rate as a multiple of {problem.rate_rps:g} req/s", 1.0,
                                  lambda p, v: replace(p, rate_rps=problem.rate_rps * v)),
         "ttft_ms": Parameter("ttft_ms", "ms", "TTFT target (slo.ttft_p99_ms)", problem.ttft_p99_ms, lambda p, v: replace(p, ttft_p99_ms=v)),
-        "percentile": Parameter("percentile", "", "TTFT percentile of the target (slo.ttft_percentile)", problem.ttft_quantile,
+        "percentile": Parameter("percentile", "", "TTFT percentile of the target (P99 in the instance)", problem.ttft_quantile,
                                 lambda p, v: replace(p, ttft_quantile=v), 0.0, 1.0),
         "rho_max": Parameter("rho_max", "", "utilisation cap (slo.rho_max)", problem.rho_max, lambda p, v: replace(p, rho_max=v), 0.0, 1.0,
                              open_interval=False),

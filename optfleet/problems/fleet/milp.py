@@ -703,7 +703,7 @@ def _stranded_class(data: FleetMilpData) -> str | None:
 def _floor_tail(data: FleetMilpData) -> str | None:
     """The traffic whose prefill floor exceeds the SLO on every pool option that holds it, in words, when it is more
     than the 1 % tail a P99 allows (each pool may have 1 % of its traffic above its top floor level, so all pools
-    together 1 % of all traffic; ``1 - q`` at the percentile q of ``slo.ttft_percentile``); None otherwise.  Per class the least such share over the usable options holding
+    together 1 % of all traffic; ``1 - q`` at the problem's percentile ``ttft_quantile``); None otherwise.  Per class the least such share over the usable options holding
     it, compressed service counted for the compressible share ``p_c`` of the band.  Always None under the fleetsim
     rule, whose floor is a pool mean: other traffic can dilute any class."""
     if data.problem.ttft_rule == "fleetsim":

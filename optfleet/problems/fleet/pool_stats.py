@@ -67,7 +67,7 @@ def weighted_quantile_index(values_sorted_weights: NDArray[np.float64], total: f
 
 def pool_stats(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike, ttft_rule: str, quantile: float = QUANTILE) -> PoolStats:
     """Exact :class:`PoolStats` of the weighted atoms ``(l_in, l_out, weight)`` served by ``config`` (the paper rule's
-    floor at ``quantile``: P99 unless the instance sets ``slo.ttft_percentile``)."""
+    floor at ``quantile``: P99 unless explain varies ``ttft_quantile``)."""
     weight = np.asarray(weight, dtype=np.float64)
     share = float(weight.sum())
     if share <= 0:

@@ -57,7 +57,8 @@ class FleetProblem:
     hardware: "PoolFactory"
     preset: str = ENGINE_PRESET
     ttft_quantile: float = 0.99
-    """The percentile ``ttft_p99_ms`` holds at (``slo.ttft_percentile``): 0.99 unless set."""
+    """The percentile the TTFT target holds at: 0.99 for an instance file (its ``slo.ttft_p99_ms``); ``optfleet explain``
+    varies it (the sensitivity's percentile curve), and the evaluator, the sweep and the MILP all read it."""
     tpot_p50_ms: float | None = None
     tpot_p90_ms: float | None = None
     tpot_p99_ms: float | None = None
@@ -306,7 +307,6 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
         ttft_p99_ms=spec.slo.ttft_p99_ms,
         rho_max=spec.slo.rho_max,
         ttft_rule=spec.slo.ttft_rule,
-        ttft_quantile=spec.slo.ttft_percentile,
         hardware=hardware,
         preset=spec.preset,
         tpot_p50_ms=spec.slo.tpot_p50_ms,

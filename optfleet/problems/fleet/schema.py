@@ -425,11 +425,8 @@ class SloSpec(Strict):
     """
 
     ttft_p99_ms: Real = Field(gt=0.0)
-    """Target time to first token at the percentile ``ttft_percentile`` (P99 unless set), in ms."""
-    ttft_percentile: Real = Field(0.99, gt=0.0, lt=1.0)
-    """The TTFT percentile the target holds at, as a probability in (0, 1) (0.95 for P95): the queueing wait's
-    quantile (Kimura), the prefill floor's quantile and the MILP's tables all use it.  Only the slot service model
-    takes a percentile other than 0.99."""
+    """Target P99 time to first token, in ms (``optfleet explain`` prices other percentiles: ``--curve
+    percentile=0.95,0.99``)."""
     tpot_p50_ms: Real | None = Field(None, gt=0.0)
     """Target median time per output token, in ms (optional)."""
     tpot_p90_ms: Real | None = Field(None, gt=0.0)
@@ -449,8 +446,6 @@ class SloSpec(Strict):
     @field_validator("service_model")
     @classmethod
     def _batching_defines_ttft(cls, model: str, info: ValidationInfo) -> str:
-        if model == "batching" and info.data.get("ttft_percentile", 0.99) != 0.99:
-            raise ValueError("the batching service model computes a P99 TTFT only; set slo.ttft_percentile: 0.99 or use service_model: slots")
         if model == "batching" and info.data.get("ttft_rule") == "fleetsim":
             raise ValueError("the batching service model computes its own P99 TTFT (slot wait + in-GPU time to first token); "
                              "it does not take ttft_rule: fleetsim (set slo.ttft_rule: paper; the fleetsim_compatible preset sets "

@@ -108,7 +108,7 @@ def _stats(moments: tuple[NDArray, NDArray, NDArray, NDArray], floor: NDArray[np
 
 
 def _quantile_chunks(hist: NDArray[np.float64], share: NDArray[np.float64], quantile: float = QUANTILE) -> NDArray[np.int64]:
-    """Lower ``quantile`` of k (0.99 unless ``slo.ttft_percentile`` sets it) from histograms (rows = candidates, columns = k)."""
+    """Lower ``quantile`` of k (the problem's ``ttft_quantile``, 0.99 for an instance file) from histograms (rows = candidates, columns = k)."""
     cumulative = np.cumsum(hist, axis=1)
     target = (quantile * share * (1.0 - 1e-9))[:, None]
     return np.argmax(cumulative >= target, axis=1)

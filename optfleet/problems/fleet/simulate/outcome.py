@@ -128,7 +128,7 @@ def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Ma
     if seed < 0:
         raise InputError("--seed", seed, "must be >= 0")
     if problem.ttft_quantile != 0.99:
-        raise InputError("slo.ttft_percentile", problem.ttft_quantile, "the simulator measures and compares P99 figures; simulate at 0.99")
+        raise InputError("ttft_quantile", problem.ttft_quantile, "the simulator measures and compares P99 figures; simulate at 0.99")
     if plan is None:
         results = loaded.kind.run(problem, method or "sweep", progress)
         chosen = results[0]
