@@ -1,0 +1,191 @@
+"""The capacity-plan MILP (kind ``capacity_plan``): GPUs bought per period, reserved / on-demand / spot, shared by
+several models.
+
+Notation (optfleet/problems/capacity_plan/): models ``m``, GPU types ``g``, periods ``t``; ``a[m, g, t] = tp[m, g]
+n[m, g, t]`` the GPUs model ``m`` needs on type ``g`` in period ``t`` (the fleet kind's least instance count at the
+period's rate, capacity.py); ``lambda_m`` the share of a period spent loading the model; prices per GPU-period
+``c^O_g``, ``c^S_g`` and ``c^R_g`` per reservation (``upfront + price x hours x term``, paid in full); ``k_g(s)``
+the spot GPUs counted at the type's confidence when ``s`` are bought (spot.py).
+
+* :func:`add_assignment`: binaries ``y[m, g, t]``, ``sum_g y[m, g, t] = 1`` for every model and period with demand
+  (or a replica floor): each model runs on one type per period; integer instances ``x[m, g, t]`` with
+  ``n[m, g, t] y <= x <= U[m, g] y``, ``U[m, g] = max_t n[m, g, t]`` (a model may keep instances warm through a
+  dip: clipping ``x`` at ``U`` never adds load, so the bound loses no plan);
+* :func:`add_load_charge`: ``l[m, g, t] >= tp[m, g] (x[m, g, t] - x[m, g, t-1])``, ``l >= 0`` (the GPUs that start
+  serving the model; ``x[., ., -1] = 0``);
+* :func:`add_reserved`: integer starts ``r[g, t]``, held ``R[g, t] = sum_{t - term_g < s <= t} r[g, s] <= cap``;
+* :func:`add_on_demand`: integer ``O[g, t]`` in ``[0, cap]``;
+* :func:`add_spot`: the survivor table as a staircase: binaries ``z[g, t, j]`` for ``j = 1..cap_t`` with
+  ``z[j] >= z[j+1]``, spot bought ``S = sum_j z[j]``, counted ``K = sum_j (k(j) - k(j-1)) z[j]``.  Exactly
+  ``k(S)`` at every integer ``S`` (the ``z`` are the first ``S`` steps), with no SOS (HiGHS has none);
+* :func:`add_capacity`: ``sum_m tp x + sum_m lambda_m l <= R + O + K`` per type and period.  Since ``R``, ``O``
+  and ``K`` are integers this is ``ceil(use - R - O) <= k(S)``: the spot GPUs relied on survive with probability
+  at least the confidence (exactly the evaluator's rule; the chance holds per type and period);
+* :func:`add_budget`, :func:`add_gpu_mix`: ``cost <= B``; ``min_share sum_g H <= H_g <= max_share sum_g H``
+  with ``H = R + O + S`` the GPUs held, in every period;
+* objective ``min sum_gt c^R_g r + c^O_g O + c^S_g S``.
+
+Exact for the stated policy space: one GPU type per model per period, spot counted at the binomial quantile, load
+time as a fluid share of a GPU-period (plan.gpus_in_use).  Its optimum equals the least evaluator cost over every
+schedule the evaluator finds feasible (tests/test_capacity_plan.py checks this by brute force).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+
+from optfleet.models.linear import scaled
+from optfleet.problems.capacity_plan.plan import NO_TYPE, Schedule
+from optfleet.problems.capacity_plan.problem import CapacityProblem
+
+
+def build(problem: CapacityProblem, constraints: bool = True) -> pyo.ConcreteModel:
+    """The MILP (module docstring); ``constraints=False`` leaves out the instance's budget and GPU-mix constraints
+    (the infeasibility diagnosis solves without them)."""
+    m = pyo.ConcreteModel(name=f"capacity_plan {problem.name}")
+    m.problem_gpus = problem.table.gpus()
+    add_assignment(m, problem)
+    add_load_charge(m, problem)
+    add_reserved(m, problem)
+    add_on_demand(m, problem)
+    add_spot(m, problem)
+    add_capacity(m, problem)
+    add_cost(m, problem)
+    if constraints:
+        for i, constraint in enumerate(problem.spec.constraints):
+            (add_budget if constraint.kind == "budget" else add_gpu_mix)(m, problem, i)
+    m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
+    return m
+
+
+def add_assignment(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``y[m, g, t]`` and ``sum_g y = 1`` where the model needs GPUs in the period."""
+    a = m.problem_gpus
+    required = [(i, t) for i in range(a.shape[0]) for t in range(a.shape[2]) if (a[i, a[i, :, t] >= 0, t] > 0).any()]
+    m.Y = pyo.Set(initialize=[(i, g, t) for i, t in required for g in range(a.shape[1]) if a[i, g, t] >= 0], dimen=3)
+    m.y = pyo.Var(m.Y, domain=pyo.Binary)
+    m.assign = pyo.Constraint(required, rule=lambda _, i, t: sum(m.y[i, g, t] for g in range(a.shape[1]) if (i, g, t) in m.Y) == 1)
+    n = problem.table.instances
+    most = n.max(axis=2)
+    m.x = pyo.Var(m.Y, domain=pyo.NonNegativeIntegers, bounds=lambda _, i, g, t: (0, int(most[i, g])))
+    m.x_floor = pyo.Constraint(m.Y, rule=lambda _, i, g, t: m.x[i, g, t] >= int(n[i, g, t]) * m.y[i, g, t])
+    m.x_open = pyo.Constraint(m.Y, rule=lambda _, i, g, t: m.x[i, g, t] <= int(most[i, g]) * m.y[i, g, t])
+
+
+def add_load_charge(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``l[m, g, t] >= tp (x[m, g, t] - x[m, g, t-1])`` for models with a load time."""
+    tp, lam = problem.table.tp, problem.load_fraction
+    m.L = pyo.Set(initialize=[key for key in m.Y if lam[key[0]] > 0], dimen=3)
+    m.l = pyo.Var(m.L, domain=pyo.NonNegativeReals)
+
+    def rule(_, i, g, t):
+        previous = [(-float(tp[i, g]), m.x[i, g, t - 1])] if (i, g, t - 1) in m.Y else []
+        return m.l[i, g, t] >= scaled([(float(tp[i, g]), m.x[i, g, t]), *previous])
+
+    m.load_charge = pyo.Constraint(m.L, rule=rule)
+
+
+def add_reserved(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """Starts ``r[g, t]`` and held ``R[g, t]`` (capped)."""
+    types = [g for g, o in enumerate(problem.offers) if o.reserved_term_periods is not None]
+    m.r = pyo.Var(types, range(problem.periods), domain=pyo.NonNegativeIntegers)
+
+    def held(g: int, t: int):
+        term = problem.offers[g].reserved_term_periods
+        return 0 if term is None else sum(m.r[g, s] for s in range(max(0, t - term + 1), t + 1))
+
+    m.reserved_held = held
+    capped = [(g, t) for g in types if problem.offers[g].reserved_max_gpus is not None for t in range(problem.periods)]
+    m.reserved_cap = pyo.Constraint(capped, rule=lambda _, g, t: held(g, t) <= problem.offers[g].reserved_max_gpus)
+
+
+def add_on_demand(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``O[g, t]`` in ``[0, cap]``."""
+    types = [g for g, o in enumerate(problem.offers) if o.on_demand_per_gpu_period is not None]
+    m.o = pyo.Var(types, range(problem.periods), domain=pyo.NonNegativeIntegers,
+                  bounds=lambda _, g, t: (0, problem.offers[g].on_demand_max_gpus))
+
+
+def add_spot(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """The staircase ``z[g, t, j]`` of the survivor table (module docstring)."""
+    steps = [(g, t, j) for g, o in enumerate(problem.offers) if o.spot_per_gpu_period is not None
+             for t in range(problem.periods) for j in range(1, int(o.spot_cap[t]) + 1)]
+    m.Z = pyo.Set(initialize=steps, dimen=3)
+    m.z = pyo.Var(m.Z, domain=pyo.Binary)
+    m.spot_order = pyo.Constraint([(g, t, j) for g, t, j in steps if j > 1], rule=lambda _, g, t, j: m.z[g, t, j] <= m.z[g, t, j - 1])
+
+
+def spot_bought(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
+    """``S[g, t] = sum_j z[g, t, j]``."""
+    return sum(m.z[g, t, j] for j in range(1, int(problem.offers[g].spot_cap[t]) + 1) if (g, t, j) in m.Z)
+
+
+def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """GPUs in use (load charge included) within ``R + O + K`` per type and period."""
+    tp, lam = problem.table.tp, problem.load_fraction
+    n_models = tp.shape[0]
+
+    def rule(_, g, t):
+        offer = problem.offers[g]
+        k = offer.spot_counted
+        use = [(float(tp[i, g]), m.x[i, g, t]) for i in range(n_models) if (i, g, t) in m.Y]
+        use += [(float(lam[i]), m.l[i, g, t]) for i in range(n_models) if (i, g, t) in m.L]
+        held = [(1.0, m.o[g, t])] if (g, t) in m.o else []
+        held += [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, int(offer.spot_cap[t]) + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
+        if not use:
+            return pyo.Constraint.Skip
+        return scaled(use) <= scaled(held) + m.reserved_held(g, t)
+
+    m.capacity = pyo.Constraint(range(len(problem.offers)), range(problem.periods), rule=rule)
+
+
+def held_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
+    """``H[g, t] = R + O + S``."""
+    return m.reserved_held(g, t) + (m.o[g, t] if (g, t) in m.o else 0) + spot_bought(m, problem, g, t)
+
+
+def add_cost(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``cost = sum c^R r + c^O O + c^S S``, $ over the horizon (reservations at their full term)."""
+    terms = [(problem.offers[g].reserved_cost_per_gpu, m.r[g, t]) for g, t in m.r]
+    terms += [(problem.offers[g].on_demand_per_gpu_period, m.o[g, t]) for g, t in m.o]
+    terms += [(problem.offers[g].spot_per_gpu_period, m.z[g, t, j]) for g, t, j in m.Z]
+    m.cost = pyo.Expression(expr=scaled([(float(c), v) for c, v in terms if c]))
+
+
+def add_budget(m: pyo.ConcreteModel, problem: CapacityProblem, i: int) -> None:
+    """``cost <= max_cost`` (``constraints[i]``)."""
+    m.add_component(f"budget_{i}", pyo.Constraint(expr=m.cost <= problem.spec.constraints[i].max_cost))
+
+
+def add_gpu_mix(m: pyo.ConcreteModel, problem: CapacityProblem, i: int) -> None:
+    """``min_share sum_g H <= H_g <= max_share sum_g H`` in every period (``constraints[i]``)."""
+    c = problem.spec.constraints[i]
+    g = problem.type_names.index(c.gpu)
+
+    def rule(_, t, side):
+        everything = sum(held_gpus(m, problem, h, t) for h in range(len(problem.offers)))
+        own = held_gpus(m, problem, g, t)
+        return own >= c.min_share * everything if side == "min" else own <= c.max_share * everything
+
+    m.add_component(f"gpu_mix_{i}", pyo.Constraint(range(problem.periods), ["min", "max"], rule=rule))
+
+
+def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> Schedule:
+    """The schedule of the solved model's incumbent."""
+    a = m.problem_gpus
+    n_models, n_types, periods = a.shape
+    gpu_type = np.full((n_models, periods), NO_TYPE, dtype=np.int64)
+    instances = np.zeros((n_models, periods), dtype=np.int64)
+    for i, g, t in m.Y:
+        if pyo.value(m.y[i, g, t]) > 0.5:
+            gpu_type[i, t], instances[i, t] = g, round(pyo.value(m.x[i, g, t]))
+    shape = (n_types, periods)
+    starts, on_demand, spot = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    for g, t in m.r:
+        starts[g, t] = round(pyo.value(m.r[g, t]))
+    for g, t in m.o:
+        on_demand[g, t] = round(pyo.value(m.o[g, t]))
+    for g, t, j in m.Z:
+        spot[g, t] += round(pyo.value(m.z[g, t, j]))
+    return Schedule(gpu_type, instances, starts, on_demand, spot, method="milp")

@@ -1,0 +1,73 @@
+"""Solve the capacity-plan MILP (models/capacity_plan.py) and, when it has no plan, say why.
+
+Why, checked from the most specific to the most general (the first that applies is the answer):
+
+1. a period in which some model fits on no type even when that type's every cap is bought for it alone
+   (reserved cap + on-demand cap + the spot counted at the full availability): names the period, the model and
+   the caps;
+2. the same MILP without the instance's ``constraints`` has a plan: the constraints whose removal alone gives a
+   plan are named (each re-solved), else all of them together;
+3. otherwise the purchase caps together cannot hold every model at once in some period (the MILP proves it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from optfleet.errors import InfeasibleError
+from optfleet.models.capacity_plan import build, extract
+from optfleet.problems.capacity_plan.plan import Schedule
+from optfleet.problems.capacity_plan.problem import CapacityProblem
+from optfleet.solvers import highs
+from optfleet.solvers.report import INFEASIBLE, INFEASIBLE_OR_UNBOUNDED, SolveReport
+
+
+def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
+    """The MILP's schedule and the solver's report (status, objective, bound, gap); InfeasibleError explains a
+    model without a plan (module docstring)."""
+    options = problem.spec.solve
+    model = build(problem)
+    report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s, mip_gap=options.mip_gap)
+    if not report.has_solution:
+        raise InfeasibleError(f"the capacity-plan MILP found no plan ({report.status}): {explain_infeasible(problem, report)}")
+    return extract(model, problem), report
+
+
+def type_capacity(problem: CapacityProblem, g: int, t: int) -> float:
+    """The most GPUs type ``g`` can hold in period ``t`` with every cap bought (inf without a cap)."""
+    offer = problem.offers[g]
+    reserved = 0.0 if offer.reserved_term_periods is None else (math.inf if offer.reserved_max_gpus is None else offer.reserved_max_gpus)
+    on_demand = 0.0 if offer.on_demand_per_gpu_period is None else (math.inf if offer.on_demand_max_gpus is None else offer.on_demand_max_gpus)
+    return reserved + on_demand + float(offer.spot_counted[int(offer.spot_cap[t])])
+
+
+def explain_infeasible(problem: CapacityProblem, report: SolveReport) -> str:
+    """The reason (module docstring)."""
+    if report.status not in (INFEASIBLE, INFEASIBLE_OR_UNBOUNDED):
+        return f"stopped before finding one ({report.summary}); a longer solve.time_limit_s may find one"
+    gpus = problem.table.gpus()
+    for t in range(problem.periods):
+        for m, name in enumerate(problem.model_names):
+            fits = [g for g in range(len(problem.offers)) if 0 <= gpus[m, g, t] <= type_capacity(problem, g, t)]
+            if not fits and (gpus[m, :, t] > 0).any():
+                caps = ", ".join(f"{o.name} needs {gpus[m, g, t]} GPUs, holds at most {type_capacity(problem, g, t):g}"
+                                 for g, o in enumerate(problem.offers) if gpus[m, g, t] >= 0)
+                return f"period {t}, model {name}: no GPU type can hold it ({caps}; the rate is {problem.rates_rps[m, t]:.4g} req/s)"
+    constraints = problem.spec.constraints
+    if constraints and _has_plan(problem, constraints=False):
+        culprits = [f"constraints[{i}] ({c.kind})" for i, c in enumerate(constraints) if _has_plan(problem, drop=i)]
+        if culprits:
+            return (f"{' or '.join(culprits)} excludes every plan; without {'it' if len(culprits) == 1 else 'any one of them'} "
+                    "the instance has one")
+        return f"the constraints ({', '.join(f'constraints[{i}] ({c.kind})' for i, c in enumerate(constraints))}) exclude every plan together"
+    return ("in some period the models together need more GPUs than the types' caps hold (each model fits alone): raise an "
+            "on-demand or reserved max_gpus, or the spot availability")
+
+
+def _has_plan(problem: CapacityProblem, constraints: bool = True, drop: int | None = None) -> bool:
+    if drop is not None:
+        kept = [c for i, c in enumerate(problem.spec.constraints) if i != drop]
+        problem = replace(problem, spec=problem.spec.model_copy(update={"constraints": kept}))
+    model = build(problem, constraints=constraints)
+    return highs.solve(model, solver=problem.spec.solve.solver, time_limit=problem.spec.solve.time_limit_s).has_solution
