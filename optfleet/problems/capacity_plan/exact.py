@@ -7,7 +7,9 @@ Why, checked from the most specific to the most general (the first that applies 
    the caps;
 2. the same MILP without the instance's ``constraints`` has a plan: the constraints whose removal alone gives a
    plan are named (each re-solved), else all of them together;
-3. otherwise the purchase caps together cannot hold every model at once in some period (the MILP proves it).
+3. the first period whose models cannot all be held at once, that period solved alone without load time (a
+   relaxation: a period infeasible alone is infeasible in the plan); else the load time or the reservations'
+   terms and caps across periods exclude every plan.
 """
 
 from __future__ import annotations
@@ -61,8 +63,23 @@ def explain_infeasible(problem: CapacityProblem, report: SolveReport) -> str:
             return (f"{' or '.join(culprits)} excludes every plan; without {'it' if len(culprits) == 1 else 'any one of them'} "
                     "the instance has one")
         return f"the constraints ({', '.join(f'constraints[{i}] ({c.kind})' for i, c in enumerate(constraints))}) exclude every plan together"
-    return ("in some period the models together need more GPUs than the types' caps hold (each model fits alone): raise an "
-            "on-demand or reserved max_gpus, or the spot availability")
+    for t in range(problem.periods):
+        if not _has_plan(_period_alone(problem, t), constraints=False):
+            needs = ", ".join(f"{name} {int(gpus[m, gpus[m, :, t] >= 0, t].min())}" for m, name in enumerate(problem.model_names))
+            caps = ", ".join(f"{o.name} {type_capacity(problem, g, t):g}" for g, o in enumerate(problem.offers))
+            return (f"period {t}: the models together need more GPUs than the types' caps hold (least GPUs per model: {needs}; "
+                    f"most GPUs per type: {caps}); raise an on-demand or reserved max_gpus, or the spot availability")
+    return ("every period fits alone without load time: the load time of GPUs that start serving a model (models[].load_time_s) "
+            "or the reservation caps across periods exclude every plan")
+
+
+def _period_alone(problem: CapacityProblem, t: int) -> CapacityProblem:
+    """Period ``t`` as a one-period problem without load time (explain_infeasible's relaxation)."""
+    offers = tuple(replace(o, spot_cap=o.spot_cap[t: t + 1]) for o in problem.offers)
+    table = replace(problem.table, instances=problem.table.instances[:, :, t: t + 1])
+    spec = problem.spec.model_copy(update={"periods": 1, "constraints": []})
+    return replace(problem, spec=spec, rates_rps=problem.rates_rps[:, t: t + 1], table=table, offers=offers,
+                   load_fraction=0.0 * problem.load_fraction)
 
 
 def _has_plan(problem: CapacityProblem, constraints: bool = True, drop: int | None = None) -> bool:

@@ -125,7 +125,7 @@ def _offer(spec: CapacityPlanInstanceSpec, g: int, gpu: GpuTypeSpec) -> TypeOffe
     reserved, on_demand, spot = gpu.reserved, gpu.on_demand, gpu.spot
     if reserved is not None and reserved.term_periods > spec.periods:
         raise InputError(f"{field}.reserved.term_periods", reserved.term_periods,
-                         f"is longer than the horizon ({spec.periods} periods): no reservation would end within the plan")
+                         f"is longer than the horizon ({spec.periods} periods): a reservation would outlast the whole plan")
     cap = np.zeros(spec.periods, dtype=np.int64)
     if spot is not None:
         if isinstance(spot.max_gpus, list):
