@@ -10,7 +10,8 @@ the spot GPUs counted at the type's confidence when ``s`` are bought (spot.py).
 * :func:`add_assignment`: binaries ``y[m, g, t]``, ``sum_g y[m, g, t] = 1`` for every model and period with demand
   (or a replica floor): each model runs on one type per period; integer instances ``x[m, g, t]`` with
   ``n[m, g, t] y <= x <= U[m, g] y``, ``U[m, g] = max_t n[m, g, t]`` (a model may keep instances warm through a
-  dip: clipping ``x`` at ``U`` never adds load, so the bound loses no plan);
+  dip: clipping ``x`` at ``U`` never adds load, so the bound loses no plan); for a model without load time
+  ``x = n y`` (more instances than needed never help it);
 * :func:`add_load_charge`: ``l[m, g, t] >= tp[m, g] (x[m, g, t] - x[m, g, t-1])``, ``l >= 0`` (the GPUs that start
   serving the model; ``x[., ., -1] = 0``);
 * :func:`add_reserved`: integer starts ``r[g, t]``, held ``R[g, t] = sum_{t - term_g < s <= t} r[g, s] <= cap``;
@@ -68,9 +69,15 @@ def add_assignment(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
     m.assign = pyo.Constraint(required, rule=lambda _, i, t: sum(m.y[i, g, t] for g in range(a.shape[1]) if (i, g, t) in m.Y) == 1)
     n = problem.table.instances
     most = n.max(axis=2)
-    m.x = pyo.Var(m.Y, domain=pyo.NonNegativeIntegers, bounds=lambda _, i, g, t: (0, int(most[i, g])))
-    m.x_floor = pyo.Constraint(m.Y, rule=lambda _, i, g, t: m.x[i, g, t] >= int(n[i, g, t]) * m.y[i, g, t])
-    m.x_open = pyo.Constraint(m.Y, rule=lambda _, i, g, t: m.x[i, g, t] <= int(most[i, g]) * m.y[i, g, t])
+    warm = [key for key in m.Y if problem.load_fraction[key[0]] > 0]
+    m.x = pyo.Var(warm, domain=pyo.NonNegativeIntegers, bounds=lambda _, i, g, t: (0, int(most[i, g])))
+    m.x_floor = pyo.Constraint(warm, rule=lambda _, i, g, t: m.x[i, g, t] >= int(n[i, g, t]) * m.y[i, g, t])
+    m.x_open = pyo.Constraint(warm, rule=lambda _, i, g, t: m.x[i, g, t] <= int(most[i, g]) * m.y[i, g, t])
+
+    def instances(i: int, g: int, t: int):
+        return m.x[i, g, t] if (i, g, t) in m.x else int(n[i, g, t]) * m.y[i, g, t]
+
+    m.instances = instances
 
 
 def add_load_charge(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
@@ -123,13 +130,14 @@ def spot_bought(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
 
 def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
     """GPUs in use (load charge included) within ``R + O + K`` per type and period."""
-    tp, lam = problem.table.tp, problem.load_fraction
+    tp, lam, n = problem.table.tp, problem.load_fraction, problem.table.instances
     n_models = tp.shape[0]
 
     def rule(_, g, t):
         offer = problem.offers[g]
         k = offer.spot_counted
-        use = [(float(tp[i, g]), m.x[i, g, t]) for i in range(n_models) if (i, g, t) in m.Y]
+        use = [(float(tp[i, g]) * float(n[i, g, t]), m.y[i, g, t]) for i in range(n_models) if (i, g, t) in m.Y and (i, g, t) not in m.x]
+        use += [(float(tp[i, g]), m.x[i, g, t]) for i in range(n_models) if (i, g, t) in m.x]
         use += [(float(lam[i]), m.l[i, g, t]) for i in range(n_models) if (i, g, t) in m.L]
         held = [(1.0, m.o[g, t])] if (g, t) in m.o else []
         held += [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, int(offer.spot_cap[t]) + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
@@ -179,7 +187,7 @@ def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> Schedule:
     instances = np.zeros((n_models, periods), dtype=np.int64)
     for i, g, t in m.Y:
         if pyo.value(m.y[i, g, t]) > 0.5:
-            gpu_type[i, t], instances[i, t] = g, round(pyo.value(m.x[i, g, t]))
+            gpu_type[i, t], instances[i, t] = g, round(pyo.value(m.instances(i, g, t)))
     shape = (n_types, periods)
     starts, on_demand, spot = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     for g, t in m.r:
