@@ -16,7 +16,8 @@ evaluator scores (no solver, no Pyomo).
   what is already bought there (spot counted at its confidence, then on demand); no reservations.
 
 All rules use the capacity table's least instance counts (capacity.py); a type without on-demand is priced by its
-spot (then reserved) price when a rule picks the cheapest type.
+spot (then reserved) price when a rule picks the cheapest type.  Only ``greedy_packing`` looks at the purchase caps;
+the others pick types as if capacity were unlimited, and the evaluator reports the caps they exceed.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def greedy_packing(problem: CapacityProblem) -> Schedule:
             options = [(g, c) for g, c in options if c is not None]
             if not options:
                 if (gpus[m, :, t] > 0).any():
-                    raise InfeasibleError(f"greedy_packing: period {t}, model {problem.model_names[m]}: no GPU type has GPUs left to buy")
+                    raise InfeasibleError(f"period {t}, model {problem.model_names[m]}: no GPU type has GPUs left to buy")
                 continue
             g, (_, spot[g, t], on_demand[g, t]) = min(options, key=lambda option: option[1][0])
             used[g] += with_load[g]

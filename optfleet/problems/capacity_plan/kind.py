@@ -27,11 +27,11 @@ OBJECTIVE_UNIT = "$"
 
 DESCRIPTIONS = {
     "milp": "exact MILP: one type per model and period, spot at its confidence",
-    "static_peak": "peak count all horizon, one type per model",
-    "per_period_on_demand": "perfect-system count, all on demand",
-    "reserve_percentile": "reserve a percentile of GPUs in use, rest on demand",
-    "spot_fallback": "SkyServe-like spot + extra, on-demand floor and fallback",
-    "greedy_packing": "per period, largest model first, cheapest extra GPUs",
+    "static_peak": "peak count all horizon, one type per model; caps ignored",
+    "per_period_on_demand": "perfect-system count, all on demand; caps ignored",
+    "reserve_percentile": "reserve a percentile of GPUs in use, rest on demand; caps ignored",
+    "spot_fallback": "SkyServe-like spot + extra, on-demand floor and fallback; caps ignored",
+    "greedy_packing": "per period, largest model first, cheapest extra GPUs within caps; no reservations",
 }
 
 RULES: dict[str, Callable[[CapacityProblem], Any]] = {
