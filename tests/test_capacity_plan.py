@@ -251,3 +251,9 @@ def test_json_is_one_document_with_the_schedule(capsys, tmp_path):
     assert set(main_row["schedule"]["models"]) == {"chat", "batch"}
     assert sum(main_row["cost_by_option"].values()) == pytest.approx(main_row["objective"])
     assert (tmp_path / "out" / "schedule.csv").read_text().startswith("period,gpu_type,reserved_starts")
+
+
+def test_gap_plot_draws_the_milp_schedule(tmp_path, capsys):
+    png = tmp_path / "plan.png"
+    assert main(["gap", str(TINY), "--quiet", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -149,4 +149,5 @@ KIND = ProblemKind(
     result_json=result_json,
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method", "mip_gap": "solve.mip_gap"},
     solve_files=lazy(REPORT, "solve_files"),
+    plot=lazy("optfleet.problems.capacity_plan.plot", "plot_gap"),
 )
