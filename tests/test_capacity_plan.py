@@ -257,3 +257,42 @@ def test_gap_plot_draws_the_milp_schedule(tmp_path, capsys):
     png = tmp_path / "plan.png"
     assert main(["gap", str(TINY), "--quiet", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+# --- SkyPilot catalog prices ------------------------------------------------------------------------------------
+
+VMS_CSV = """InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GPUInfo,Region,AvailabilityZone,Price,SpotPrice
+p5.48xlarge,192,2048,H100,8,,us-east-1,us-east-1a,98.32,40.00
+p5.48xlarge,192,2048,H100,8,,us-east-1,us-east-1b,98.32,36.00
+p5.48xlarge,192,2048,H100,8,,us-west-2,us-west-2a,98.32,
+p4de.24xlarge,96,1152,A100-80GB,8,,us-east-1,us-east-1a,40.96,16.00
+"""
+
+
+def _with_catalog(tmp_path, **catalog):
+    document = yaml.safe_load(TINY.read_text())
+    (tmp_path / "vms.csv").write_text(VMS_CSV)
+    h100 = document["gpus"][1]
+    h100["skypilot_catalog"] = {"file": "vms.csv", "instance_type": "p5.48xlarge", "region": "us-east-1", **catalog}
+    del h100["on_demand"]["price_per_gpu_hour"], h100["spot"]["price_per_gpu_hour"]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_prices_are_read_from_a_skypilot_catalog(tmp_path):
+    """On demand $98.32 / 8 GPUs; spot the cheaper zone's $36.00 / 8, per GPU-hour, times the 4-h period."""
+    offer = prepare(load_instance(_with_catalog(tmp_path))).offers[1]
+    assert offer.on_demand_per_gpu_period == pytest.approx(98.32 / 8 * 4)
+    assert offer.spot_per_gpu_period == pytest.approx(36.0 / 8 * 4)
+
+
+@pytest.mark.parametrize(("catalog", "says"), [
+    ({"region": "eu-west-1"}, "has no row in region eu-west-1"),
+    ({"instance_type": "p4de.24xlarge"}, "holds A100-80GB, not the GPU type's H100-SXM"),
+    ({"region": "us-west-2"}, "spot price"),
+], ids=["region", "wrong-gpu", "no-spot-price"])
+def test_a_catalog_without_the_price_exits_2_naming_the_field(tmp_path, capsys, catalog, says):
+    assert main(["validate", str(_with_catalog(tmp_path, **catalog))]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpus[1]" in err[0] and says in err[0], err

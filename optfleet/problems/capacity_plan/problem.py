@@ -88,7 +88,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
         rates = read_forecast(loaded.resolve(demand.forecast_file, "demand.forecast_file"), models, spec.periods)
     else:
         rates = generated_rates(demand.generator, models, spec.periods, spec.period_hours)
-    offers = tuple(_offer(spec, g, gpu) for g, gpu in enumerate(spec.gpus))
+    offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))
     table = capacity_table(list(spec.models), list(spec.gpus), rates, loaded.base_dir)
     _check_servable(spec, table)
     load = np.array([m.load_time_s / (spec.period_hours * SECONDS_PER_HOUR) for m in spec.models])
@@ -115,6 +115,30 @@ def _check_names(spec: CapacityPlanInstanceSpec) -> None:
             raise InputError(f"constraints[{i}].gpu", constraint.gpu, f"is not a GPU type of the instance ({', '.join(sorted(types))})")
         if constraint.kind == "gpu_mix" and constraint.min_share > constraint.max_share:
             raise InputError(f"constraints[{i}].min_share", constraint.min_share, f"is above max_share {constraint.max_share:g}")
+
+
+def _with_catalog_prices(loaded: LoadedInstance, g: int, gpu: GpuTypeSpec) -> GpuTypeSpec:
+    """``gpu`` with the on-demand and spot prices it leaves out read from its ``skypilot_catalog`` (skypilot.py);
+    an InputError names a price that is neither given nor in the catalog."""
+    field = f"gpus[{g}]"
+    catalog = gpu.skypilot_catalog
+    prices = None
+    if catalog is not None:
+        from optfleet.problems.capacity_plan.skypilot import catalog_prices
+
+        where = f"{field}.skypilot_catalog"
+        prices = catalog_prices(loaded.resolve(catalog.file, f"{where}.file"), catalog.instance_type, catalog.region, gpu.gpu, where)
+    update = {}
+    for option, price in (("on_demand", None if prices is None else prices.on_demand_per_gpu_hour),
+                          ("spot", None if prices is None else prices.spot_per_gpu_hour)):
+        block = getattr(gpu, option)
+        if block is None or block.price_per_gpu_hour is not None:
+            continue
+        if price is None:
+            raise InputError(f"{field}.{option}.price_per_gpu_hour", None,
+                             "is missing: give it, or a skypilot_catalog whose instance has a " + ("spot " if option == "spot" else "") + "price")
+        update[option] = block.model_copy(update={"price_per_gpu_hour": price})
+    return gpu.model_copy(update=update) if update else gpu
 
 
 def _offer(spec: CapacityPlanInstanceSpec, g: int, gpu: GpuTypeSpec) -> TypeOffer:

@@ -44,8 +44,8 @@ class ReservedOptionSpec(Strict):
 class OnDemandOptionSpec(Strict):
     """On-demand GPUs: bought for one period at a time."""
 
-    price_per_gpu_hour: Price
-    """What an on-demand GPU costs per hour, $."""
+    price_per_gpu_hour: Price | None = None
+    """What an on-demand GPU costs per hour, $; left out: the type's ``skypilot_catalog`` price."""
     max_gpus: GpuCount | None = Field(None, ge=0)
     """Most on-demand GPUs of this type in any period (left out: no cap)."""
 
@@ -56,14 +56,25 @@ class SpotOptionSpec(Strict):
     survive with at least that probability (the binomial quantile); on-demand GPUs cover the rest, and the
     evaluator buys on-demand fallback for the preemptions beyond it."""
 
-    price_per_gpu_hour: Price
-    """What a spot GPU costs per hour, $."""
+    price_per_gpu_hour: Price | None = None
+    """What a spot GPU costs per hour, $; left out: the type's ``skypilot_catalog`` spot price."""
     max_gpus: SpotCap | Annotated[list[SpotCap], Field(min_length=1)]
     """Spot GPUs available: one cap for every period, or a list with one cap per period."""
     preemption_probability: Real = Field(ge=0.0, lt=1.0)
     """The probability that a spot GPU is preempted during a period (independently of the others)."""
     confidence: Real = Field(gt=0.0, le=1.0)
     """The probability, in (0, 1], with which the spot GPUs a plan relies on must survive a period."""
+
+
+class SkyPilotCatalogSpec(Strict):
+    """Prices read from a SkyPilot catalog's ``vms.csv`` (skypilot.py lists the columns read)."""
+
+    file: str
+    """The catalog table (a path relative to the instance), e.g. skypilot-catalog's ``catalogs/v7/aws/vms.csv``."""
+    instance_type: str
+    """The instance type whose prices are read (``p5.48xlarge``); its ``AcceleratorName`` must be the type's GPU."""
+    region: str
+    """The region whose prices are read (``us-east-1``)."""
 
 
 class GpuTypeSpec(Strict):
@@ -79,6 +90,8 @@ class GpuTypeSpec(Strict):
     """The on-demand purchase option (left out: not offered)."""
     spot: SpotOptionSpec | None = None
     """The spot purchase option (left out: not offered)."""
+    skypilot_catalog: SkyPilotCatalogSpec | None = None
+    """Where the on-demand and spot prices left out are read from (per GPU: the instance's price over its GPUs)."""
 
 
 class ModelSpec(Strict):
