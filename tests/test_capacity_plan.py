@@ -296,3 +296,31 @@ def test_a_catalog_without_the_price_exits_2_naming_the_field(tmp_path, capsys, 
     assert main(["validate", str(_with_catalog(tmp_path, **catalog))]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "gpus[1]" in err[0] and says in err[0], err
+
+
+# --- demand binned from request traces --------------------------------------------------------------------------
+
+
+def _with_traces(tmp_path, chat_times: list[float]):
+    document = yaml.safe_load(TINY.read_text())
+    document["periods"] = 2
+    document["gpus"][0]["reserved"]["term_periods"] = 2
+    document["demand"] = {"traces": {name: {"file": f"{name}.csv", "time_unit": "s"} for name in ("chat", "batch")}}
+    (tmp_path / "chat.csv").write_text("t,input_tokens,output_tokens\n" + "".join(f"{t},100,10\n" for t in chat_times))
+    (tmp_path / "batch.csv").write_text("t,input_tokens,output_tokens\n0,100,10\n20000,100,10\n25000,100,10\n")
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_trace_is_binned_by_period(tmp_path):
+    """4-h periods (14,400 s): chat has 2 requests in period 0 and 1 in period 1; a request after the horizon is
+    left out."""
+    problem = prepare(load_instance(_with_traces(tmp_path, [0, 100, 14_405, 40_000])))
+    assert problem.rates_rps * 14_400 == pytest.approx(np.array([[2, 1], [1, 2]]))
+
+
+def test_a_trace_ending_before_the_last_period_exits_2(tmp_path, capsys):
+    assert main(["validate", str(_with_traces(tmp_path, [0, 100]))]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: demand.traces.chat = ") and "ends before the horizon's last period" in err[0], err

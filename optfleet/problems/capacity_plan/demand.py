@@ -1,8 +1,11 @@
-"""Each model's arrival rate per period: a forecast table (CSV or Parquet) or a diurnal/weekly generator.
+"""Each model's arrival rate per period: a forecast table (CSV or Parquet), a diurnal/weekly generator, or request
+traces binned by period.
 
-Both give an array ``rate_rps[m, t]`` over the models (instance order) and the ``T`` periods of the horizon.  A
+Each gives an array ``rate_rps[m, t]`` over the models (instance order) and the ``T`` periods of the horizon.  A
 forecast must name every model in every period exactly once: a period left out is a gap in the demand, refused
-rather than read as zero.
+rather than read as zero; so is a trace that ends before the horizon's last period begins.  A trace's period ``t``
+holds the requests arriving in ``[t P, (t + 1) P)`` seconds after its first request (``P`` the period's seconds);
+its rate is their count over ``P``, and requests after the horizon are left out.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from numpy.typing import NDArray
 from optfleet.errors import InputError
 from optfleet.instance.data_files import BINARY_SUFFIXES, refuse_cells, require_data_file
 from optfleet.problems.capacity_plan.schema import GeneratedDemandSpec
+from optfleet.problems.reserved.schema import TraceSpec
 
 FORECAST_COLUMNS = ("period", "model", "rate_rps")
 HOURS_PER_DAY = 24.0
+SECONDS_PER_HOUR = 3600.0
 WEEKEND_DAYS = (5, 6)  # Saturday and Sunday, with period 0 starting Monday 00:00
 
 
@@ -68,6 +73,26 @@ def read_forecast(path: Path, models: Sequence[str], periods: int, field: str = 
         m, t = gaps[0]
         raise InputError(f"{field}:period", int(t), f"model {models[m]} has no rate in this period ({len(gaps)} (model, period) "
                          f"pairs missing of {rates.size}): the forecast must cover every period of the horizon")
+    return rates
+
+
+def trace_rates(traces: Mapping[str, TraceSpec], models: Sequence[str], periods: int, period_hours: float, base_dir: Path,
+                field: str = "demand.traces") -> NDArray[np.float64]:
+    """``rate[m, t] = #{requests of model m's trace arriving in period t} / period_s`` (module docstring); the traces
+    are read by the reserved kind's reader (optfleet/problems/reserved/trace.py)."""
+    from optfleet.problems.reserved.trace import read_trace
+
+    _same_models(set(traces), models, field)
+    period_s = period_hours * SECONDS_PER_HOUR
+    rates = np.zeros((len(models), periods))
+    for m, name in enumerate(models):
+        arrival_s = read_trace(traces[name], base_dir, f"{field}.{name}").arrival_s
+        if len(arrival_s) == 0 or arrival_s[-1] < (periods - 1) * period_s:
+            span_h = float(arrival_s[-1]) / SECONDS_PER_HOUR if len(arrival_s) else 0.0
+            raise InputError(f"{field}.{name}", traces[name].file, f"spans {span_h:.4g} h, which ends before the horizon's last period "
+                             f"starts ({(periods - 1) * period_hours:g} h): the periods after it would have no demand")
+        counts = np.bincount(np.floor(arrival_s / period_s).astype(np.int64), minlength=periods)[:periods]
+        rates[m] = counts / period_s
     return rates
 
 

@@ -18,7 +18,7 @@ from optfleet.problems.capacity_plan import baselines
 from optfleet.problems.capacity_plan.problem import CapacityProblem, prepare
 from optfleet.problems.capacity_plan.schema import METHODS, CapacityPlanInstanceSpec
 from optfleet.progress import Progress
-from optfleet.registry import ProblemKind, lazy
+from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
 from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
 
 REPORT = "optfleet.problems.capacity_plan.report"
@@ -147,7 +147,7 @@ KIND = ProblemKind(
     render_gap=lazy(REPORT, "render_gap"),
     facts=facts,
     result_json=result_json,
-    overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "method": "solve.method", "mip_gap": "solve.mip_gap"},
+    overrides={**SOLVE_BLOCK_OVERRIDES, "mip_gap": "solve.mip_gap"},
     solve_files=lazy(REPORT, "solve_files"),
     plot=lazy("optfleet.problems.capacity_plan.plot", "plot_gap"),
 )

@@ -17,11 +17,10 @@ from numpy.typing import NDArray
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.capacity_plan.capacity import CapacityTable, capacity_table
-from optfleet.problems.capacity_plan.demand import generated_rates, read_forecast
+from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, read_forecast, trace_rates
 from optfleet.problems.capacity_plan.schema import CapacityPlanInstanceSpec, GpuTypeSpec
 from optfleet.problems.capacity_plan.spot import counted_spot
 
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True)
@@ -81,11 +80,13 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
     _check_names(spec)
     models = [m.name for m in spec.models]
     demand = spec.demand
-    given = [k for k in ("forecast_file", "generator") if getattr(demand, k) is not None]
+    given = [k for k in ("forecast_file", "generator", "traces") if getattr(demand, k) is not None]
     if len(given) != 1:
-        raise InputError("demand", given or None, "give exactly one of forecast_file, generator")
+        raise InputError("demand", given or None, "give exactly one of forecast_file, generator, traces")
     if demand.forecast_file is not None:
         rates = read_forecast(loaded.resolve(demand.forecast_file, "demand.forecast_file"), models, spec.periods)
+    elif demand.traces is not None:
+        rates = trace_rates(demand.traces, models, spec.periods, spec.period_hours, loaded.base_dir)
     else:
         rates = generated_rates(demand.generator, models, spec.periods, spec.period_hours)
     offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))

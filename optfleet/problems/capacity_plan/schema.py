@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from optfleet.instance.shared_schema import GpuCount, GpuMixConstraint, GpusPerInstance, Integer, Real, Strict, at_most
+from optfleet.problems.reserved.schema import TraceSpec
 
 MAX_PERIODS = 8784
 """Periods of a horizon: a leap year of hours.  Every period adds a row per GPU type and a column per model and type."""
@@ -129,13 +130,16 @@ class GeneratedDemandSpec(Strict):
 
 
 class DemandSpec(Strict):
-    """Each model's arrival rate per period: exactly one of a forecast table or a generator."""
+    """Each model's arrival rate per period: exactly one of a forecast table, a generator or request traces."""
 
     forecast_file: str | None = None
     """A CSV or Parquet table with columns ``period`` (0, 1, ...), ``model`` and ``rate_rps``: one row per model and
     period, every period of the horizon."""
     generator: dict[str, GeneratedDemandSpec] | None = None
     """A diurnal/weekly rate per model name, ``{model: {mean_rps: ...}}``."""
+    traces: dict[str, TraceSpec] | None = None
+    """A request trace per model name, ``{model: {file: ..., time_unit: s}}`` (the reserved kind's trace formats,
+    Azure 2023 included): its requests counted per period from its first request, over the period's seconds."""
 
 
 class BudgetConstraint(Strict):
