@@ -41,11 +41,17 @@ from optfleet.problems.capacity_plan.plan import NO_TYPE, Schedule
 from optfleet.problems.capacity_plan.problem import CapacityProblem
 
 
-def build(problem: CapacityProblem, constraints: bool = True) -> pyo.ConcreteModel:
+def build(problem: CapacityProblem, constraints: bool = True, reserved_before: np.ndarray | None = None,
+          instances_before: np.ndarray | None = None) -> pyo.ConcreteModel:
     """The MILP (module docstring); ``constraints=False`` leaves out the instance's budget and GPU-mix constraints
-    (the infeasibility diagnosis solves without them)."""
+    (the infeasibility diagnosis solves without them).  A window of a longer horizon (rolling.py) starts from
+    what came before it: ``reserved_before[g, t]`` GPUs still held from reservations made earlier (already paid),
+    and ``instances_before[m, g]`` instances running in the period before the window (for the load charge)."""
     m = pyo.ConcreteModel(name=f"capacity_plan {problem.name}")
     m.problem_gpus = problem.table.gpus()
+    shape = (len(problem.offers), problem.periods)
+    m.reserved_before = np.zeros(shape, np.int64) if reserved_before is None else reserved_before
+    m.instances_before = np.zeros(m.problem_gpus.shape[:2], np.int64) if instances_before is None else instances_before
     add_assignment(m, problem)
     add_load_charge(m, problem)
     add_reserved(m, problem)
@@ -88,7 +94,8 @@ def add_load_charge(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
 
     def rule(_, i, g, t):
         previous = [(-float(tp[i, g]), m.x[i, g, t - 1])] if (i, g, t - 1) in m.Y else []
-        return m.l[i, g, t] >= scaled([(float(tp[i, g]), m.x[i, g, t]), *previous])
+        before = float(tp[i, g] * m.instances_before[i, g]) if t == 0 else 0.0
+        return m.l[i, g, t] >= scaled([(float(tp[i, g]), m.x[i, g, t]), *previous]) - before
 
     m.load_charge = pyo.Constraint(m.L, rule=rule)
 
@@ -143,14 +150,14 @@ def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
         held += [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, int(offer.spot_cap[t]) + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
         if not use:
             return pyo.Constraint.Skip
-        return scaled(use) <= scaled(held) + m.reserved_held(g, t)
+        return scaled(use) <= scaled(held) + m.reserved_held(g, t) + int(m.reserved_before[g, t])
 
     m.capacity = pyo.Constraint(range(len(problem.offers)), range(problem.periods), rule=rule)
 
 
 def held_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
-    """``H[g, t] = R + O + S``."""
-    return m.reserved_held(g, t) + (m.o[g, t] if (g, t) in m.o else 0) + spot_bought(m, problem, g, t)
+    """``H[g, t] = R + O + S`` (with the reservations held from before a window)."""
+    return int(m.reserved_before[g, t]) + m.reserved_held(g, t) + (m.o[g, t] if (g, t) in m.o else 0) + spot_bought(m, problem, g, t)
 
 
 def add_cost(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:

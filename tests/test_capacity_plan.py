@@ -20,6 +20,7 @@ from optfleet.problems.capacity_plan.evaluator import evaluate
 from optfleet.problems.capacity_plan.exact import solve_milp
 from optfleet.problems.capacity_plan.plan import Schedule, gpus_in_use
 from optfleet.problems.capacity_plan.problem import prepare
+from optfleet.problems.capacity_plan.rolling import rolling_horizon
 from optfleet.problems.capacity_plan.spot import counted_spot
 
 from support import REPO
@@ -324,3 +325,20 @@ def test_a_trace_ending_before_the_last_period_exits_2(tmp_path, capsys):
     assert main(["validate", str(_with_traces(tmp_path, [0, 100]))]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: demand.traces.chat = ") and "ends before the horizon's last period" in err[0], err
+
+
+# --- rolling horizon --------------------------------------------------------------------------------------------
+
+
+def test_rolling_horizon_with_one_window_is_the_milp():
+    problem = tiny(rolling__window_periods=6, rolling__step_periods=6)
+    assert evaluate(problem, rolling_horizon(problem)).total_cost == pytest.approx(solve_milp(problem)[1].objective, rel=1e-9)
+
+
+def test_rolling_horizon_windows_give_a_feasible_plan_above_the_bound():
+    """Windows of 4 periods, 2 committed: the reservations made in committed periods are held into the next
+    window, so the plan is feasible; it is no cheaper than the MILP's optimum."""
+    problem = tiny(rolling__window_periods=4, rolling__step_periods=2)
+    evaluation = evaluate(problem, rolling_horizon(problem))
+    assert evaluation.feasible, evaluation.violations
+    assert evaluation.total_cost >= solve_milp(problem)[1].bound - 1e-9

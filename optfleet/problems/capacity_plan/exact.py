@@ -74,12 +74,9 @@ def explain_infeasible(problem: CapacityProblem, report: SolveReport) -> str:
 
 
 def _period_alone(problem: CapacityProblem, t: int) -> CapacityProblem:
-    """Period ``t`` as a one-period problem without load time (explain_infeasible's relaxation)."""
-    offers = tuple(replace(o, spot_cap=o.spot_cap[t: t + 1]) for o in problem.offers)
-    table = replace(problem.table, instances=problem.table.instances[:, :, t: t + 1])
-    spec = problem.spec.model_copy(update={"periods": 1, "constraints": []})
-    return replace(problem, spec=spec, rates_rps=problem.rates_rps[:, t: t + 1], table=table, offers=offers,
-                   load_fraction=0.0 * problem.load_fraction)
+    """Period ``t`` as a one-period problem without load time or constraints (explain_infeasible's relaxation)."""
+    alone = problem.window(t, t + 1)
+    return replace(alone, spec=alone.spec.model_copy(update={"constraints": []}), load_fraction=0.0 * problem.load_fraction)
 
 
 def _has_plan(problem: CapacityProblem, constraints: bool = True, drop: int | None = None) -> bool:

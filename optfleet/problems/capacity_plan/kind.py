@@ -1,6 +1,7 @@
 """The capacity_plan kind: registry entry and runs.
 
-Methods: ``milp`` (exact, models/capacity_plan.py) and the practitioners' rules (baselines.py).  Each run's
+Methods: ``milp`` (exact, models/capacity_plan.py), ``rolling_horizon`` (the MILP over moving windows, rolling.py)
+and the practitioners' rules (baselines.py).  Each run's
 schedule is scored by the one evaluator (evaluator.py): the row's objective is the planned cost over the horizon
 ($, reservations at their full term); it is feasible when the evaluator finds no violation (SLO capacity, caps,
 spot confidence, constraints).  The bound of the rows is the MILP's (its optimum, or its lower bound when stopped
@@ -16,6 +17,7 @@ from typing import Any
 from optfleet.errors import InfeasibleError
 from optfleet.problems.capacity_plan import baselines
 from optfleet.problems.capacity_plan.problem import CapacityProblem, prepare
+from optfleet.problems.capacity_plan.rolling import rolling_horizon
 from optfleet.problems.capacity_plan.schema import METHODS, CapacityPlanInstanceSpec
 from optfleet.progress import Progress
 from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
@@ -27,6 +29,7 @@ OBJECTIVE_UNIT = "$"
 
 DESCRIPTIONS = {
     "milp": "exact MILP: one type per model and period, spot at its confidence",
+    "rolling_horizon": "the MILP over moving windows; no bound of its own; budget checked after",
     "static_peak": "peak count all horizon, one type per model; caps ignored",
     "per_period_on_demand": "perfect-system count, all on demand; caps ignored",
     "reserve_percentile": "reserve a percentile of GPUs in use, rest on demand; caps ignored",
@@ -35,6 +38,7 @@ DESCRIPTIONS = {
 }
 
 RULES: dict[str, Callable[[CapacityProblem], Any]] = {
+    "rolling_horizon": rolling_horizon,
     "static_peak": baselines.static_peak,
     "per_period_on_demand": baselines.per_period_on_demand,
     "reserve_percentile": baselines.reserve_percentile,

@@ -9,7 +9,7 @@ serve is an InfeasibleError naming the model and each type's reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -72,6 +72,15 @@ class CapacityProblem:
     @property
     def type_names(self) -> tuple[str, ...]:
         return tuple(g.name for g in self.spec.gpus)
+
+    def window(self, start: int, stop: int, budget: bool = True) -> "CapacityProblem":
+        """Periods ``start..stop-1`` as a problem of their own (demand, capacity table and spot caps sliced);
+        ``budget=False`` leaves out the budget constraints, which bound the whole horizon's cost."""
+        offers = tuple(replace(o, spot_cap=o.spot_cap[start:stop]) for o in self.offers)
+        table = replace(self.table, instances=self.table.instances[:, :, start:stop])
+        kept = [c for c in self.spec.constraints if budget or c.kind != "budget"]
+        spec = self.spec.model_copy(update={"periods": stop - start, "constraints": kept})
+        return replace(self, spec=spec, rates_rps=self.rates_rps[:, start:stop], table=table, offers=offers)
 
 
 def prepare(loaded: LoadedInstance) -> CapacityProblem:

@@ -152,7 +152,7 @@ class BudgetConstraint(Strict):
 
 UserConstraint = Annotated[BudgetConstraint | GpuMixConstraint, Field(discriminator="kind")]
 
-METHODS = ("milp", "static_peak", "per_period_on_demand", "reserve_percentile", "spot_fallback", "greedy_packing")
+METHODS = ("milp", "rolling_horizon", "static_peak", "per_period_on_demand", "reserve_percentile", "spot_fallback", "greedy_packing")
 
 
 class SolveSpec(Strict):
@@ -166,6 +166,15 @@ class SolveSpec(Strict):
     """The relative gap at which HiGHS stops."""
     solver: str = "highs"
     """The Pyomo solver (``highs``, or another installed MILP solver)."""
+
+
+class RollingSpec(Strict):
+    """The rolling-horizon method's windows (rolling.py)."""
+
+    window_periods: Annotated[Integer, Field(ge=1), at_most(MAX_PERIODS, "periods", "the horizon's limit")] = 48
+    """Periods each window's MILP plans (at least ``step_periods``)."""
+    step_periods: Annotated[Integer, Field(ge=1), at_most(MAX_PERIODS, "periods", "the horizon's limit")] = 24
+    """Periods committed from each window before it moves on."""
 
 
 class EvaluationSpec(Strict):
@@ -211,6 +220,8 @@ class CapacityPlanInstanceSpec(Strict):
     """Budget (total $) and GPU-mix (a type's share of the GPUs held, in every period) constraints."""
     solve: SolveSpec = SolveSpec()
     """The default method and the MILP's options."""
+    rolling: RollingSpec = RollingSpec()
+    """The rolling-horizon method's windows."""
     evaluation: EvaluationSpec = EvaluationSpec()
     """The evaluator's preemption replay."""
     baselines: BaselinesSpec = BaselinesSpec()
