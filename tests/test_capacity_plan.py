@@ -342,3 +342,19 @@ def test_rolling_horizon_windows_give_a_feasible_plan_above_the_bound():
     evaluation = evaluate(problem, rolling_horizon(problem))
     assert evaluation.feasible, evaluation.violations
     assert evaluation.total_cost >= solve_milp(problem)[1].bound - 1e-9
+
+
+def test_the_capacity_table_equals_sizing_every_rate():
+    """The table sizes only the ends of runs of equal counts (N is non-decreasing in the rate); it equals the
+    fleet's homogeneous count at every rate."""
+    from dataclasses import replace
+
+    from optfleet.problems.capacity_plan.capacity import instances_needed, service_problem
+    from optfleet.problems.fleet.heuristics.baselines import homogeneous
+
+    spec = load_instance(TINY).spec
+    fleet = service_problem(spec.models[0], spec.gpus[0], 1, TINY.parent, "models[0].service")
+    rates = np.linspace(0.0, 40.0, 57)
+    counts, reason = instances_needed(fleet, rates)
+    assert reason == ""
+    assert counts.tolist() == [0] + [homogeneous(replace(fleet, rate_rps=float(r))).pools[0].instances for r in rates[1:]]

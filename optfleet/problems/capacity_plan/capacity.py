@@ -86,20 +86,39 @@ def default_tp(model: ModelSpec) -> int:
 
 def instances_needed(problem: Any, rates_rps: NDArray[np.float64]) -> tuple[NDArray[np.int64], str]:
     """``N(r)`` at every rate (0 at rate 0) and ``""``; or all :data:`UNUSABLE` and the fleet's reason when the SLO
-    cannot be met (the reason does not depend on the rate: a floor above the SLO, or a TPOT bound)."""
+    cannot be met (the reason does not depend on the rate: a floor above the SLO, or a TPOT bound).
+
+    ``N`` is non-decreasing in the rate (more traffic never needs fewer instances: the utilisation and the queueing
+    wait grow with it), so over the sorted distinct rates a run whose two ends need the same count needs it
+    throughout: the fleet sizes the ends of each run and splits only runs whose ends differ, about
+    ``K log(R / K)`` sizings for ``K`` distinct counts over ``R`` rates instead of ``R``."""
+    distinct, where = np.unique(rates_rps, return_inverse=True)
+    counts = np.full(len(distinct), -2, dtype=np.int64)
+    try:
+        _fill_monotone(problem, distinct, counts, 0, len(distinct) - 1)
+    except InfeasibleError as exc:
+        return np.full(len(rates_rps), UNUSABLE, dtype=np.int64), str(exc).removeprefix("infeasible: ")
+    return counts[where], ""
+
+
+def _size_at(problem: Any, rate_rps: float) -> int:
+    """The fleet's homogeneous instance count at ``rate_rps`` (0 without traffic)."""
     from optfleet.problems.fleet.heuristics.baselines import homogeneous
 
-    out = np.zeros(len(rates_rps), dtype=np.int64)
-    distinct, where = np.unique(rates_rps, return_inverse=True)
-    for i, rate in enumerate(distinct):
-        if rate <= 0.0:
-            continue
-        try:
-            plan = homogeneous(replace(problem, rate_rps=float(rate)))
-        except InfeasibleError as exc:
-            return np.full(len(rates_rps), UNUSABLE, dtype=np.int64), str(exc).removeprefix("infeasible: ")
-        out[where == i] = plan.pools[0].instances
-    return out, ""
+    return 0 if rate_rps <= 0.0 else homogeneous(replace(problem, rate_rps=rate_rps)).pools[0].instances
+
+
+def _fill_monotone(problem: Any, rates: NDArray[np.float64], counts: NDArray[np.int64], low: int, high: int) -> None:
+    """``counts[low..high]`` by sizing the ends and splitting runs whose ends differ (instances_needed)."""
+    for i in (low, high):
+        if counts[i] == -2:
+            counts[i] = _size_at(problem, float(rates[i]))
+    if counts[low] == counts[high]:
+        counts[low: high + 1] = counts[low]
+    elif high - low > 1:
+        middle = (low + high) // 2
+        _fill_monotone(problem, rates, counts, low, middle)
+        _fill_monotone(problem, rates, counts, middle, high)
 
 
 def capacity_table(models: list[ModelSpec], gpus: list[GpuTypeSpec], rates_rps: NDArray[np.float64], base_dir: Path) -> CapacityTable:
