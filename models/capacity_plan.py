@@ -204,3 +204,24 @@ def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> Schedule:
     for g, t, j in m.Z:
         spot[g, t] += round(pyo.value(m.z[g, t, j]))
     return Schedule(gpu_type, instances, starts, on_demand, spot, method="milp")
+
+
+def warm_start(m: pyo.ConcreteModel, problem: CapacityProblem, schedule: Schedule) -> None:
+    """Load ``schedule`` (a plan the evaluator finds feasible) as the MIP start.  A model without load time runs
+    exactly its need (``x = n y``: fewer GPUs than the schedule's, so the start stays feasible); one with load time
+    keeps the schedule's instances up to ``U`` (clipping never adds load), its load charge ``l`` the increase."""
+    for i, g, t in m.Y:
+        m.y[i, g, t].value = 1 if schedule.gpu_type[i, t] == g else 0
+    most = problem.table.instances.max(axis=2)
+    for i, g, t in m.x:
+        m.x[i, g, t].value = min(int(schedule.instances[i, t]), int(most[i, g])) if schedule.gpu_type[i, t] == g else 0
+    tp = problem.table.tp
+    for i, g, t in m.L:
+        previous = m.x[i, g, t - 1].value if (i, g, t - 1) in m.x else (m.instances_before[i, g] if t == 0 else 0)
+        m.l[i, g, t].value = max(0, int(tp[i, g]) * (m.x[i, g, t].value - previous))
+    for g, t in m.r:
+        m.r[g, t].value = int(schedule.reserved_starts[g, t])
+    for g, t in m.o:
+        m.o[g, t].value = int(schedule.on_demand_gpus[g, t])
+    for g, t, j in m.Z:
+        m.z[g, t, j].value = 1 if j <= schedule.spot_gpus[g, t] else 0

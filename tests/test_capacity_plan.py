@@ -358,3 +358,15 @@ def test_the_capacity_table_equals_sizing_every_rate():
     counts, reason = instances_needed(fleet, rates)
     assert reason == ""
     assert counts.tolist() == [0] + [homogeneous(replace(fleet, rate_rps=float(r))).pools[0].instances for r in rates[1:]]
+
+
+def test_the_cheapest_feasible_rule_plan_is_a_feasible_mip_start():
+    """reserve_percentile's plan ($188.80 on tiny) is handed to HiGHS, which accepts it; the optimum is below it."""
+    from optfleet.problems.capacity_plan.exact import best_rule_plan
+
+    problem = tiny()
+    start = best_rule_plan(problem)
+    assert start.method == "reserve_percentile" and evaluate(problem, start).total_cost == pytest.approx(188.8)
+    _, report = solve_milp(problem)
+    assert report.counts["feasible_mip_starts"] == 1 and "MIP start solution is feasible: objective value is 188.8" in report.log
+    assert report.objective == pytest.approx(178.8)

@@ -18,7 +18,7 @@ import math
 from dataclasses import replace
 
 from optfleet.errors import InfeasibleError
-from optfleet.models.capacity_plan import build, extract
+from optfleet.models.capacity_plan import build, extract, warm_start
 from optfleet.problems.capacity_plan.plan import Schedule
 from optfleet.problems.capacity_plan.problem import CapacityProblem
 from optfleet.solvers import highs
@@ -27,13 +27,36 @@ from optfleet.solvers.report import INFEASIBLE, INFEASIBLE_OR_UNBOUNDED, SolveRe
 
 def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
     """The MILP's schedule and the solver's report (status, objective, bound, gap); InfeasibleError explains a
-    model without a plan (module docstring)."""
+    model without a plan (module docstring).  The cheapest rule's plan the evaluator finds feasible (if any) is
+    the MIP start, so a run stopped by its time limit returns at least that plan."""
     options = problem.spec.solve
     model = build(problem)
-    report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s, mip_gap=options.mip_gap)
+    start = best_rule_plan(problem)
+    if start is not None:
+        warm_start(model, problem, start)
+    report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s, mip_gap=options.mip_gap,
+                         warm_start=start is not None)
     if not report.has_solution:
         raise InfeasibleError(f"the capacity-plan MILP found no plan ({report.status}): {explain_infeasible(problem, report)}")
     return extract(model, problem), report
+
+
+def best_rule_plan(problem: CapacityProblem) -> Schedule | None:
+    """The cheapest plan among the practitioners' rules (baselines.py) that the evaluator finds feasible."""
+    from optfleet.problems.capacity_plan import baselines
+    from optfleet.problems.capacity_plan.evaluator import evaluate
+
+    plans = []
+    for rule in (baselines.static_peak, baselines.per_period_on_demand, baselines.reserve_percentile, baselines.spot_fallback,
+                 baselines.greedy_packing):
+        try:
+            schedule = rule(problem)
+        except InfeasibleError:
+            continue
+        evaluation = evaluate(problem, schedule)
+        if evaluation.feasible:
+            plans.append((evaluation.total_cost, schedule))
+    return min(plans, key=lambda plan: plan[0])[1] if plans else None
 
 
 def type_capacity(problem: CapacityProblem, g: int, t: int) -> float:

@@ -5,7 +5,7 @@ Each window starts from what is committed before it: the reserved GPUs still hel
 when they were made) and the instances running in the period before it (for the load charge).  A reservation made
 in a committed period is kept for its whole term; decisions in a window's uncommitted tail are made again by the
 next window.  Each window's solve gets ``solve.time_limit_s x S / T`` seconds, so the whole run takes about the
-time limit.  The budget bounds the whole horizon's cost and is left out of the windows (the evaluator checks it);
+time limit; a window without a plan by then is solved again with the whole time limit.  The budget bounds the whole horizon's cost and is left out of the windows (the evaluator checks it);
 GPU-mix shares hold per period and are kept.  The plan has no bound of its own: it is compared with the full
 MILP's bound.
 """
@@ -40,6 +40,8 @@ def rolling_horizon(problem: CapacityProblem) -> Schedule:
         sub = problem.window(start, stop, budget=False)
         model = build(sub, reserved_before=held, instances_before=before)
         report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s * step / periods, mip_gap=options.mip_gap)
+        if not report.has_solution:  # no plan within the window's share: the window gets the whole time limit
+            report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s, mip_gap=options.mip_gap)
         if not report.has_solution:
             raise InfeasibleError(f"periods {start}-{stop - 1}: the window's MILP found no plan ({report.status}) given the "
                                   "reservations and instances committed before it")
