@@ -37,7 +37,7 @@ DESCRIPTIONS = {
     "greedy_packing": "per period, largest model first, cheapest extra GPUs within caps; no reservations",
 }
 
-RULES: dict[str, Callable[[CapacityProblem], Any]] = {
+RUNNERS: dict[str, Callable[[CapacityProblem], Any]] = {
     "rolling_horizon": rolling_horizon,
     "static_peak": baselines.static_peak,
     "per_period_on_demand": baselines.per_period_on_demand,
@@ -71,7 +71,7 @@ def run(problem: CapacityProblem, method: str, progress: Progress) -> list[Metho
         if method == EXACT:
             schedule, report = solve_milp(problem)
         else:
-            schedule = RULES[method](problem)
+            schedule = RUNNERS[method](problem)
     except InfeasibleError as exc:
         return [no_plan(method, time.perf_counter() - start, str(exc), objective_unit=OBJECTIVE_UNIT)]
     seconds = time.perf_counter() - start
