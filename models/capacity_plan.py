@@ -101,7 +101,7 @@ def add_load_charge(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
 
 
 def add_reserved(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
-    """Starts ``r[g, t]`` and held ``R[g, t]`` (capped)."""
+    """Starts ``r[g, t]`` and held ``R[g, t]``, capped together with those held from before a window."""
     types = [g for g, o in enumerate(problem.offers) if o.reserved_term_periods is not None]
     m.r = pyo.Var(types, range(problem.periods), domain=pyo.NonNegativeIntegers)
 
@@ -111,7 +111,7 @@ def add_reserved(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
 
     m.reserved_held = held
     capped = [(g, t) for g in types if problem.offers[g].reserved_max_gpus is not None for t in range(problem.periods)]
-    m.reserved_cap = pyo.Constraint(capped, rule=lambda _, g, t: held(g, t) <= problem.offers[g].reserved_max_gpus)
+    m.reserved_cap = pyo.Constraint(capped, rule=lambda _, g, t: held(g, t) <= problem.offers[g].reserved_max_gpus - int(m.reserved_before[g, t]))
 
 
 def add_on_demand(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:

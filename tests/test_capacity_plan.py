@@ -370,3 +370,11 @@ def test_the_cheapest_feasible_rule_plan_is_a_feasible_mip_start():
     _, report = solve_milp(problem)
     assert report.counts["feasible_mip_starts"] == 1 and "MIP start solution is feasible: objective value is 188.8" in report.log
     assert report.objective == pytest.approx(178.8)
+
+
+def test_rolling_horizon_keeps_the_reserved_cap_across_windows():
+    """With at most 6 reserved A100s and 3-period terms, a window may not reserve on top of what an earlier window's
+    reservations still hold beyond the cap."""
+    problem = tiny(rolling__window_periods=2, rolling__step_periods=1, gpus__0__reserved__max_gpus=6)
+    evaluation = evaluate(problem, rolling_horizon(problem))
+    assert evaluation.feasible, evaluation.violations
