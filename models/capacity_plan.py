@@ -33,12 +33,19 @@ schedule the evaluator finds feasible (tests/test_capacity_plan.py checks this b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.models.linear import scaled
-from optfleet.problems.capacity_plan.plan import NO_TYPE, Schedule
-from optfleet.problems.capacity_plan.problem import CapacityProblem
+
+if TYPE_CHECKING:
+    from optfleet.problems.capacity_plan.plan import Schedule
+    from optfleet.problems.capacity_plan.problem import CapacityProblem
+
+NOT_RUNNING = -1
+"""The GPU type of a model in a period without instances (plan.NO_TYPE)."""
 
 
 def build(problem: CapacityProblem, constraints: bool = True, reserved_before: np.ndarray | None = None,
@@ -186,11 +193,12 @@ def add_gpu_mix(m: pyo.ConcreteModel, problem: CapacityProblem, i: int) -> None:
     m.add_component(f"gpu_mix_{i}", pyo.Constraint(range(problem.periods), ["min", "max"], rule=rule))
 
 
-def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> Schedule:
-    """The schedule of the solved model's incumbent."""
+def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> dict[str, np.ndarray]:
+    """The solved model's incumbent as the fields of a schedule (plan.Schedule): ``gpu_type`` and ``instances``
+    ``[M, T]``, ``reserved_starts``, ``on_demand_gpus`` and ``spot_gpus`` ``[G, T]``."""
     a = m.problem_gpus
     n_models, n_types, periods = a.shape
-    gpu_type = np.full((n_models, periods), NO_TYPE, dtype=np.int64)
+    gpu_type = np.full((n_models, periods), NOT_RUNNING, dtype=np.int64)
     instances = np.zeros((n_models, periods), dtype=np.int64)
     for i, g, t in m.Y:
         if pyo.value(m.y[i, g, t]) > 0.5:
@@ -203,7 +211,7 @@ def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> Schedule:
         on_demand[g, t] = round(pyo.value(m.o[g, t]))
     for g, t, j in m.Z:
         spot[g, t] += round(pyo.value(m.z[g, t, j]))
-    return Schedule(gpu_type, instances, starts, on_demand, spot, method="milp")
+    return {"gpu_type": gpu_type, "instances": instances, "reserved_starts": starts, "on_demand_gpus": on_demand, "spot_gpus": spot}
 
 
 def warm_start(m: pyo.ConcreteModel, problem: CapacityProblem, schedule: Schedule) -> None:

@@ -38,7 +38,7 @@ def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
                          warm_start=start is not None)
     if not report.has_solution:
         raise InfeasibleError(f"the capacity-plan MILP found no plan ({report.status}): {explain_infeasible(problem, report)}")
-    return extract(model, problem), report
+    return Schedule(**extract(model, problem), method="milp"), report
 
 
 def best_rule_plan(problem: CapacityProblem) -> Schedule | None:

@@ -45,7 +45,7 @@ def rolling_horizon(problem: CapacityProblem) -> Schedule:
         if not report.has_solution:
             raise InfeasibleError(f"periods {start}-{stop - 1}: the window's MILP found no plan ({report.status}) given the "
                                   "reservations and instances committed before it")
-        part, kept = extract(model, sub), slice(0, commit - start)
+        part, kept = Schedule(**extract(model, sub)), slice(0, commit - start)
         gpu_type[:, start:commit], instances[:, start:commit] = part.gpu_type[:, kept], part.instances[:, kept]
         starts[:, start:commit], on_demand[:, start:commit], spot[:, start:commit] = (
             part.reserved_starts[:, kept], part.on_demand_gpus[:, kept], part.spot_gpus[:, kept])
