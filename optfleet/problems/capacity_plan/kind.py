@@ -17,7 +17,6 @@ from typing import Any
 from optfleet.errors import InfeasibleError
 from optfleet.problems.capacity_plan import baselines
 from optfleet.problems.capacity_plan.problem import CapacityProblem, prepare
-from optfleet.problems.capacity_plan.rolling import rolling_horizon
 from optfleet.problems.capacity_plan.schema import METHODS, CapacityPlanInstanceSpec
 from optfleet.progress import Progress
 from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
@@ -38,7 +37,7 @@ DESCRIPTIONS = {
 }
 
 RUNNERS: dict[str, Callable[[CapacityProblem], Any]] = {
-    "rolling_horizon": rolling_horizon,
+    "rolling_horizon": lazy("optfleet.problems.capacity_plan.rolling", "rolling_horizon"),  # the MILP: imported when run
     "static_peak": baselines.static_peak,
     "per_period_on_demand": baselines.per_period_on_demand,
     "reserve_percentile": baselines.reserve_percentile,
