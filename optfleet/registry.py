@@ -58,6 +58,7 @@ KINDS: dict[str, str] = {
     "reserved": "optfleet.problems.reserved.kind",
     "routing": "optfleet.problems.routing.kind",
     "placement": "optfleet.problems.placement.kind",
+    "capacity_plan": "optfleet.problems.capacity_plan.kind",
 }
 
 

@@ -82,6 +82,12 @@ KIND_CASES: dict[str, dict[str, Any]] = {
                 ("policies", ["mru"], "mru"), ("policies", [{"name": "load_prefix", "weights": {"prefix": 0, "queue": 0, "kv": 0}}], "weights"),
                 ("solve.method", "annealing", "annealing")],
     },
+    "capacity_plan": {
+        "folder": INSTANCES / "capacity_plan",
+        "small": INSTANCES / "capacity_plan" / "tiny.yaml",
+        "bad": [("gpus.1.spot.confidence", 0, "0"), ("gpus.0.reserved.term_periods", 7, "7"), ("periods", 0, "0"),
+                ("solve.method", "annealing", "annealing"), ("demand.generator.chat.mean_rps", -1, "-1")],
+    },
 }
 
 

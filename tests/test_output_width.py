@@ -26,7 +26,7 @@ pytestmark = pytest.mark.solved
 INSTANCES = REPO / "instances"
 # Solve and gap of these take a few seconds each; every other shipped instance is in the slow tier.
 CHEAP = {"fleet/toy", "fleet/agent_heavy", "profiled/melange_example", "profiled/melange_availability", "profiled/melange_gpu_mix",
-         "caching/tiny", "reserved/tiny", "routing/tiny", "placement/tiny"}
+         "caching/tiny", "reserved/tiny", "routing/tiny", "placement/tiny", "capacity_plan/tiny"}
 HIDDEN = re.compile(r"^\((\d+) columns? hidden to fit (\d+) characters: (.*); --wide shows every column\)$")
 
 

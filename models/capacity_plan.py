@@ -1,0 +1,235 @@
+"""The capacity-plan MILP (kind ``capacity_plan``): GPUs bought per period, reserved / on-demand / spot, shared by
+several models.
+
+Notation (optfleet/problems/capacity_plan/): models ``m``, GPU types ``g``, periods ``t``; ``a[m, g, t] = tp[m, g]
+n[m, g, t]`` the GPUs model ``m`` needs on type ``g`` in period ``t`` (the fleet kind's least instance count at the
+period's rate, capacity.py); ``lambda_m`` the share of a period spent loading the model; prices per GPU-period
+``c^O_g``, ``c^S_g`` and ``c^R_g`` per reservation (``upfront + price x hours x term``, paid in full); ``k_g(s)``
+the spot GPUs counted at the type's confidence when ``s`` are bought (spot.py).
+
+* :func:`add_assignment`: binaries ``y[m, g, t]``, ``sum_g y[m, g, t] = 1`` for every model and period with demand
+  (or a replica floor): each model runs on one type per period; integer instances ``x[m, g, t]`` with
+  ``n[m, g, t] y <= x <= U[m, g] y``, ``U[m, g] = max_t n[m, g, t]`` (a model may keep instances warm through a
+  dip: clipping ``x`` at ``U`` never adds load, so the bound loses no plan); for a model without load time
+  ``x = n y`` (more instances than needed never help it);
+* :func:`add_load_charge`: ``l[m, g, t] >= tp[m, g] (x[m, g, t] - x[m, g, t-1])``, ``l >= 0`` (the GPUs that start
+  serving the model; ``x[., ., -1] = 0``);
+* :func:`add_reserved`: integer starts ``r[g, t]``, held ``R[g, t] = sum_{t - term_g < s <= t} r[g, s] <= cap``;
+* :func:`add_on_demand`: integer ``O[g, t]`` in ``[0, cap]``;
+* :func:`add_spot`: the survivor table as a staircase: binaries ``z[g, t, j]`` for ``j = 1..cap_t`` with
+  ``z[j] >= z[j+1]``, spot bought ``S = sum_j z[j]``, counted ``K = sum_j (k(j) - k(j-1)) z[j]``.  Exactly
+  ``k(S)`` at every integer ``S`` (the ``z`` are the first ``S`` steps), with no SOS (HiGHS has none);
+* :func:`add_capacity`: ``sum_m tp x + sum_m lambda_m l <= R + O + K`` per type and period.  Since ``R``, ``O``
+  and ``K`` are integers this is ``ceil(use - R - O) <= k(S)``: the spot GPUs relied on survive with probability
+  at least the confidence (exactly the evaluator's rule; the chance holds per type and period);
+* :func:`add_budget`, :func:`add_gpu_mix`: ``cost <= B``; ``min_share sum_g H <= H_g <= max_share sum_g H``
+  with ``H = R + O + S`` the GPUs held, in every period;
+* objective ``min sum_gt c^R_g r + c^O_g O + c^S_g S``.
+
+Exact for the stated policy space: one GPU type per model per period, spot counted at the binomial quantile, load
+time as a fluid share of a GPU-period (plan.gpus_in_use).  Its optimum equals the least evaluator cost over every
+schedule the evaluator finds feasible (tests/test_capacity_plan.py checks this by brute force).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyomo.environ as pyo
+
+from optfleet.models.linear import scaled
+
+if TYPE_CHECKING:
+    from optfleet.problems.capacity_plan.plan import Schedule
+    from optfleet.problems.capacity_plan.problem import CapacityProblem
+
+NOT_RUNNING = -1
+"""The GPU type of a model in a period without instances (plan.NO_TYPE)."""
+
+
+def build(problem: CapacityProblem, constraints: bool = True, reserved_before: np.ndarray | None = None,
+          instances_before: np.ndarray | None = None) -> pyo.ConcreteModel:
+    """The MILP (module docstring); ``constraints=False`` leaves out the instance's budget and GPU-mix constraints
+    (the infeasibility diagnosis solves without them).  A window of a longer horizon (rolling.py) starts from
+    what came before it: ``reserved_before[g, t]`` GPUs still held from reservations made earlier (already paid),
+    and ``instances_before[m, g]`` instances running in the period before the window (for the load charge)."""
+    m = pyo.ConcreteModel(name=f"capacity_plan {problem.name}")
+    m.problem_gpus = problem.table.gpus()
+    shape = (len(problem.offers), problem.periods)
+    m.reserved_before = np.zeros(shape, np.int64) if reserved_before is None else reserved_before
+    m.instances_before = np.zeros(m.problem_gpus.shape[:2], np.int64) if instances_before is None else instances_before
+    add_assignment(m, problem)
+    add_load_charge(m, problem)
+    add_reserved(m, problem)
+    add_on_demand(m, problem)
+    add_spot(m, problem)
+    add_capacity(m, problem)
+    add_cost(m, problem)
+    if constraints:
+        for i, constraint in enumerate(problem.spec.constraints):
+            (add_budget if constraint.kind == "budget" else add_gpu_mix)(m, problem, i)
+    m.objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
+    return m
+
+
+def add_assignment(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``y[m, g, t]`` and ``sum_g y = 1`` where the model needs GPUs in the period."""
+    a = m.problem_gpus
+    required = [(i, t) for i in range(a.shape[0]) for t in range(a.shape[2]) if (a[i, a[i, :, t] >= 0, t] > 0).any()]
+    m.Y = pyo.Set(initialize=[(i, g, t) for i, t in required for g in range(a.shape[1]) if a[i, g, t] >= 0], dimen=3)
+    m.y = pyo.Var(m.Y, domain=pyo.Binary)
+    m.assign = pyo.Constraint(required, rule=lambda _, i, t: sum(m.y[i, g, t] for g in range(a.shape[1]) if (i, g, t) in m.Y) == 1)
+    n = problem.table.instances
+    most = n.max(axis=2)
+    warm = [key for key in m.Y if problem.load_fraction[key[0]] > 0]
+    m.x = pyo.Var(warm, domain=pyo.NonNegativeIntegers, bounds=lambda _, i, g, t: (0, int(most[i, g])))
+    m.x_floor = pyo.Constraint(warm, rule=lambda _, i, g, t: m.x[i, g, t] >= int(n[i, g, t]) * m.y[i, g, t])
+    m.x_open = pyo.Constraint(warm, rule=lambda _, i, g, t: m.x[i, g, t] <= int(most[i, g]) * m.y[i, g, t])
+
+    def instances(i: int, g: int, t: int):
+        return m.x[i, g, t] if (i, g, t) in m.x else int(n[i, g, t]) * m.y[i, g, t]
+
+    m.instances = instances
+
+
+def add_load_charge(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``l[m, g, t] >= tp (x[m, g, t] - x[m, g, t-1])`` for models with a load time."""
+    tp, lam = problem.table.tp, problem.load_fraction
+    m.L = pyo.Set(initialize=[key for key in m.Y if lam[key[0]] > 0], dimen=3)
+    m.l = pyo.Var(m.L, domain=pyo.NonNegativeReals)
+
+    def rule(_, i, g, t):
+        previous = [(-float(tp[i, g]), m.x[i, g, t - 1])] if (i, g, t - 1) in m.Y else []
+        before = float(tp[i, g] * m.instances_before[i, g]) if t == 0 else 0.0
+        return m.l[i, g, t] >= scaled([(float(tp[i, g]), m.x[i, g, t]), *previous]) - before
+
+    m.load_charge = pyo.Constraint(m.L, rule=rule)
+
+
+def add_reserved(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """Starts ``r[g, t]`` and held ``R[g, t]``, capped together with those held from before a window."""
+    types = [g for g, o in enumerate(problem.offers) if o.reserved_term_periods is not None]
+    m.r = pyo.Var(types, range(problem.periods), domain=pyo.NonNegativeIntegers)
+
+    def held(g: int, t: int):
+        term = problem.offers[g].reserved_term_periods
+        return 0 if term is None else sum(m.r[g, s] for s in range(max(0, t - term + 1), t + 1))
+
+    m.reserved_held = held
+    capped = [(g, t) for g in types if problem.offers[g].reserved_max_gpus is not None for t in range(problem.periods)]
+    m.reserved_cap = pyo.Constraint(capped, rule=lambda _, g, t: held(g, t) <= problem.offers[g].reserved_max_gpus - int(m.reserved_before[g, t]))
+
+
+def add_on_demand(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``O[g, t]`` in ``[0, cap]``."""
+    types = [g for g, o in enumerate(problem.offers) if o.on_demand_per_gpu_period is not None]
+    m.o = pyo.Var(types, range(problem.periods), domain=pyo.NonNegativeIntegers,
+                  bounds=lambda _, g, t: (0, problem.offers[g].on_demand_max_gpus))
+
+
+def add_spot(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """The staircase ``z[g, t, j]`` of the survivor table (module docstring)."""
+    steps = [(g, t, j) for g, o in enumerate(problem.offers) if o.spot_per_gpu_period is not None
+             for t in range(problem.periods) for j in range(1, int(o.spot_cap[t]) + 1)]
+    m.Z = pyo.Set(initialize=steps, dimen=3)
+    m.z = pyo.Var(m.Z, domain=pyo.Binary)
+    m.spot_order = pyo.Constraint([(g, t, j) for g, t, j in steps if j > 1], rule=lambda _, g, t, j: m.z[g, t, j] <= m.z[g, t, j - 1])
+
+
+def spot_bought(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
+    """``S[g, t] = sum_j z[g, t, j]``."""
+    return sum(m.z[g, t, j] for j in range(1, int(problem.offers[g].spot_cap[t]) + 1) if (g, t, j) in m.Z)
+
+
+def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """GPUs in use (load charge included) within ``R + O + K`` per type and period."""
+    tp, lam, n = problem.table.tp, problem.load_fraction, problem.table.instances
+    n_models = tp.shape[0]
+
+    def rule(_, g, t):
+        offer = problem.offers[g]
+        k = offer.spot_counted
+        use = [(float(tp[i, g]) * float(n[i, g, t]), m.y[i, g, t]) for i in range(n_models) if (i, g, t) in m.Y and (i, g, t) not in m.x]
+        use += [(float(tp[i, g]), m.x[i, g, t]) for i in range(n_models) if (i, g, t) in m.x]
+        use += [(float(lam[i]), m.l[i, g, t]) for i in range(n_models) if (i, g, t) in m.L]
+        held = [(1.0, m.o[g, t])] if (g, t) in m.o else []
+        held += [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, int(offer.spot_cap[t]) + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
+        if not use:
+            return pyo.Constraint.Skip
+        return scaled(use) <= scaled(held) + m.reserved_held(g, t) + int(m.reserved_before[g, t])
+
+    m.capacity = pyo.Constraint(range(len(problem.offers)), range(problem.periods), rule=rule)
+
+
+def held_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
+    """``H[g, t] = R + O + S`` (with the reservations held from before a window)."""
+    return int(m.reserved_before[g, t]) + m.reserved_held(g, t) + (m.o[g, t] if (g, t) in m.o else 0) + spot_bought(m, problem, g, t)
+
+
+def add_cost(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """``cost = sum c^R r + c^O O + c^S S``, $ over the horizon (reservations at their full term)."""
+    terms = [(problem.offers[g].reserved_cost_per_gpu, m.r[g, t]) for g, t in m.r]
+    terms += [(problem.offers[g].on_demand_per_gpu_period, m.o[g, t]) for g, t in m.o]
+    terms += [(problem.offers[g].spot_per_gpu_period, m.z[g, t, j]) for g, t, j in m.Z]
+    m.cost = pyo.Expression(expr=scaled([(float(c), v) for c, v in terms if c]))
+
+
+def add_budget(m: pyo.ConcreteModel, problem: CapacityProblem, i: int) -> None:
+    """``cost <= max_cost`` (``constraints[i]``)."""
+    m.add_component(f"budget_{i}", pyo.Constraint(expr=m.cost <= problem.spec.constraints[i].max_cost))
+
+
+def add_gpu_mix(m: pyo.ConcreteModel, problem: CapacityProblem, i: int) -> None:
+    """``min_share sum_g H <= H_g <= max_share sum_g H`` in every period (``constraints[i]``)."""
+    c = problem.spec.constraints[i]
+    g = problem.type_names.index(c.gpu)
+
+    def rule(_, t, side):
+        everything = sum(held_gpus(m, problem, h, t) for h in range(len(problem.offers)))
+        own = held_gpus(m, problem, g, t)
+        return own >= c.min_share * everything if side == "min" else own <= c.max_share * everything
+
+    m.add_component(f"gpu_mix_{i}", pyo.Constraint(range(problem.periods), ["min", "max"], rule=rule))
+
+
+def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> dict[str, np.ndarray]:
+    """The solved model's incumbent as the fields of a schedule (plan.Schedule): ``gpu_type`` and ``instances``
+    ``[M, T]``, ``reserved_starts``, ``on_demand_gpus`` and ``spot_gpus`` ``[G, T]``."""
+    a = m.problem_gpus
+    n_models, n_types, periods = a.shape
+    gpu_type = np.full((n_models, periods), NOT_RUNNING, dtype=np.int64)
+    instances = np.zeros((n_models, periods), dtype=np.int64)
+    for i, g, t in m.Y:
+        if pyo.value(m.y[i, g, t]) > 0.5:
+            gpu_type[i, t], instances[i, t] = g, round(pyo.value(m.instances(i, g, t)))
+    shape = (n_types, periods)
+    starts, on_demand, spot = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    for g, t in m.r:
+        starts[g, t] = round(pyo.value(m.r[g, t]))
+    for g, t in m.o:
+        on_demand[g, t] = round(pyo.value(m.o[g, t]))
+    for g, t, j in m.Z:
+        spot[g, t] += round(pyo.value(m.z[g, t, j]))
+    return {"gpu_type": gpu_type, "instances": instances, "reserved_starts": starts, "on_demand_gpus": on_demand, "spot_gpus": spot}
+
+
+def warm_start(m: pyo.ConcreteModel, problem: CapacityProblem, schedule: Schedule) -> None:
+    """Load ``schedule`` (a plan the evaluator finds feasible) as the MIP start.  A model without load time runs
+    exactly its need (``x = n y``: fewer GPUs than the schedule's, so the start stays feasible); one with load time
+    keeps the schedule's instances up to ``U`` (clipping never adds load), its load charge ``l`` the increase."""
+    for i, g, t in m.Y:
+        m.y[i, g, t].value = 1 if schedule.gpu_type[i, t] == g else 0
+    most = problem.table.instances.max(axis=2)
+    for i, g, t in m.x:
+        m.x[i, g, t].value = min(int(schedule.instances[i, t]), int(most[i, g])) if schedule.gpu_type[i, t] == g else 0
+    tp = problem.table.tp
+    for i, g, t in m.L:
+        previous = m.x[i, g, t - 1].value if (i, g, t - 1) in m.x else (m.instances_before[i, g] if t == 0 else 0)
+        m.l[i, g, t].value = max(0, int(tp[i, g]) * (m.x[i, g, t].value - previous))
+    for g, t in m.r:
+        m.r[g, t].value = int(schedule.reserved_starts[g, t])
+    for g, t in m.o:
+        m.o[g, t].value = int(schedule.on_demand_gpus[g, t])
+    for g, t, j in m.Z:
+        m.z[g, t, j].value = 1 if j <= schedule.spot_gpus[g, t] else 0

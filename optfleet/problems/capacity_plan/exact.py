@@ -1,0 +1,110 @@
+"""Solve the capacity-plan MILP (models/capacity_plan.py) and, when it has no plan, say why.
+
+Why, checked from the most specific to the most general (the first that applies is the answer):
+
+1. a period in which some model fits on no type even when that type's every cap is bought for it alone
+   (reserved cap + on-demand cap + the spot counted at the full availability): names the period, the model and
+   the caps;
+2. the same MILP without the instance's ``constraints`` has a plan: the constraints whose removal alone gives a
+   plan are named (each re-solved), else all of them together;
+3. the first period whose models cannot all be held at once, that period solved alone without load time (a
+   relaxation: a period infeasible alone is infeasible in the plan); else the load time or the reservations'
+   terms and caps across periods exclude every plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from optfleet.errors import InfeasibleError
+from optfleet.models.capacity_plan import build, extract, warm_start
+from optfleet.problems.capacity_plan.plan import Schedule
+from optfleet.problems.capacity_plan.problem import CapacityProblem
+from optfleet.solvers import highs
+from optfleet.solvers.report import INFEASIBLE, INFEASIBLE_OR_UNBOUNDED, SolveReport
+
+
+def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
+    """The MILP's schedule and the solver's report (status, objective, bound, gap); InfeasibleError explains a
+    model without a plan (module docstring).  The cheapest rule's plan the evaluator finds feasible (if any) is
+    the MIP start, so a run stopped by its time limit returns at least that plan."""
+    options = problem.spec.solve
+    model = build(problem)
+    start = best_rule_plan(problem)
+    if start is not None:
+        warm_start(model, problem, start)
+    report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s, mip_gap=options.mip_gap,
+                         warm_start=start is not None)
+    if not report.has_solution:
+        raise InfeasibleError(f"the capacity-plan MILP found no plan ({report.status}): {explain_infeasible(problem, report)}")
+    return Schedule(**extract(model, problem), method="milp"), report
+
+
+def best_rule_plan(problem: CapacityProblem) -> Schedule | None:
+    """The cheapest plan among the practitioners' rules (baselines.py) that the evaluator finds feasible."""
+    from optfleet.problems.capacity_plan import baselines
+    from optfleet.problems.capacity_plan.evaluator import evaluate
+
+    plans = []
+    for rule in (baselines.static_peak, baselines.per_period_on_demand, baselines.reserve_percentile, baselines.spot_fallback,
+                 baselines.greedy_packing):
+        try:
+            schedule = rule(problem)
+        except InfeasibleError:
+            continue
+        evaluation = evaluate(problem, schedule)
+        if evaluation.feasible:
+            plans.append((evaluation.total_cost, schedule))
+    return min(plans, key=lambda plan: plan[0])[1] if plans else None
+
+
+def type_capacity(problem: CapacityProblem, g: int, t: int) -> float:
+    """The most GPUs type ``g`` can hold in period ``t`` with every cap bought (inf without a cap)."""
+    offer = problem.offers[g]
+    reserved = 0.0 if offer.reserved_term_periods is None else (math.inf if offer.reserved_max_gpus is None else offer.reserved_max_gpus)
+    on_demand = 0.0 if offer.on_demand_per_gpu_period is None else (math.inf if offer.on_demand_max_gpus is None else offer.on_demand_max_gpus)
+    return reserved + on_demand + float(offer.spot_counted[int(offer.spot_cap[t])])
+
+
+def explain_infeasible(problem: CapacityProblem, report: SolveReport) -> str:
+    """The reason (module docstring)."""
+    if report.status not in (INFEASIBLE, INFEASIBLE_OR_UNBOUNDED):
+        return f"stopped before finding one ({report.summary}); a longer solve.time_limit_s may find one"
+    gpus = problem.table.gpus()
+    for t in range(problem.periods):
+        for m, name in enumerate(problem.model_names):
+            fits = [g for g in range(len(problem.offers)) if 0 <= gpus[m, g, t] <= type_capacity(problem, g, t)]
+            if not fits and (gpus[m, :, t] > 0).any():
+                caps = ", ".join(f"{o.name} needs {gpus[m, g, t]} GPUs, holds at most {type_capacity(problem, g, t):g}"
+                                 for g, o in enumerate(problem.offers) if gpus[m, g, t] >= 0)
+                return f"period {t}, model {name}: no GPU type can hold it ({caps}; the rate is {problem.rates_rps[m, t]:.4g} req/s)"
+    constraints = problem.spec.constraints
+    if constraints and _has_plan(problem, constraints=False):
+        culprits = [f"constraints[{i}] ({c.kind})" for i, c in enumerate(constraints) if _has_plan(problem, drop=i)]
+        if culprits:
+            return (f"{' or '.join(culprits)} excludes every plan; without {'it' if len(culprits) == 1 else 'any one of them'} "
+                    "the instance has one")
+        return f"the constraints ({', '.join(f'constraints[{i}] ({c.kind})' for i, c in enumerate(constraints))}) exclude every plan together"
+    for t in range(problem.periods):
+        if not _has_plan(_period_alone(problem, t), constraints=False):
+            needs = ", ".join(f"{name} {int(gpus[m, gpus[m, :, t] >= 0, t].min())}" for m, name in enumerate(problem.model_names))
+            caps = ", ".join(f"{o.name} {type_capacity(problem, g, t):g}" for g, o in enumerate(problem.offers))
+            return (f"period {t}: the models together need more GPUs than the types' caps hold (least GPUs per model: {needs}; "
+                    f"most GPUs per type: {caps}); raise an on-demand or reserved max_gpus, or the spot availability")
+    return ("every period fits alone without load time: the load time of GPUs that start serving a model (models[].load_time_s) "
+            "or the reservation caps across periods exclude every plan")
+
+
+def _period_alone(problem: CapacityProblem, t: int) -> CapacityProblem:
+    """Period ``t`` as a one-period problem without load time or constraints (explain_infeasible's relaxation)."""
+    alone = problem.window(t, t + 1)
+    return replace(alone, spec=alone.spec.model_copy(update={"constraints": []}), load_fraction=0.0 * problem.load_fraction)
+
+
+def _has_plan(problem: CapacityProblem, constraints: bool = True, drop: int | None = None) -> bool:
+    if drop is not None:
+        kept = [c for i, c in enumerate(problem.spec.constraints) if i != drop]
+        problem = replace(problem, spec=problem.spec.model_copy(update={"constraints": kept}))
+    model = build(problem, constraints=constraints)
+    return highs.solve(model, solver=problem.spec.solve.solver, time_limit=problem.spec.solve.time_limit_s).has_solution

@@ -1,0 +1,380 @@
+"""The capacity_plan kind (issue 37): the MILP against brute force, the evaluator against hand-worked schedules,
+the spot quantile, the demand readers and bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binom
+
+from optfleet.cli import main
+from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError, InputError
+from optfleet.instance import load_instance
+from optfleet.problems.capacity_plan.evaluator import evaluate
+from optfleet.problems.capacity_plan.exact import solve_milp
+from optfleet.problems.capacity_plan.plan import Schedule, gpus_in_use
+from optfleet.problems.capacity_plan.problem import prepare
+from optfleet.problems.capacity_plan.rolling import rolling_horizon
+from optfleet.problems.capacity_plan.spot import counted_spot
+
+from support import REPO
+
+TINY = REPO / "instances" / "capacity_plan" / "tiny.yaml"
+
+
+def tiny(**overrides):
+    return prepare(load_instance(TINY, **overrides))
+
+
+# --- the spot quantile ------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 30), st.floats(0.0, 0.9), st.floats(0.01, 0.999))
+def test_counted_spot_is_the_binomial_quantile(cap, p, c):
+    """k(s) survives with probability >= c, k(s) + 1 does not, and k never falls as s grows."""
+    k = counted_spot(cap, p, c)
+    assert k[0] == 0 and (np.diff(k) >= 0).all()
+    for s in range(cap + 1):
+        survive = lambda n: binom.sf(n - 1, s, 1 - p) if n > 0 else 1.0  # noqa: E731
+        assert survive(k[s]) >= c - 1e-9
+        assert k[s] == s or survive(k[s] + 1) < c + 1e-9
+
+
+def test_full_confidence_counts_no_preemptible_spot():
+    assert counted_spot(5, 0.1, 1.0).tolist() == [0] * 6
+    assert counted_spot(3, 0.0, 1.0).tolist() == [0, 1, 2, 3]
+
+
+# --- the MILP against brute force ------------------------------------------------------------------------------
+
+
+def _cheapest_purchases(problem, g: int, use: np.ndarray) -> float:
+    """The least cost of type ``g``'s purchases holding ``use[t]`` GPUs in every period, by enumerating every
+    reserved start, on-demand and spot count (spot checked by the binomial tail directly, not by k(s))."""
+    offer, periods = problem.offers[g], problem.periods
+    need = np.ceil(use - 1e-9).astype(int)
+    top = int(need.max())
+    r_range = range(top + 1) if offer.reserved_term_periods is not None else [0]
+    o_range = range(min(top, offer.on_demand_max_gpus if offer.on_demand_max_gpus is not None else top) + 1) \
+        if offer.on_demand_per_gpu_period is not None else [0]
+    best = np.inf
+    for starts in itertools.product(r_range, repeat=periods):
+        held = [sum(starts[max(0, t - (offer.reserved_term_periods or 1) + 1): t + 1]) for t in range(periods)]
+        if offer.reserved_max_gpus is not None and max(held) > offer.reserved_max_gpus:
+            continue
+        cost = sum(starts) * (offer.reserved_cost_per_gpu or 0.0)
+        for t in range(periods):
+            period_best = np.inf
+            for o in o_range:
+                for s in range(int(offer.spot_cap[t]) + 1):
+                    relied = need[t] - held[t] - o
+                    ok = relied <= 0 or binom.sf(relied - 1, s, 1 - offer.spot_preemption_probability) >= offer.spot_confidence - 1e-9
+                    if ok:
+                        period_best = min(period_best, o * (offer.on_demand_per_gpu_period or 0.0) + s * (offer.spot_per_gpu_period or 0.0))
+            cost += period_best
+        best = min(best, cost)
+    return best
+
+
+def brute_force(problem) -> float:
+    """The least cost over every assignment (a usable type per model and period, instances from the need up to the
+    horizon's largest) with each type's purchases enumerated; no constraints (each type is then independent)."""
+    table = problem.table
+    n_models, periods = len(problem.model_names), problem.periods
+    choices = []
+    for m in range(n_models):
+        for t in range(periods):
+            options = [(g, x) for g in range(len(problem.offers)) if table.instances[m, g, t] > 0
+                       for x in range(table.instances[m, g, t], table.instances[m, g].max() + 1)]
+            choices.append(options or [(-1, 0)])
+    best = np.inf
+    for pick in itertools.product(*choices):
+        gpu_type = np.array([g for g, _ in pick]).reshape(n_models, periods)
+        instances = np.array([x for _, x in pick]).reshape(n_models, periods)
+        use = gpus_in_use(problem, gpu_type, instances)
+        best = min(best, sum(_cheapest_purchases(problem, g, use[g]) for g in range(len(problem.offers))))
+    return best
+
+
+@pytest.mark.parametrize("overrides", [
+    {"periods": 2, "gpus__0__reserved__term_periods": 2},
+    {"periods": 2, "gpus__0__reserved__term_periods": 1, "models__0__load_time_s": 0},
+    {"periods": 2, "gpus__0__reserved__term_periods": 2, "gpus__1__spot__confidence": 0.7, "gpus__0__on_demand__max_gpus": 1},
+], ids=["load-time", "no-load-term-2", "spot-heavy"])
+def test_milp_equals_brute_force(overrides):
+    problem = tiny(**overrides)
+    schedule, report = solve_milp(problem)
+    assert report.status == "optimal" and report.gap is not None and report.bound is not None
+    evaluation = evaluate(problem, schedule)
+    assert evaluation.feasible, evaluation.violations
+    assert evaluation.total_cost == pytest.approx(report.objective, rel=1e-9)
+    assert report.objective == pytest.approx(brute_force(problem), rel=1e-9)
+
+
+# --- the evaluator against hand-worked schedules ----------------------------------------------------------------
+
+
+def _hand_schedule(problem, spot_t0: int = 3) -> Schedule:
+    """chat on A100 all day, batch on H100; A100: 5 reserved at 0 and 3 (term 3); H100: 1 on demand in period 0,
+    spot 3, 3, 3, 2, 3, 3."""
+    periods = problem.periods
+    needs = problem.table.instances
+    return Schedule(gpu_type=np.array([[0] * periods, [1] * periods]), instances=np.array([needs[0, 0], needs[1, 1]]),
+                    reserved_starts=np.array([[5, 0, 0, 5, 0, 0], [0] * periods]),
+                    on_demand_gpus=np.array([[0] * periods, [1, 0, 0, 0, 0, 0]]),
+                    spot_gpus=np.array([[0] * periods, [spot_t0, 3, 3, 2, 3, 3]]))
+
+
+def test_evaluator_on_a_hand_worked_schedule():
+    """Needs (tiny.yaml, checked below): chat 2 3 4 5 4 3 on A100, batch 3 2 2 1 2 2 on H100; no load time.
+    Cost: reserved 2 x 5 x $14.40 = $144; on-demand 1 x $14 = $14; spot 17 x $6 = $102: $260.  By model: the A100's
+    5 reserved GPUs cost $4.80 per GPU-period, all chat's: $144; batch the H100's $116.  Chance: period 0 relies on 2
+    of 3 spot GPUs, P(Binomial(3, 0.9) >= 2) = 0.972 >= 0.9; period 3 on 1 of 2, 0.99."""
+    problem = tiny(models__0__load_time_s=0, evaluation__samples=4000)
+    assert problem.table.instances[0, 0].tolist() == [2, 3, 4, 5, 4, 3]
+    assert problem.table.instances[1, 1].tolist() == [3, 2, 2, 1, 2, 2]
+    e = evaluate(problem, _hand_schedule(problem))
+    assert e.feasible, e.violations
+    assert e.total_cost == pytest.approx(260.0)
+    assert e.cost_by_option == pytest.approx({"reserved": 144.0, "on_demand": 14.0, "spot": 102.0})
+    assert e.cost_by_model == pytest.approx({"chat": 144.0, "batch": 116.0, "unassigned": 0.0})
+    assert e.attainment[0].tolist() == [1.0] * 6
+    exact = [binom.sf(1, 3, 0.9), binom.sf(1, 3, 0.9), binom.sf(1, 3, 0.9), binom.sf(0, 2, 0.9), binom.sf(1, 3, 0.9), binom.sf(1, 3, 0.9)]
+    assert e.attainment[1] == pytest.approx(exact, abs=0.02)  # 4,000 samples: standard error < 0.003
+
+
+def test_evaluator_names_the_period_and_the_rule_broken():
+    problem = tiny(models__0__load_time_s=0)
+    short = _hand_schedule(problem, spot_t0=2)  # period 0 relies on 2 of 2 spot GPUs: 0.81 < 0.9
+    fewer = Schedule(short.gpu_type, short.instances - np.array([[0, 0, 1, 0, 0, 0], [0] * 6]), short.reserved_starts,
+                     short.on_demand_gpus, short.spot_gpus)
+    violations = evaluate(problem, fewer).violations
+    assert any(v.startswith("period 2, model chat: 3 instances on A100, below the 4") for v in violations), violations
+    assert any(v.startswith("period 0, H100") and "0.81 < the spot confidence 0.9" in v for v in violations), violations
+
+
+def test_load_time_is_charged_on_the_gpus_that_start_serving():
+    """tiny's chat loads for 600 s of a 4-h period: 1/24 of a GPU-period per GPU it adds."""
+    problem = tiny()
+    s = _hand_schedule(problem)
+    use = gpus_in_use(problem, s.gpu_type, s.instances)
+    chat = np.array([2, 3, 4, 5, 4, 3])
+    assert use[0] == pytest.approx(chat + np.maximum(np.diff(chat, prepend=0), 0) / 24)
+
+
+# --- infeasibility, demand, bad input ---------------------------------------------------------------------------
+
+
+def test_an_impossible_budget_is_named():
+    problem = tiny(periods=2, gpus__0__reserved__term_periods=2, constraints=[{"kind": "budget", "max_cost": 10}])
+    with pytest.raises(InfeasibleError, match=r"constraints\[0\] \(budget\) excludes every plan"):
+        solve_milp(problem)
+
+
+def test_a_model_no_type_can_hold_is_named():
+    """chat needs 2 GPUs in period 0; A100 holds 1 reserved, H100 one spot GPU (counted 1)."""
+    problem = tiny(periods=2, gpus__0__reserved__term_periods=2, gpus__0__reserved__max_gpus=1, gpus__0__on_demand__max_gpus=0,
+                   gpus__1__on_demand__max_gpus=0, gpus__1__spot__max_gpus=1)
+    with pytest.raises(InfeasibleError, match=r"period 0, model chat: no GPU type can hold it"):
+        solve_milp(problem)
+
+
+def test_a_period_whose_models_do_not_fit_together_is_named():
+    """In period 0 chat needs 2 GPUs and batch 3: each fits alone on the A100's 3 (1 reserved, 2 on demand), not both;
+    the H100 holds 1."""
+    problem = tiny(periods=2, gpus__0__reserved__term_periods=2, gpus__0__reserved__max_gpus=1, gpus__0__on_demand__max_gpus=2,
+                   gpus__1__on_demand__max_gpus=1, gpus__1__spot__max_gpus=0)
+    with pytest.raises(InfeasibleError, match=r"period 0: the models together need more GPUs than the types' caps hold"):
+        solve_milp(problem)
+
+
+def _with_forecast(tmp_path, text: str):
+    document = yaml.safe_load(TINY.read_text())
+    document["demand"] = {"forecast_file": "demand.csv"}
+    document["periods"] = 2
+    document["gpus"][0]["reserved"]["term_periods"] = 2
+    (tmp_path / "demand.csv").write_text(text)
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_forecast_table_is_read_per_model_and_period(tmp_path):
+    path = _with_forecast(tmp_path, "period,model,rate_rps\n0,chat,5\n1,chat,7.5\n1,batch,2\n0,batch,0\n")
+    problem = prepare(load_instance(path))
+    assert problem.rates_rps.tolist() == [[5.0, 7.5], [0.0, 2.0]]
+    assert problem.table.instances[1, :, 0].tolist() == [0, 0]  # batch's replica floor is 0: no traffic, no instance
+
+
+@pytest.mark.parametrize(("text", "field", "says"), [
+    ("period,model,rate_rps\n0,chat,5\n1,chat,7\n0,batch,2\n", "demand.forecast_file:period", "model batch has no rate"),
+    ("period,model,rate_rps\n0,chat,5\n1,chat,7\n0,batch,2\n1,llama,3\n", "demand.forecast_file:model", "llama"),
+    ("period,model,rate_rps\n0,chat,5\n1,chat,-7\n0,batch,2\n1,batch,3\n", "demand.forecast_file:rate_rps", "-7"),
+    ("period,model\n0,chat\n", "demand.forecast_file", "rate_rps"),
+], ids=["gap", "unknown-model", "negative-rate", "no-column"])
+def test_bad_forecasts_exit_2_naming_the_field(tmp_path, capsys, text, field, says):
+    path = _with_forecast(tmp_path, text)
+    assert main(["solve", str(path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    ({"gpus__1__spot__confidence": 0}, "gpus.1.spot.confidence"),
+    ({"gpus__1__spot__confidence": 1.5}, "gpus.1.spot.confidence"),
+    ({"gpus__0__reserved__term_periods": 7}, "gpus[0].reserved.term_periods"),
+    ({"gpus__1__spot__max_gpus": [1, 2]}, "gpus[1].spot.max_gpus"),
+    ({"models__0__tp": {"B200": 1}}, "models[0].tp.B200"),
+    ({"models__0__service__slo__ttft_p99_ms": -1}, "models[0].service.slo.ttft_p99_ms"),
+    ({"gpus__1__gpu": "H900"}, "models[0].service.hardware.gpu"),
+    ({"constraints": [{"kind": "gpu_mix", "gpu": "TPU", "max_share": 0.5}]}, "constraints[0].gpu"),
+], ids=["confidence-0", "confidence-1.5", "term-beyond-horizon", "spot-caps-per-period", "tp-unknown-type", "service-slo",
+        "unknown-gpu", "mix-unknown-type"])
+def test_bad_input_names_the_field(overrides, field):
+    with pytest.raises(InputError) as caught:
+        tiny(**overrides)
+    assert caught.value.field == field
+
+
+def test_json_is_one_document_with_the_schedule(capsys, tmp_path):
+    assert main(["solve", str(TINY), "--json", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    body = json.loads(capsys.readouterr().out)
+    (main_row,) = body["results"]
+    assert main_row["method"] == "milp" and main_row["status"] == "optimal" and main_row["gap_pct"] == 0
+    assert set(main_row["schedule"]["models"]) == {"chat", "batch"}
+    assert sum(main_row["cost_by_option"].values()) == pytest.approx(main_row["objective"])
+    assert (tmp_path / "out" / "schedule.csv").read_text().startswith("period,gpu_type,reserved_starts")
+
+
+def test_gap_plot_draws_the_milp_schedule(tmp_path, capsys):
+    png = tmp_path / "plan.png"
+    assert main(["gap", str(TINY), "--quiet", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+# --- SkyPilot catalog prices ------------------------------------------------------------------------------------
+
+VMS_CSV = """InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GPUInfo,Region,AvailabilityZone,Price,SpotPrice
+p5.48xlarge,192,2048,H100,8,,us-east-1,us-east-1a,98.32,40.00
+p5.48xlarge,192,2048,H100,8,,us-east-1,us-east-1b,98.32,36.00
+p5.48xlarge,192,2048,H100,8,,us-west-2,us-west-2a,98.32,
+p4de.24xlarge,96,1152,A100-80GB,8,,us-east-1,us-east-1a,40.96,16.00
+"""
+
+
+def _with_catalog(tmp_path, **catalog):
+    document = yaml.safe_load(TINY.read_text())
+    (tmp_path / "vms.csv").write_text(VMS_CSV)
+    h100 = document["gpus"][1]
+    h100["skypilot_catalog"] = {"file": "vms.csv", "instance_type": "p5.48xlarge", "region": "us-east-1", **catalog}
+    del h100["on_demand"]["price_per_gpu_hour"], h100["spot"]["price_per_gpu_hour"]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_prices_are_read_from_a_skypilot_catalog(tmp_path):
+    """On demand $98.32 / 8 GPUs; spot the cheaper zone's $36.00 / 8, per GPU-hour, times the 4-h period."""
+    offer = prepare(load_instance(_with_catalog(tmp_path))).offers[1]
+    assert offer.on_demand_per_gpu_period == pytest.approx(98.32 / 8 * 4)
+    assert offer.spot_per_gpu_period == pytest.approx(36.0 / 8 * 4)
+
+
+@pytest.mark.parametrize(("catalog", "says"), [
+    ({"region": "eu-west-1"}, "has no row in region eu-west-1"),
+    ({"instance_type": "p4de.24xlarge"}, "holds A100-80GB, not the GPU type's H100-SXM"),
+    ({"region": "us-west-2"}, "spot price"),
+], ids=["region", "wrong-gpu", "no-spot-price"])
+def test_a_catalog_without_the_price_exits_2_naming_the_field(tmp_path, capsys, catalog, says):
+    assert main(["validate", str(_with_catalog(tmp_path, **catalog))]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpus[1]" in err[0] and says in err[0], err
+
+
+# --- demand binned from request traces --------------------------------------------------------------------------
+
+
+def _with_traces(tmp_path, chat_times: list[float]):
+    document = yaml.safe_load(TINY.read_text())
+    document["periods"] = 2
+    document["gpus"][0]["reserved"]["term_periods"] = 2
+    document["demand"] = {"traces": {name: {"file": f"{name}.csv", "time_unit": "s"} for name in ("chat", "batch")}}
+    (tmp_path / "chat.csv").write_text("t,input_tokens,output_tokens\n" + "".join(f"{t},100,10\n" for t in chat_times))
+    (tmp_path / "batch.csv").write_text("t,input_tokens,output_tokens\n0,100,10\n20000,100,10\n25000,100,10\n")
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_trace_is_binned_by_period(tmp_path):
+    """4-h periods (14,400 s): chat has 2 requests in period 0 and 1 in period 1; a request after the horizon is
+    left out."""
+    problem = prepare(load_instance(_with_traces(tmp_path, [0, 100, 14_405, 40_000])))
+    assert problem.rates_rps * 14_400 == pytest.approx(np.array([[2, 1], [1, 2]]))
+
+
+def test_a_trace_ending_before_the_last_period_exits_2(tmp_path, capsys):
+    assert main(["validate", str(_with_traces(tmp_path, [0, 100]))]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: demand.traces.chat = ") and "ends before the horizon's last period" in err[0], err
+
+
+# --- rolling horizon --------------------------------------------------------------------------------------------
+
+
+def test_rolling_horizon_with_one_window_is_the_milp():
+    problem = tiny(rolling__window_periods=6, rolling__step_periods=6)
+    assert evaluate(problem, rolling_horizon(problem)).total_cost == pytest.approx(solve_milp(problem)[1].objective, rel=1e-9)
+
+
+def test_rolling_horizon_windows_give_a_feasible_plan_above_the_bound():
+    """Windows of 4 periods, 2 committed: the reservations made in committed periods are held into the next
+    window, so the plan is feasible; it is no cheaper than the MILP's optimum."""
+    problem = tiny(rolling__window_periods=4, rolling__step_periods=2)
+    evaluation = evaluate(problem, rolling_horizon(problem))
+    assert evaluation.feasible, evaluation.violations
+    assert evaluation.total_cost >= solve_milp(problem)[1].bound - 1e-9
+
+
+def test_the_capacity_table_equals_sizing_every_rate():
+    """The table sizes only the ends of runs of equal counts (N is non-decreasing in the rate); it equals the
+    fleet's homogeneous count at every rate."""
+    from dataclasses import replace
+
+    from optfleet.problems.capacity_plan.capacity import instances_needed, service_problem
+    from optfleet.problems.fleet.heuristics.baselines import homogeneous
+
+    spec = load_instance(TINY).spec
+    fleet = service_problem(spec.models[0], spec.gpus[0], 1, TINY.parent, "models[0].service")
+    rates = np.linspace(0.0, 40.0, 57)
+    counts, reason = instances_needed(fleet, rates)
+    assert reason == ""
+    assert counts.tolist() == [0] + [homogeneous(replace(fleet, rate_rps=float(r))).pools[0].instances for r in rates[1:]]
+
+
+def test_the_cheapest_feasible_rule_plan_is_a_feasible_mip_start():
+    """reserve_percentile's plan ($188.80 on tiny) is handed to HiGHS, which accepts it; the optimum is below it."""
+    from optfleet.problems.capacity_plan.exact import best_rule_plan
+
+    problem = tiny()
+    start = best_rule_plan(problem)
+    assert start.method == "reserve_percentile" and evaluate(problem, start).total_cost == pytest.approx(188.8)
+    _, report = solve_milp(problem)
+    assert report.counts["feasible_mip_starts"] == 1 and "MIP start solution is feasible: objective value is 188.8" in report.log
+    assert report.objective == pytest.approx(178.8)
+
+
+def test_rolling_horizon_keeps_the_reserved_cap_across_windows():
+    """With at most 6 reserved A100s and 3-period terms, a window may not reserve on top of what an earlier window's
+    reservations still hold beyond the cap."""
+    problem = tiny(rolling__window_periods=2, rolling__step_periods=1, gpus__0__reserved__max_gpus=6)
+    evaluation = evaluate(problem, rolling_horizon(problem))
+    assert evaluation.feasible, evaluation.violations
