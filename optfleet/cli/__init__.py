@@ -152,9 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = sub.add_parser("catalog", help="list what each performance source knows (the GPU and model catalog first)",
                              description="list what each performance source (hardware.performance.source) knows: the GPU "
                                          "and model catalog with sources (roofline), aiconfigurator's database (measured), "
-                                         "the files a fit reads (fit), the coefficients given directly (affine)")
+                                         "the files a fit reads (fit), the coefficients given directly (affine), the published "
+                                         "profiles read (profile)")
     # optfleet.engine.sources.SOURCES and "all", spelled out: start-up imports only argparse (tests/test_catalog_sources.py runs each)
-    catalog.add_argument("--source", choices=("roofline", "measured", "fit", "affine", "all"), default="all",
+    catalog.add_argument("--source", choices=("roofline", "measured", "fit", "affine", "profile", "all"), default="all",
                          help="list one source only (default: all)")
     catalog.add_argument("--json", action="store_true", help="print one JSON document on stdout, keyed by source, instead of tables")
     wide_option(catalog)

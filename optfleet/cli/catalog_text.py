@@ -81,6 +81,11 @@ def _named(title: str, meanings: dict[str, str]) -> list[Block]:
     return [f"  {title}:", *(f"    {name}: {meaning}" for name, meaning in meanings.items())]
 
 
+def _profile(section: dict[str, Any]) -> list[Block]:
+    """Each published format with where it comes from."""
+    return _named("formats (hardware.performance.file)", section["formats"])
+
+
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[Block]]] = {
-    "roofline": _roofline, "measured": _measured, "fit": _fit, "affine": _affine,
+    "roofline": _roofline, "measured": _measured, "fit": _fit, "affine": _affine, "profile": _profile,
 }

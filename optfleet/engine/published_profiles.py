@@ -59,6 +59,13 @@ from optfleet.errors import InputError
 SPLITWISE_COLUMNS = ("model", "hardware", "tensor_parallel", "prompt_size", "batch_size", "token_size", "prompt_time",
                      "token_time")
 DISTSERVE_KEYS = ("prefill", "decoding_smallbs", "decoding_largebs", "decoding_large_small_bs_threshold")
+PUBLISHED_PROFILES = {
+    "DistServe (.json)": "simdistserve/estimators/profile_data/profiler-*.json of LLMServe/DistServe: model -> TP -> "
+                         "closed forms (A100-80GB), used as given",
+    "Splitwise (.csv, .parquet)": "data/perf_model.csv of Mutinifni/splitwise-sim: measured runs (columns "
+                                  f"{', '.join(SPLITWISE_COLUMNS)}) fitted to the affine step",
+}
+"""Each published profile format ``source: profile`` reads, with where it is published and how it is used."""
 
 
 def profile_engine(path: Path, model: str | None, hardware: str | None, tp: int, field: str, tp_field: str) -> EngineModel:

@@ -123,11 +123,23 @@ def affine_section() -> dict[str, Any]:
     }
 
 
+def profile_section() -> dict[str, Any]:
+    """The published profiles read (engine/published_profiles.py), each with the fields that pick its rows."""
+    from optfleet.engine.published_profiles import PUBLISHED_PROFILES
+
+    return {
+        "about": "a published profile, so that a paper's setup is planned with its own numbers: file names one, "
+                 "profile_model (and for Splitwise profile_hardware) picks its rows at the hardware block's tp",
+        "formats": dict(PUBLISHED_PROFILES),
+    }
+
+
 SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {
     "roofline": roofline_section,
     "measured": measured_section,
     "fit": fit_section,
     "affine": affine_section,
+    "profile": profile_section,
 }
 SOURCES = tuple(SECTIONS)
 """The values of ``hardware.performance.source``, in the order the catalog lists them."""
