@@ -158,10 +158,10 @@ def splitwise_observations(path: Path, model: str | None, hardware: str | None, 
     n, prompt, output = (table_cells(frame, column, file_field, path, positive=True)
                          for column in ("batch_size", "prompt_size", "token_size"))
     prompt_ms, token_ms = (table_cells(frame, column, file_field, path, positive=True) for column in ("prompt_time", "token_time"))
-    rows = frame.index.to_numpy() + 2  # the file's line: a header line, then rows from 0
+    rows = frame.index.to_numpy() + 1  # the table's row, counted from 1 as read_table's refusals count them
     observations = []
-    for i, line in enumerate(rows):
-        where = f"{name} {gpu} TP {tp} line {line}"
+    for i, row in enumerate(rows):
+        where = f"{name} {gpu} TP {tp} row {row}"
         observations.append(Observation((1.0, 0.0, 0.0, float(n[i] * prompt[i]), float(n[i] * prefill_pairs(prompt[i]))),
                                         float(prompt_ms[i]), file_field, path.name, f"{where} prompt_time"))
         if output[i] > 1:
