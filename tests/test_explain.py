@@ -183,6 +183,30 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert option in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize(("spec", "says"), [
+    ("rate_growth=2:1:3", "empty range"),  # an InputError is a ValueError: its message was replaced by "must be numbers"
+    ("rate_growth=1:2:1", "empty range"),
+    ("rate_growth=a:2:3", "values must be numbers"),
+])
+def test_a_bad_curve_is_refused_with_the_reason(spec, says, capsys):
+    assert main(["explain", str(TOY), "--quiet", "--curve", spec]) == EXIT_BAD_INPUT
+    assert says in capsys.readouterr().err
+
+
+def test_a_kind_without_explain_is_refused_naming_every_kind_that_has_it(capsys):
+    assert main(["explain", str(FLEET_INSTANCES.parent / "capacity_plan" / "tiny.yaml"), "--quiet"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "capacity_plan" in err and "it covers: fleet, profiled_fleet, reserved" in err
+
+
+def test_the_help_names_each_kinds_curve_parameters(capsys):
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for parameter in ("rate_growth", "ttft_ms", "percentile", "rho_max", "max_utilisation", "unit_price", "price:<GPU type>"):
+        assert parameter in text, parameter
+
+
 @pytest.mark.parametrize(("path", "field"), [
     (FLEET_INSTANCES / "azure_2023_budget.yaml", "constraints"),  # the served-share objective
     (FLEET_INSTANCES / "azure_2023_h100_batching.yaml", "slo.service_model"),
