@@ -321,3 +321,14 @@ def test_a_shipped_instance_shows_the_binding_rows_p95_to_p99_and_a_break_even(p
         assert row["plan_there"] != result.base.plan
     else:
         assert row["note"]
+
+
+def test_the_text_heads_costs_with_their_unit_and_rounds_what_people_read(capsys):
+    """Costs in $/h to the cent, percentages to a tenth, break-even values to four figures (they were printed to six
+    significant figures under a bare "objective"); --json keeps the full values."""
+    assert main(["explain", str(FLEET_INSTANCES / "toy_hetero.yaml"), "--quiet"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "objective $/h" in out and "objective_there $/h" in out
+    assert "  33.6  " in out and "33.5938" not in out  # the H100 break-even's change_pct
+    assert "  2.004  " in out and "2.00391" not in out
+    assert "  30.8  " in out and "30.7692" not in out  # "no H100-SXM" over the optimum
