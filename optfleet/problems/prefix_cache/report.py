@@ -53,7 +53,8 @@ def _capacity_table(problem: PrefixCacheProblem, capacity: int, rows: list[dict[
     head = f"capacity {_capacity(capacity, problem.trace.block_tokens)}; bound: {reference.reason}"
     relaxation = next((r for r in results if r.method == LP_BOUND_METHOD and r.report is not None and r.report.bound is not None), None)
     if relaxation is not None:
-        head += f"; LP relaxation bound {tables.objective(relaxation.report.bound, relaxation.objective_unit)}"
+        head += (f"; LP relaxation bound {tables.objective(relaxation.report.bound, relaxation.objective_unit)} (row {LP_BOUND_METHOD}: "
+                 f"status {relaxation.status.replace('_', ' ')} is the LP's; its objective is the LP's point rounded to a schedule)")
     extra = [c for c in EXTRA if not (c.key == "tel_ms" and problem.objective == "tel")]  # the objective column shows it
     return [head, tables.comparison_table(rows, extra), *tables.notes(rows)]
 
