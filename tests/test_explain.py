@@ -332,3 +332,10 @@ def test_the_text_heads_costs_with_their_unit_and_rounds_what_people_read(capsys
     assert "  33.6  " in out and "33.5938" not in out  # the H100 break-even's change_pct
     assert "  2.004  " in out and "2.00391" not in out
     assert "  30.8  " in out and "30.7692" not in out  # "no H100-SXM" over the optimum
+
+
+def test_a_reserved_plan_of_one_unit_is_named_in_the_singular():
+    """X = [3, 1, 5, 2] at $3/unit-h buys one unit: the first saves 0.9 x 4 windows = $3.60/h, the second only $2.70/h
+    (it printed "1 units")."""
+    result = optfleet.explain(RESERVED_TINY, curves=["unit_price=2,3,4"], near_optimal=False)
+    assert list(result.curves["unit_price"]["plan"]) == ["2 units", "1 unit", "0 units"]

@@ -71,7 +71,7 @@ def solve(question: Question) -> Solved:
     evaluation = evaluate(problem, plan)
     objective = evaluation.total_per_hour if problem.prices is not None else float(plan.units)
     asked = "hybrid" if question.percentile is None else f"overload {percentile_label(question.percentile)}"
-    return Solved(objective, report.status, f"{plan.units:,} {problem.unit_name}s", (plan, report, asked))
+    return Solved(objective, report.status, f"{plan.units:,} {problem.unit_name}{'' if plan.units == 1 else 's'}", (plan, report, asked))
 
 
 def parameters(problem: ReservedProblem) -> dict[str, Parameter]:
