@@ -117,7 +117,7 @@ SECONDS = re.compile(r"(?<![\d.,])\d+\.\d{3}(?![\d.])")  # a "time s" cell (3 de
 def test_the_guides_commands_run_and_print_what_they_quote(page, tmp_path, monkeypatch, capsys):
     """Every ``$ optfleet`` line of a guide's console blocks runs from a folder holding the shipped ``instances/``
     and exits 0, and each run of lines it quotes between ``…`` marks is printed as one run, in that order (a quoted
-    table that silently leaves out a row fails)."""
+    table that silently leaves out a row fails); every Python block runs."""
     (tmp_path / "instances").symlink_to(REPO / "instances")
     monkeypatch.chdir(tmp_path)
     text = (DOCS / "guide" / page).read_text()
@@ -130,6 +130,8 @@ def test_the_guides_commands_run_and_print_what_they_quote(page, tmp_path, monke
                 assert runs, (page, line)
                 runs[-1][1].append(line)
     assert runs, page
+    for block in PYTHON_BLOCK.finditer(text):
+        exec(compile(block["text"], page, "exec"), {})
     for command, quoted in runs:
         assert command.startswith("optfleet "), (page, command)
         assert main(shlex.split(command)[1:]) == 0, (page, command)
