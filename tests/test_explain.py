@@ -339,3 +339,11 @@ def test_a_reserved_plan_of_one_unit_is_named_in_the_singular():
     (it printed "1 units")."""
     result = optfleet.explain(RESERVED_TINY, curves=["unit_price=2,3,4"], near_optimal=False)
     assert list(result.curves["unit_price"]["plan"]) == ["2 units", "1 unit", "0 units"]
+
+
+def test_the_reserved_binding_table_says_what_each_row_family_means_and_its_slack_unit():
+    """The families are the model's names (steps_need_buy, spill_beyond_units): each row says what it means and the
+    unit of its slack (they were bare names with a unitless slack)."""
+    binding = optfleet.explain(RESERVED_TINY, near_optimal=False).tables()["binding"]
+    assert list(binding["constraint"]) == ["steps_need_buy", "spill_beyond_units"]
+    assert all(binding["meaning"].str.len() > 0) and list(binding["slack_unit"]) == ["steps", "units"]
