@@ -28,7 +28,7 @@ def render_problem(problem: PrefixCacheProblem) -> str:
         f"instance {problem.name}: {len(trace):,} requests, {trace.n_blocks:,} distinct blocks, {trace.reuse_occurrences:,} block reuses "
         f"({problem.trace_source})",
         f"  mean input {trace.input_tokens.mean():,.1f} tokens; TTFT = {problem.ttft.alpha_ms_per_token:g} ms/token x missed prompt tokens "
-        f"+ {problem.ttft.beta_ms:g} ms; xi {problem.xi_ms:g} ms, SLO {problem.slo_ms:g} ms",
+        f"+ {problem.ttft.beta_ms:g} ms; TEL threshold xi {problem.xi_ms:g} ms, SLO {problem.slo_ms:g} ms",
         f"  eviction: {problem.eviction}; capacities: {capacities}",
         f"  objective: {problem.objective}; policies: {', '.join(p.label for p in problem.policies)}",
     ])
