@@ -106,3 +106,36 @@ def test_the_getting_started_pages_work_when_followed_literally(tmp_path, monkey
                 assert line.strip() == CUT or line in captured.out + captured.err, (page, command, line)
             ran += 1
     assert ran == 5
+
+
+GUIDES = ("capacity-plan.md", "prefix-cache.md", "explain.md")
+SECONDS = re.compile(r"(?<![\d.,])\d+\.\d{3}(?![\d.])")  # a "time s" cell (3 decimals): it varies from run to run
+
+
+@pytest.mark.solved
+@pytest.mark.parametrize("page", GUIDES)
+def test_the_guides_commands_run_and_print_what_they_quote(page, tmp_path, monkeypatch, capsys):
+    """Every ``$ optfleet`` line of a guide's console blocks runs from a folder holding the shipped ``instances/``
+    and exits 0, and each run of lines it quotes between ``…`` marks is printed as one run, in that order (a quoted
+    table that silently leaves out a row fails); every Python block runs."""
+    (tmp_path / "instances").symlink_to(REPO / "instances")
+    monkeypatch.chdir(tmp_path)
+    text = (DOCS / "guide" / page).read_text()
+    runs: list[tuple[str, list[str]]] = []
+    for block in CONSOLE_BLOCK.finditer(text):
+        for line in block["text"].rstrip("\n").splitlines():
+            if line.startswith("$ "):
+                runs.append((line[2:], []))
+            else:
+                assert runs, (page, line)
+                runs[-1][1].append(line)
+    assert runs, page
+    for block in PYTHON_BLOCK.finditer(text):
+        exec(compile(block["text"], page, "exec"), {})
+    for command, quoted in runs:
+        assert command.startswith("optfleet "), (page, command)
+        assert main(shlex.split(command)[1:]) == 0, (page, command)
+        captured = capsys.readouterr()
+        printed = SECONDS.sub("0.000", captured.out + captured.err)
+        for chunk in (SECONDS.sub("0.000", c.strip("\n")) for c in "\n".join(quoted).split(CUT)):
+            assert not chunk or chunk in printed, (page, command, chunk)

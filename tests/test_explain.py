@@ -183,6 +183,30 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert option in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize(("spec", "says"), [
+    ("rate_growth=2:1:3", "empty range"),  # an InputError is a ValueError: its message was replaced by "must be numbers"
+    ("rate_growth=1:2:1", "empty range"),
+    ("rate_growth=a:2:3", "values must be numbers"),
+])
+def test_a_bad_curve_is_refused_with_the_reason(spec, says, capsys):
+    assert main(["explain", str(TOY), "--quiet", "--curve", spec]) == EXIT_BAD_INPUT
+    assert says in capsys.readouterr().err
+
+
+def test_a_kind_without_explain_is_refused_naming_every_kind_that_has_it(capsys):
+    assert main(["explain", str(FLEET_INSTANCES.parent / "capacity_plan" / "tiny.yaml"), "--quiet"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "capacity_plan" in err and "it covers: fleet, profiled_fleet, reserved" in err
+
+
+def test_the_help_names_each_kinds_curve_parameters(capsys):
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for parameter in ("rate_growth", "ttft_ms", "percentile", "rho_max", "max_utilisation", "unit_price", "price:<GPU type>"):
+        assert parameter in text, parameter
+
+
 @pytest.mark.parametrize(("path", "field"), [
     (FLEET_INSTANCES / "azure_2023_budget.yaml", "constraints"),  # the served-share objective
     (FLEET_INSTANCES / "azure_2023_h100_batching.yaml", "slo.service_model"),
@@ -297,3 +321,29 @@ def test_a_shipped_instance_shows_the_binding_rows_p95_to_p99_and_a_break_even(p
         assert row["plan_there"] != result.base.plan
     else:
         assert row["note"]
+
+
+def test_the_text_heads_costs_with_their_unit_and_rounds_what_people_read(capsys):
+    """Costs in $/h to the cent, percentages to a tenth, break-even values to four figures (they were printed to six
+    significant figures under a bare "objective"); --json keeps the full values."""
+    assert main(["explain", str(FLEET_INSTANCES / "toy_hetero.yaml"), "--quiet"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "objective $/h" in out and "objective_there $/h" in out
+    assert "  33.6  " in out and "33.5938" not in out  # the H100 break-even's change_pct
+    assert "  2.004  " in out and "2.00391" not in out
+    assert "  30.8  " in out and "30.7692" not in out  # "no H100-SXM" over the optimum
+
+
+def test_a_reserved_plan_of_one_unit_is_named_in_the_singular():
+    """X = [3, 1, 5, 2] at $3/unit-h buys one unit: the first saves 0.9 x 4 windows = $3.60/h, the second only $2.70/h
+    (it printed "1 units")."""
+    result = optfleet.explain(RESERVED_TINY, curves=["unit_price=2,3,4"], near_optimal=False)
+    assert list(result.curves["unit_price"]["plan"]) == ["2 units", "1 unit", "0 units"]
+
+
+def test_the_reserved_binding_table_says_what_each_row_family_means_and_its_slack_unit():
+    """The families are the model's names (steps_need_buy, spill_beyond_units): each row says what it means and the
+    unit of its slack (they were bare names with a unitless slack)."""
+    binding = optfleet.explain(RESERVED_TINY, near_optimal=False).tables()["binding"]
+    assert list(binding["constraint"]) == ["steps_need_buy", "spill_beyond_units"]
+    assert all(binding["meaning"].str.len() > 0) and list(binding["slack_unit"]) == ["steps", "units"]

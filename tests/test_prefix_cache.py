@@ -336,3 +336,16 @@ def test_gap_plot_writes_a_png(tmp_path):
     png = tmp_path / "curves.png"
     assert main(["gap", str(INSTANCE), "--plot", str(png), "--methods", "lru,t-lru,optimum"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_gap_text_says_the_lp_bound_rows_status_is_the_lps(capsys):
+    """The lp-bound row shows status optimal beside a gap of tens of percent: its status is the LP relaxation's, its
+    objective the LP point rounded to a schedule; each capacity's head says so."""
+    from optfleet.cli import main
+
+    assert main(["gap", str(INSTANCE), "--methods", "lru,lp-bound", "--quiet"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    heads = [line for line in out.split("capacity ")[1:]]
+    assert len(heads) == 4
+    for head in heads:
+        assert "(row lp-bound: status optimal is the LP's; its objective is the LP's point rounded to a schedule)" in head

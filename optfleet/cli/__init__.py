@@ -75,13 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     explain = instance_command("explain", "sensitivity of the exact plan: binding constraints, shadow prices, ranges, "
                                "break-even prices, parametric curves and near-optimal alternatives")
     explain.add_argument("--curve", action="append", default=[], metavar="PARAMETER=START:STOP:N",
-                         help="the exact optimum at N values from START to STOP (or PARAMETER=V1,V2,...), repeatable; "
-                              "fleet parameters: rate_growth, ttft_ms, rho_max, price:<GPU type>")
+                         help="the exact optimum at N evenly spaced values from START to STOP, ends included (or at "
+                              "PARAMETER=V1,V2,...), repeatable; parameters: fleet: rate_growth (x the request rate), "
+                              "ttft_ms, percentile (of the TTFT target, in (0, 1)), rho_max, price:<GPU type> ($ per "
+                              "GPU-hour); profiled_fleet: rate_growth, max_utilisation, price:<GPU type>; reserved: "
+                              "percentile, rate_growth, unit_price ($ per unit-hour)")
     explain.add_argument("--break-even", action="append", default=None, metavar="PARAMETER",
-                         help="the value of PARAMETER at which the exact plan changes (default: the kind's, e.g. the "
-                              "second-cheapest GPU type's price), repeatable")
+                         help="the value of PARAMETER (a --curve parameter) at which the exact plan changes, found by "
+                              "re-solving (default: the kind's: the second-cheapest GPU type's price, or the reserved "
+                              "unit price), repeatable")
     explain.add_argument("--within", type=float, default=5.0, metavar="PCT",
-                         help="near-optimal alternatives: flag those within PCT %% of the optimum (default 5)")
+                         help="near-optimal alternatives (the plan without one GPU type, or with one pool fewer): "
+                              "mark those costing at most PCT %% more than the optimum (default 5)")
     explain.add_argument("--no-alternatives", action="store_true", help="skip the near-optimal alternatives (each is an exact solve)")
     solver_options(explain)
     explain.add_argument("--plot", default=None, metavar="PNG", help="write the curves as a PNG (needs the plot extra)")

@@ -20,7 +20,10 @@ from optfleet.progress import Progress, silent
 def explainer_of(loaded: Any) -> Explainer:
     """The kind's explain hooks for a loaded instance (an InputError when the kind has none yet)."""
     if loaded.kind.explain is None:
-        raise InputError("kind", loaded.kind.name, "explain does not cover this kind yet (it covers: fleet)")
+        from optfleet.registry import KINDS, kind
+
+        covered = ", ".join(name for name in KINDS if kind(name).explain is not None)
+        raise InputError("kind", loaded.kind.name, f"explain does not cover this kind yet (it covers: {covered})")
     return loaded.kind.explain(loaded.problem)
 
 

@@ -38,10 +38,22 @@ def to_dict(result: ExplainResult) -> dict[str, Any]:
     })
 
 
-def _table(frame: pd.DataFrame) -> tables.Table:
+# cells read by people: costs to the cent, percentages to a tenth, probed values to four figures (JSON keeps them whole)
+FORMATS = {"objective": tables.fixed(2), "objective_there": tables.fixed(2), "change_pct": tables.fixed(1),
+           "over_optimum_pct": tables.fixed(1), "current": tables.number(4), "low": tables.number(4), "break_even": tables.number(4)}
+IN_OBJECTIVE_UNIT = ("objective", "objective_there")  # headed with the kind's objective unit ($/h)
+
+
+def _cell(formatter: tables.Formatter) -> tables.Formatter:
+    return lambda value: "-" if value is None else formatter(value)
+
+
+def _table(frame: pd.DataFrame, objective_unit: str = "") -> tables.Table:
     """A DataFrame as a fitted table: the first column stays, then the value columns, the row names and plans go first."""
     keep = {"row": tables.LOW, "plan": tables.LOW, "plan_there": tables.LOW, "dual": tables.LOW, "status": tables.MEDIUM}
-    columns = [tables.Column(key, key, tables.value, tables.KEY if i == 0 else keep.get(key, tables.HIGH)) for i, key in enumerate(frame.columns)]
+    columns = [tables.Column(key, f"{key} {objective_unit}" if key in IN_OBJECTIVE_UNIT and objective_unit else key,
+                             _cell(FORMATS[key]) if key in FORMATS else tables.value, tables.KEY if i == 0 else keep.get(key, tables.HIGH))
+               for i, key in enumerate(frame.columns)]
     return tables.Table(columns, _records(frame))
 
 
@@ -54,7 +66,7 @@ def text(result: ExplainResult) -> str:
     ]
     for name, frame in result.tables().items():
         title = TITLES.get(name) or f"Curve of {name.removeprefix('curve:')}: the exact optimum at each value (plan_changes marks a new plan)"
-        blocks += ["", title, _table(frame) if len(frame) else "  (none)"]
+        blocks += ["", title, _table(frame, result.objective_unit) if len(frame) else "  (none)"]
     return tables.page(blocks)
 
 

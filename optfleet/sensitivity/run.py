@@ -82,14 +82,15 @@ def parse_curve(text: str, explainer: Explainer, option: str = "--curve") -> Cur
     try:
         if ":" in spec:
             start, stop, count = spec.split(":")
-            n = int(count)
-            if n < 2 or not float(start) < float(stop):
-                raise InputError(option, text, "empty range: give START < STOP and N >= 2 values")
-            values = tuple(float(v) for v in np.linspace(float(start), float(stop), n))
+            n, low, high = int(count), float(start), float(stop)
         else:
             values = tuple(float(v) for v in spec.split(","))
     except ValueError:
         raise InputError(option, text, "values must be numbers: PARAMETER=START:STOP:N or PARAMETER=V1,V2,...") from None
+    if ":" in spec:  # checked outside the try: an InputError is a ValueError, and its message must not be replaced
+        if n < 2 or not low < high:
+            raise InputError(option, text, "empty range: give START < STOP and N >= 2 values")
+        values = tuple(float(v) for v in np.linspace(low, high, n))
     check_values(explainer.parameters[name], values, option, text)
     return CurveRequest(name, values)
 

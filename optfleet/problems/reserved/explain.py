@@ -20,6 +20,8 @@ evaluator's ``$/h`` (units and spill) with prices, else its units.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -71,7 +73,7 @@ def solve(question: Question) -> Solved:
     evaluation = evaluate(problem, plan)
     objective = evaluation.total_per_hour if problem.prices is not None else float(plan.units)
     asked = "hybrid" if question.percentile is None else f"overload {percentile_label(question.percentile)}"
-    return Solved(objective, report.status, f"{plan.units:,} {problem.unit_name}s", (plan, report, asked))
+    return Solved(objective, report.status, f"{plan.units:,} {problem.unit_name}{'' if plan.units == 1 else 's'}", (plan, report, asked))
 
 
 def parameters(problem: ReservedProblem) -> dict[str, Parameter]:
@@ -140,11 +142,23 @@ def analyse(question: Question, solved: Solved) -> Analysis:
     return Analysis(tables, tuple(notes))
 
 
+# what each row family of models/reserved.py says, with the unit of its slack (the family names are the model's)
+FAMILY_MEANINGS = {
+    "steps_need_buy": ("purchase steps only with a purchase", "steps"),
+    "spill_beyond_units": ("need above the units spills (per window)", "units"),
+    "overload_or_cover": ("a busiest window: covered or overloaded", "units"),
+    "overload_count": ("at most floor((1 - p) N) windows overload", "windows"),
+    "cover_rest": ("the units cover the other windows", "units"),
+}
+
+
 def family_frame(model: pyo.ConcreteModel) -> pd.DataFrame:
-    """Per row family of the model: rows, rows that bind, the least slack."""
+    """Per row family of the model: what it says, rows, rows that bind, the least slack and its unit."""
     families: dict[str, list] = {}
     for row in model.component_data_objects(pyo.Constraint, active=True):
         families.setdefault(row.parent_component().local_name, []).append(row)
-    records = [{"constraint": name, "rows": len(rows), "binding_rows": sum(row_binds(r) for r in rows),
-                "least_slack": float(np.min([row_slack(r) for r in rows]))} for name, rows in families.items()]
+    meanings = {name: FAMILY_MEANINGS.get(re.sub(r"_\d+$", "", name), ("", "")) for name in families}  # overload rows: one family per width
+    records = [{"constraint": name, "meaning": meanings[name][0], "rows": len(rows), "binding_rows": sum(row_binds(r) for r in rows),
+                "least_slack": float(np.min([row_slack(r) for r in rows])), "slack_unit": meanings[name][1]}
+               for name, rows in families.items()]
     return pd.DataFrame(records)
