@@ -92,3 +92,16 @@ def test_hostile_review(case: Case, tmp_path: Path, capsys: pytest.CaptureFixtur
         _write(tmp_path / "instance.yaml", yaml.safe_dump(doc, sort_keys=False))
         argv = ["solve", str(tmp_path / "instance.yaml"), "--json", "--out", str(out), "--quiet"]
     assert_bad_input(case, run_in_process(argv, capsys), out)
+
+
+CAPACITY_PLAN = yaml.safe_load((REPO / "instances" / "capacity_plan" / "tiny.yaml").read_text())
+
+
+def test_capacity_plan_unknown_gpu_names_the_gpu_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown catalog GPU is the GPU type's ``gpus[0].gpu``, not a model's ``service.hardware.gpu`` (which the
+    user never wrote: the kind sets it per type)."""
+    doc = {**CAPACITY_PLAN, "gpus": [{**CAPACITY_PLAN["gpus"][0], "gpu": "FOO"}, CAPACITY_PLAN["gpus"][1]]}
+    _write(tmp_path / "instance.yaml", yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "out"
+    case = Case("capacity_plan: unknown GPU", "gpus.0.gpu", "FOO", says="unknown GPU")
+    assert_bad_input(case, run_in_process(["solve", str(tmp_path / "instance.yaml"), "--json", "--out", str(out), "--quiet"], capsys), out)
