@@ -105,3 +105,30 @@ def test_capacity_plan_unknown_gpu_names_the_gpu_type(tmp_path: Path, capsys: py
     out = tmp_path / "out"
     case = Case("capacity_plan: unknown GPU", "gpus.0.gpu", "FOO", says="unknown GPU")
     assert_bad_input(case, run_in_process(["solve", str(tmp_path / "instance.yaml"), "--json", "--out", str(out), "--quiet"], capsys), out)
+
+
+FORMS = {"decoding_large_small_bs_threshold": 64, "prefill": [20.0, 0.1, 1e-5], "decoding_smallbs": [15.0, 5e-4, 0.05],
+         "decoding_largebs": [10.0, 4e-4, 0.15]}
+
+
+@pytest.mark.parametrize(("label", "by_tp", "field", "says"), [
+    ("an integer coefficient beyond float", {"1": {**FORMS, "prefill": [10**400, 0, 0]}}, "hardware.performance.file", "prefill must be"),
+    ("an integer threshold beyond float", {"1": {**FORMS, "decoding_large_small_bs_threshold": 10**400}}, "hardware.performance.file",
+     "threshold"),
+    ("a coefficient list of 100,000 numbers", {"1": {**FORMS, "prefill": list(range(100_000))}}, "hardware.performance.file",
+     "prefill must be"),
+    ("5,000 TP degrees, none the one asked", {str(d): FORMS for d in range(2, 5000)}, "hardware.tp", "not at TP 1"),
+], ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_distserve_profile_refusals_are_short_input_errors(label: str, by_tp: dict, field: str, says: str, tmp_path: Path) -> None:
+    """A DistServe profiler file with hostile numbers is an InputError of one short line (an integer beyond float
+    was a TypeError of numpy; a long list or key set was repeated whole in the message)."""
+    from optfleet.engine.published_profiles import profile_engine
+    from optfleet.errors import InputError
+    from test_hostile_inputs import MAX_MESSAGE_CHARS
+
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"m": by_tp}))
+    with pytest.raises(InputError) as error:
+        profile_engine(path, None, None, 1, "hardware.performance", "hardware.tp")
+    message = str(error.value)
+    assert error.value.field.startswith(field) and says in message and len(message) <= MAX_MESSAGE_CHARS, message
