@@ -234,7 +234,7 @@ def test_bad_forecasts_exit_2_naming_the_field(tmp_path, capsys, text, field, sa
     ({"gpus__1__spot__max_gpus": [1, 2]}, "gpus[1].spot.max_gpus"),
     ({"models__0__tp": {"B200": 1}}, "models[0].tp.B200"),
     ({"models__0__service__slo__ttft_p99_ms": -1}, "models[0].service.slo.ttft_p99_ms"),
-    ({"gpus__1__gpu": "H900"}, "models[0].service.hardware.gpu"),
+    ({"gpus__1__gpu": "H900"}, "gpus[1].gpu"),
     ({"constraints": [{"kind": "gpu_mix", "gpu": "TPU", "max_share": 0.5}]}, "constraints[0].gpu"),
 ], ids=["confidence-0", "confidence-1.5", "term-beyond-horizon", "spot-caps-per-period", "tp-unknown-type", "service-slo",
         "unknown-gpu", "mix-unknown-type"])

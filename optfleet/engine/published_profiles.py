@@ -43,6 +43,8 @@ check that it is the hardware block's ``gpu``; the plan's prices and memory come
 
 from __future__ import annotations
 
+import math
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +128,8 @@ def read_distserve_profile(path: Path, model: str | None, tp: int, field: str, t
     by_tp = docs[0].data[name]
     if not isinstance(by_tp, Mapping) or str(tp) not in by_tp:
         degrees = sorted(by_tp, key=str) if isinstance(by_tp, Mapping) else []
-        raise InputError(tp_field, tp, f"{path.name} profiles {name} at TP {', '.join(map(str, degrees)) or 'none'}, not at TP {tp}")
+        listed = ", ".join(map(str, degrees[:12])) + (", ..." if len(degrees) > 12 else "")
+        raise InputError(tp_field, tp, f"{path.name} profiles {name} at TP {listed or 'none'}, not at TP {tp}")
     forms = by_tp[str(tp)]
     where = f"{path.name}: {name} TP {tp}"
     return DistServeProfile(prefill=_triple(forms, "prefill", where, field),
@@ -185,15 +188,25 @@ def _triple(forms: Any, key: str, where: str, field: str) -> tuple[float, float,
     """``forms[key]``: three finite numbers >= 0."""
     value = forms.get(key) if isinstance(forms, Mapping) else None
     numbers = np.asarray(value if isinstance(value, list) else [], dtype=object)
-    ok = len(numbers) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in numbers)
+    ok = len(numbers) == 3 and all(_finite(x) for x in numbers)
     if not ok or min(numbers) < 0:
         raise InputError(f"{field}.file", where, f"{key} must be [a, b, c]: three finite numbers >= 0 "
-                         f"(a DistServe profile has {', '.join(DISTSERVE_KEYS)}); found {value!r}")
+                         f"(a DistServe profile has {', '.join(DISTSERVE_KEYS)}); found {reprlib.repr(value)}")
     return float(numbers[0]), float(numbers[1]), float(numbers[2])
+
+
+def _finite(x: Any) -> bool:
+    """Whether ``x`` is a JSON number (not a bool) that is finite as a float (an integer beyond float is not)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
 
 
 def _threshold(forms: Mapping[str, Any], where: str, field: str) -> float:
     value = forms.get("decoding_large_small_bs_threshold")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-        raise InputError(f"{field}.file", where, f"decoding_large_small_bs_threshold must be a batch size >= 0; found {value!r}")
+    if not _finite(value) or value < 0:
+        raise InputError(f"{field}.file", where, f"decoding_large_small_bs_threshold must be a batch size >= 0; found {reprlib.repr(value)}")
     return float(value)

@@ -21,6 +21,7 @@ plan, applies); benchmarks/bench_explain.py measures a 10-point curve against on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ from optfleet.progress import Progress, silent
 SCAN_FACTORS = (1.1, 1.25, 1.5, 2.0, 3.0, 5.0)
 BISECTIONS = 6
 DEFAULT_WITHIN_PCT = 5.0
+MAX_CURVE_POINTS = 200
+"""Values of one curve: each is a full exact solve, so a larger N is a typo (or a run of hours)."""
 
 
 @dataclass(frozen=True)
@@ -81,16 +84,25 @@ def parse_curve(text: str, explainer: Explainer, option: str = "--curve") -> Cur
         raise InputError(option, text, f"this kind has no parameter {name!r}; known: {', '.join(explainer.parameters)}")
     try:
         if ":" in spec:
-            start, stop, count = spec.split(":")
-            n, low, high = int(count), float(start), float(stop)
+            start_text, stop_text, count = spec.split(":")
+            start, stop, n = float(start_text), float(stop_text), int(count)
+            listed = None
         else:
-            values = tuple(float(v) for v in spec.split(","))
+            listed = tuple(float(v) for v in spec.split(","))
     except ValueError:
         raise InputError(option, text, "values must be numbers: PARAMETER=START:STOP:N or PARAMETER=V1,V2,...") from None
-    if ":" in spec:  # checked outside the try: an InputError is a ValueError, and its message must not be replaced
-        if n < 2 or not low < high:
+    if listed is None:  # checked outside the try: an InputError is a ValueError, and its message must not be replaced
+        if not (math.isfinite(start) and math.isfinite(stop)):
+            raise InputError(option, text, "START and STOP must be finite numbers")
+        if n < 2 or not start < stop:
             raise InputError(option, text, "empty range: give START < STOP and N >= 2 values")
-        values = tuple(float(v) for v in np.linspace(low, high, n))
+        if n > MAX_CURVE_POINTS:
+            raise InputError(option, text, f"N = {n} is above the limit of {MAX_CURVE_POINTS} values (each is an exact solve)")
+        values = tuple(float(v) for v in np.linspace(start, stop, n))
+    else:
+        values = listed
+        if len(values) > MAX_CURVE_POINTS:
+            raise InputError(option, text, f"{len(values)} values are above the limit of {MAX_CURVE_POINTS} (each is an exact solve)")
     check_values(explainer.parameters[name], values, option, text)
     return CurveRequest(name, values)
 

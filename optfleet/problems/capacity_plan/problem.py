@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InfeasibleError, InputError
+from optfleet.hardware.catalog import get_gpu
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.capacity_plan.capacity import CapacityTable, capacity_table
 from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, read_forecast, trace_rates
@@ -115,6 +116,8 @@ def _check_names(spec: CapacityPlanInstanceSpec) -> None:
             if name in seen:
                 raise InputError(f"{field}[{i}].name", name, "is the name of an earlier entry; names must be unique")
             seen.add(name)
+    for g, gpu in enumerate(spec.gpus):
+        get_gpu(gpu.gpu, f"gpus[{g}].gpu")  # an unknown catalog GPU is refused here, naming its type's field
     types = {g.name for g in spec.gpus}
     for m, model in enumerate(spec.models):
         for name in model.tp:

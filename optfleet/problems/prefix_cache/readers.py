@@ -28,6 +28,7 @@ from pathlib import Path
 
 from optfleet.errors import InputError
 from optfleet.instance.data_files import require_data_file
+from optfleet.instance.shared_schema import MAX_TOKENS
 from optfleet.problems.prefix_cache.trace import BlockTrace, build_block_trace
 
 
@@ -82,8 +83,12 @@ def read_block_trace(path: str | Path, fmt: str, block_tokens: int | None = None
     paths: list[list[object]] = []
     lines: list[int] = []
     chats: set[object] = set()
-    with path.open(encoding="utf-8") as stream:
-        for number, line in enumerate(stream, start=1):
+    with path.open("rb") as stream:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{field}.file", str(path), f"line {number} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
             if not line.strip():
                 continue
             if max_requests is not None and len(times) >= max_requests:
@@ -92,6 +97,8 @@ def read_block_trace(path: str | Path, fmt: str, block_tokens: int | None = None
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{field}.file", str(path), f"line {number} is not JSON: {exc.msg}") from None
+            except RecursionError:
+                raise InputError(f"{field}.file", str(path), f"line {number} nests too deeply to be a trace line") from None
             if not isinstance(row, dict):
                 raise InputError(f"{field}.file", str(path), f"line {number} is not a JSON object")
             for key in (spec.time, spec.input, spec.output, spec.hashes):
@@ -101,6 +108,9 @@ def read_block_trace(path: str | Path, fmt: str, block_tokens: int | None = None
             time = row[spec.time]
             if isinstance(time, bool) or not isinstance(time, (int, float)):
                 raise InputError(f"{field}.{spec.time}", time, f"line {number}: not a number")
+            if isinstance(time, int) and abs(time) > MAX_TOKENS:
+                raise InputError(f"{field}.{spec.time}", time, f"line {number}: an arrival time must be a finite number >= 0 "
+                                                                f"of at most {MAX_TOKENS:,}")
             if not isinstance(row[spec.hashes], list):
                 raise InputError(f"{field}.{spec.hashes}", row[spec.hashes], f"line {number}: a list of block hashes")
             if fmt == "bailian":
@@ -111,7 +121,8 @@ def read_block_trace(path: str | Path, fmt: str, block_tokens: int | None = None
             outputs.append(row[spec.output])
             paths.append(row[spec.hashes])
             lines.append(number)
-    return build_block_trace(times, inputs, outputs, paths, size, field=field, line_of=lines, times_as_written=written, time_field=spec.time)
+    return build_block_trace(times, inputs, outputs, paths, size, field=field, line_of=lines, times_as_written=written, time_field=spec.time,
+                             names=(spec.input, spec.output, spec.hashes))
 
 
 def _check_parent_chat(row: dict, chats: set[object], field: str, number: int) -> None:
@@ -119,6 +130,9 @@ def _check_parent_chat(row: dict, chats: set[object], field: str, number: int) -
     chat, parent = row.get("chat_id"), row.get("parent_chat_id", -1)
     if chat is None:
         raise InputError(f"{field}.chat_id", None, f"line {number}: missing")
+    for name, value in (("chat_id", chat), ("parent_chat_id", parent)):
+        if isinstance(value, (bool, list, dict)):
+            raise InputError(f"{field}.{name}", value, f"line {number}: a chat id is an integer or a string")
     if parent != -1 and parent not in chats:
         raise InputError(f"{field}.parent_chat_id", parent, f"line {number}: names no earlier chat_id (-1 marks a first turn)")
     chats.add(chat)

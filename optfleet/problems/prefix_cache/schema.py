@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from optfleet.instance.shared_schema import TOKEN_LIMIT, Integer, Real, Strict, Tokens
+from optfleet.instance.shared_schema import MAX_TOKENS, TOKEN_LIMIT, Integer, Real, Strict, Tokens, at_most
 from optfleet.problems.caching.schema import TtftSpec
 
 OPTIMUM_METHOD = "optimum"        # the hindsight MILP
@@ -98,7 +98,7 @@ class PrefixCacheInstanceSpec(Strict):
     """Free text describing the instance."""
     trace: TraceFileSpec
     """The block-hash trace."""
-    capacity_blocks: list[Annotated[Integer, Field(gt=0)]] | None = None
+    capacity_blocks: list[Annotated[Integer, Field(gt=0), at_most(MAX_TOKENS, "blocks", "the largest count float64 holds exactly")]] | None = None
     """Cache capacities to compare, in blocks (one number or a list); give this or ``capacity_tokens``."""
     capacity_tokens: list[Annotated[Tokens, Field(gt=0)]] | None = None
     """Cache capacities to compare, in tokens (one number or a list), rounded down to whole blocks."""

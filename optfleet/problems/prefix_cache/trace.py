@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
+from optfleet.instance.shared_schema import MAX_TOKENS
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class BlockTrace:
 
 def build_block_trace(arrival_s: list[float], input_tokens: list[int], output_tokens: list[int], paths: list[list[object]],
                       block_tokens: int, field: str = "trace", line_of: list[int] | None = None,
-                      times_as_written: list[float] | None = None, time_field: str = "timestamp") -> BlockTrace:
+                      times_as_written: list[float] | None = None, time_field: str = "timestamp",
+                      names: tuple[str, str, str] = ("input_length", "output_length", "hash_ids")) -> BlockTrace:
     """Validate the columns and build the trace; an error names ``field``, the column and the line (1-based).
 
     Checks: at least one request; ``block_tokens >= 1``; times finite, >= 0
@@ -69,8 +71,10 @@ def build_block_trace(arrival_s: list[float], input_tokens: list[int], output_to
     ``ceil(input_tokens / block_tokens)`` blocks (a block size that does not
     match the trace fails here); no block under two parents, nor twice in
     one path.  ``times_as_written`` (the file's values before conversion to seconds) and ``time_field`` are what
-    a message about a time shows.
+    a message about a time shows; ``names`` are the file's names of the input length, output length and hash list
+    columns, which messages name.
     """
+    input_field, output_field, hashes_field = names
     lines = line_of or list(range(1, len(arrival_s) + 1))
     written = times_as_written if times_as_written is not None else arrival_s
     if not isinstance(block_tokens, int) or isinstance(block_tokens, bool) or block_tokens < 1:
@@ -84,10 +88,13 @@ def build_block_trace(arrival_s: list[float], input_tokens: list[int], output_to
         if i and t < times[i - 1]:
             raise InputError(f"{field}.{time_field}", written[i], f"line {lines[i]}: arrival times must not decrease "
                                                                   f"(the line before has {written[i - 1]})")
-    for name, column in (("input_length", input_tokens), ("output_length", output_tokens)):
+    for name, column in ((input_field, input_tokens), (output_field, output_tokens)):
         for i, v in enumerate(column):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise InputError(f"{field}.{name}", v, f"line {lines[i]}: a token count must be a whole number >= 0")
+            if v > MAX_TOKENS:
+                raise InputError(f"{field}.{name}", v, f"line {lines[i]}: above the limit of {MAX_TOKENS:,} tokens "
+                                                       "(the largest count float64 holds exactly)")
     ids: dict[object, int] = {}
     parent: list[int] = []
     occ_block: list[int] = []
@@ -95,24 +102,26 @@ def build_block_trace(arrival_s: list[float], input_tokens: list[int], output_to
     for i, path in enumerate(paths):
         expected = -(-int(input_tokens[i]) // block_tokens)
         if len(path) != expected:
-            raise InputError(f"{field}.hash_ids", len(path), f"line {lines[i]}: {len(path)} blocks, but input_length {input_tokens[i]} "
+            raise InputError(f"{field}.{hashes_field}", len(path), f"line {lines[i]}: {len(path)} blocks, but {input_field} {input_tokens[i]} "
                                                              f"needs ceil({input_tokens[i]} / {block_tokens}) = {expected} blocks of "
                                                              f"{block_tokens} tokens: is the block size right?")
         above = -1
         seen: set[int] = set()
         for h in path:
             if isinstance(h, bool) or not isinstance(h, (int, str, np.integer)):
-                raise InputError(f"{field}.hash_ids", h, f"line {lines[i]}: a block hash is an integer or a string")
+                raise InputError(f"{field}.{hashes_field}", h, f"line {lines[i]}: a block hash is an integer or a string")
             b = ids.setdefault(h, len(ids))
             if b == len(parent):
                 parent.append(above)
             elif parent[b] != above or b in seen:
-                raise InputError(f"{field}.hash_ids", h, f"line {lines[i]}: block {h!r} appears under two different parents "
+                raise InputError(f"{field}.{hashes_field}", h, f"line {lines[i]}: block {h!r} appears under two different parents "
                                                          "(the hash lists contradict each other: a block hash stands for its whole prefix)")
             seen.add(b)
             occ_block.append(b)
             above = b
         starts.append(len(occ_block))
+    if not occ_block:
+        raise InputError(f"{field}.file", "", f"the trace has no blocks: every request's {input_field} is 0")
     path_start = np.asarray(starts, dtype=np.int64)
     lengths = np.diff(path_start)
     occ_request = np.repeat(np.arange(len(paths)), lengths)
