@@ -75,6 +75,8 @@ CASES = [
          explain=("--curve", "rho_max=0.5:0.9:1000000")),
     Case("explain: a listed curve of 1,000 values", "--curve", says="limit",
          explain=("--curve", "rho_max=" + ",".join(["0.5"] * 1000))),
+    Case("explain: a rate growth that overflows the load (1e308)", "--curve", "1e+308", says="outside (0, 1e+06]",
+         explain=("--curve", "rate_growth=1e308,2")),
 ]
 
 

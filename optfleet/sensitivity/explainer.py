@@ -34,6 +34,11 @@ class Solved:
     detail: Any = None
 
 
+MAX_RATE_GROWTH = 1e6
+"""The largest ``rate_growth`` a curve may ask for: a million times the instance's traffic; far larger factors overflow
+the load arithmetic instead of planning anything."""
+
+
 @dataclass(frozen=True)
 class Parameter:
     """A number of the instance a curve may vary: its name, unit, meaning, its value in the instance, and

@@ -34,7 +34,7 @@ import pyomo.environ as pyo
 from optfleet.errors import InputError
 from optfleet.models.constraints import COST
 from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS
-from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved
 from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.solvers.report import OPTIMAL
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
@@ -103,7 +103,7 @@ def parameters(problem: FleetProblem) -> dict[str, Parameter]:
     (0, 1)), ``rho_max`` and ``price:<GPU>`` per type."""
     found = {
         "rate_growth": Parameter("rate_growth", "x", f"request rate as a multiple of {problem.rate_rps:g} req/s", 1.0,
-                                 lambda p, v: replace(p, rate_rps=problem.rate_rps * v)),
+                                 lambda p, v: replace(p, rate_rps=problem.rate_rps * v), 0.0, MAX_RATE_GROWTH, open_interval=False),
         "ttft_ms": Parameter("ttft_ms", "ms", "TTFT target (slo.ttft_p99_ms)", problem.ttft_p99_ms, lambda p, v: replace(p, ttft_p99_ms=v)),
         "percentile": Parameter("percentile", "", "TTFT percentile of the target (P99 in the instance)", problem.ttft_quantile,
                                 lambda p, v: replace(p, ttft_quantile=v), 0.0, 1.0),

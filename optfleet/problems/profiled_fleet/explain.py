@@ -27,7 +27,7 @@ from optfleet.models import profiled as model_lib
 from optfleet.models.constraints import COST
 from optfleet.problems.profiled_fleet.constraints import PROFILED_CONSTRAINTS
 from optfleet.problems.profiled_fleet.problem import ProfiledProblem
-from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 DUAL_ZERO = 1e-9
@@ -56,7 +56,8 @@ def solve(problem: ProfiledProblem) -> Solved:
 def parameters(problem: ProfiledProblem) -> dict[str, Parameter]:
     found = {
         "rate_growth": Parameter("rate_growth", "x", f"request rate as a multiple of {problem.rate_rps:g} req/s", 1.0,
-                                 lambda p, v: replace(p, rate_rps=p.rate_rps * v, buckets=tuple(replace(b, rate_rps=b.rate_rps * v) for b in p.buckets))),
+                                 lambda p, v: replace(p, rate_rps=p.rate_rps * v, buckets=tuple(replace(b, rate_rps=b.rate_rps * v) for b in p.buckets)),
+                                 0.0, MAX_RATE_GROWTH, open_interval=False),
         "max_utilisation": Parameter("max_utilisation", "", "utilisation cap u", problem.max_utilisation,
                                      lambda p, v: replace(p, max_utilisation=v), 0.0, 1.0, open_interval=False),
     }

@@ -34,7 +34,7 @@ from optfleet.problems.reserved import exact
 from optfleet.problems.reserved.evaluator import evaluate
 from optfleet.problems.reserved.problem import ReservedProblem
 from optfleet.problems.reserved.schema import percentile_label
-from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved
 from optfleet.solvers import highs
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
@@ -81,7 +81,7 @@ def parameters(problem: ReservedProblem) -> dict[str, Parameter]:
         "percentile": Parameter("percentile", "", "the overload question's percentile p: P(X_n > G) <= 1 - p", problem.plans.percentiles[0]
                                 if problem.plans.percentiles else 0.99, lambda q, v: replace(q, percentile=v), 0.0, 1.0),
         "rate_growth": Parameter("rate_growth", "x", "every request's work (and pay-as-you-go cost) times g", 1.0,
-                                 lambda q, v: replace(q, problem=scaled_work(q.problem, v))),
+                                 lambda q, v: replace(q, problem=scaled_work(q.problem, v)), 0.0, MAX_RATE_GROWTH, open_interval=False),
     }
     if problem.prices is not None:
         found["unit_price"] = Parameter("unit_price", "$/unit-h", "price of a reserved unit-hour (prices.unit_per_hour)",
