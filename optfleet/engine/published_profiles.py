@@ -55,7 +55,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from optfleet.engine.benchmark_files import JSON_SUFFIXES, TABLE_SUFFIXES, Observation, json_documents, read_table, table_cells
 from optfleet.engine.fit import fit_affine_step
-from optfleet.engine.step import EngineModel, prefill_pairs
+from optfleet.engine.step import MIN_BASE_MS, EngineModel, prefill_pairs
 from optfleet.errors import InputError
 
 SPLITWISE_COLUMNS = ("model", "hardware", "tensor_parallel", "prompt_size", "batch_size", "token_size", "prompt_time",
@@ -132,10 +132,13 @@ def read_distserve_profile(path: Path, model: str | None, tp: int, field: str, t
         raise InputError(tp_field, tp, f"{path.name} profiles {name} at TP {listed or 'none'}, not at TP {tp}")
     forms = by_tp[str(tp)]
     where = f"{path.name}: {name} TP {tp}"
-    return DistServeProfile(prefill=_triple(forms, "prefill", where, field),
-                            decode_small_batch=_triple(forms, "decoding_smallbs", where, field),
-                            decode_large_batch=_triple(forms, "decoding_largebs", where, field),
-                            large_batch_from=_threshold(forms, where, field),
+    triples = {key: _triple(forms, key, where, field) for key in DISTSERVE_KEYS[:3]}
+    for key, (intercept, _, _) in triples.items():
+        if intercept < MIN_BASE_MS:
+            raise InputError(f"{field}.file", where, f"{key}'s fixed cost a = {intercept:g} ms is below {MIN_BASE_MS:g} ms: "
+                             "an iteration with nothing in it would take no time")
+    return DistServeProfile(prefill=triples["prefill"], decode_small_batch=triples["decoding_smallbs"],
+                            decode_large_batch=triples["decoding_largebs"], large_batch_from=_threshold(forms, where, field),
                             label=f"profile: DistServe {where}")
 
 
