@@ -176,6 +176,8 @@ def test_curve_marks_plan_changes_and_json_is_one_document(capsys):
     (["--curve", "rho_max=0.5:1.5:3"], "--curve"),  # outside (0, 1]
     (["--break-even", "price:B200"], "--break-even"),
     (["--within", "-1"], "--within"),
+    (["--within", "inf"], "--within"),
+    (["--within", "1e308"], "--within"),
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert main(["explain", str(TOY), "--quiet", *args]) == EXIT_BAD_INPUT

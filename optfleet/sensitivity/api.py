@@ -16,6 +16,8 @@ from optfleet.sensitivity.explainer import Explainer
 from optfleet.sensitivity.run import DEFAULT_WITHIN_PCT, ExplainResult, alternatives, break_even, curve, parse_curve
 from optfleet.progress import Progress, silent
 
+MAX_WITHIN_PCT = 1e4  # 101 times the optimum's cost is no near-optimal plan (inf and 1e308 were accepted)
+
 
 def explainer_of(loaded: Any) -> Explainer:
     """The kind's explain hooks for a loaded instance (an InputError when the kind has none yet)."""
@@ -42,8 +44,8 @@ def explain(source: Any, *, curves: Sequence[str] = (), break_even_of: Sequence[
     for name in names:
         if name not in explainer.parameters:
             raise InputError("--break-even", name, f"this kind has no parameter {name!r}; known: {', '.join(explainer.parameters)}")
-    if not within_pct >= 0:
-        raise InputError("--within", within_pct, "give a percentage >= 0")
+    if not 0 <= within_pct <= MAX_WITHIN_PCT:
+        raise InputError("--within", within_pct, f"give a percentage from 0 to {MAX_WITHIN_PCT:g}")
     problem = loaded.problem if explainer.subject is None else explainer.subject
     progress("explain: exact solve", 0, 1)
     base = explainer.solve(problem)
