@@ -134,3 +134,15 @@ def test_distserve_profile_refusals_are_short_input_errors(label: str, by_tp: di
         profile_engine(path, None, None, 1, "hardware.performance", "hardware.tp")
     message = str(error.value)
     assert error.value.field.startswith(field) and says in message and len(message) <= MAX_MESSAGE_CHARS, message
+
+
+def test_a_rate_whose_load_overflows_says_so_not_inf_erlangs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A forecast of 1e308 req/s is infeasible (exit 1); rate x mean service overflows float64, and the message said
+    "inf erlangs of load"."""
+    forecast = "period,model,rate_rps\n" + "".join(f"{t},chat,1e308\n{t},batch,1\n" for t in range(CAPACITY_PLAN["periods"]))
+    _write(tmp_path / "f.csv", forecast)
+    doc = {**CAPACITY_PLAN, "demand": {"forecast_file": "f.csv"}}
+    _write(tmp_path / "instance.yaml", yaml.safe_dump(doc, sort_keys=False))
+    outcome = run_in_process(["solve", str(tmp_path / "instance.yaml"), "--quiet"], capsys)
+    text = outcome.stdout + outcome.stderr
+    assert outcome.code == 1 and "past a float's range" in text and "inf erlangs" not in text
