@@ -56,6 +56,7 @@ CASES = [
     Case("trace: an output length beyond int64", "trace.output_length", "1000000000000000000000000000000",
          says="line 1", trace=line(output_length=10**30)),
     Case("trace: an integer timestamp beyond float", "trace.timestamp", says="line 2", trace=GOOD + line(timestamp=10**400)),
+    Case("trace: a float timestamp of 1e308", "trace.timestamp", "1e+308", says="at most", trace=GOOD + line(timestamp=1e308)),
     Case("trace: every prompt empty", "trace.file", says="no blocks", trace=line(input_length=0, hash_ids=[])),
     Case("trace: a Bailian chat_id that is a list", "trace.chat_id", "[1]", says="line 1", trace=bailian([1], -1), fmt="bailian"),
     Case("trace: a Bailian parent_chat_id that is an object", "trace.parent_chat_id", "{}", says="line 2",
