@@ -87,6 +87,7 @@ def test_the_only_model_of_a_file_needs_no_name(tmp_path: Path) -> None:
     ({"m": {"1": {**FORMS, "decoding_smallbs": [1.0, 2.0]}}}, None, 1, "hardware.performance.file", "decoding_smallbs must be"),
     ({"m": {"1": {**FORMS, "decoding_large_small_bs_threshold": "many"}}}, None, 1, "hardware.performance.file", "threshold"),
     ([1, 2], None, 1, "hardware.performance.file", "JSON objects"),
+    ({"m": [1, 2]}, None, 1, "hardware.performance.file", "must map TP degrees to forms"),  # said "at TP none"
     ({"m": {"1": {**FORMS, "decoding_largebs": [0.0, 0.0, 0.0]}}}, None, 1, "hardware.performance.file", "fixed cost a = 0 ms"),
 ])
 def test_a_bad_distserve_profile_names_the_field(tmp_path: Path, document: object, model: str | None, tp: int, field: str,
