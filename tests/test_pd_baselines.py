@@ -4,6 +4,7 @@ mean-based Dynamo rule misses a P99 TTFT target)."""
 
 from __future__ import annotations
 
+import doctest
 import math
 
 import numpy as np
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 
 from optfleet.engine.step import AffineStep
 from optfleet.errors import InfeasibleError, InputError
+from optfleet.problems.pd_fleet import baselines
 from optfleet.problems.pd_fleet.baselines import (
+    SIZING_RULES,
     DynamoSizing,
     XpydSizing,
     dynamo_sla_sizing,
@@ -25,7 +28,7 @@ from optfleet.queueing.kimura import wait_quantile_s
 
 pytestmark = pytest.mark.unit
 
-RULES = (dynamo_sla_sizing, xpyd_ratio_sizing)
+RULES = tuple(SIZING_RULES.values())
 
 
 def size(rule, l_in, l_out, rate_rps, prefill, decode, *, token_budget=2048, max_batch=64, ttft_ms=1000.0,
@@ -148,12 +151,20 @@ def test_dynamos_mean_rule_misses_a_p99_ttft_target():
     assert enough == 5 > plan.prefill_instances
 
 
+def test_the_worked_example_runs():
+    """The module docstring's worked example (the docs section) is executed: its numbers are the functions'."""
+    outcome = doctest.testmod(baselines, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert outcome.attempted >= 8 and outcome.failed == 0
+
+
 def test_labels_say_what_each_rule_assumes():
     prefill, decode = AffineStep(10.0, 0.0, 0.0, 0.04, 0.0), AffineStep(10.0, 0.5, 0.0, 0.0, 0.0)
     dynamo = size(dynamo_sla_sizing, 1000, 100, 20.0, prefill, decode, ttft_ms=100.0, tpot_ms=20.2)
     xpyd = size(xpyd_ratio_sizing, 1000, 100, 20.0, prefill, decode, ttft_ms=100.0, tpot_ms=20.2)
     assert isinstance(dynamo, DynamoSizing) and isinstance(xpyd, XpydSizing)
     assert (dynamo.method, xpyd.method) == ("dynamo-sla", "xpyd-ratio")
+    assert {name: rule.__name__ for name, rule in SIZING_RULES.items()} == {"dynamo-sla": "dynamo_sla_sizing",
+                                                                           "xpyd-ratio": "xpyd_ratio_sizing"}
     for plan in (dynamo, xpyd):
         assert "mean" in plan.assumes and "no percentile" in plan.assumes and "KV transfer" in plan.assumes
     assert "fixed concurrency" in dynamo.assumes and "no queue" in dynamo.assumes

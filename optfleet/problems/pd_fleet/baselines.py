@@ -76,13 +76,49 @@ first token counted in the prefill's TTFT); our decode role runs all ``L_out`` i
 Because (7) maximises throughput per GPU of one xPyD unit and (8) then buys whole units, the rule can buy more
 instances under a looser target: a faster decode instance can make a larger unit (say 9P10D instead of 1P1D) the
 more efficient one, and at a low rate one whole large unit costs more than a few small ones.
+
+**Worked example.**  One prompt length, 1000 tokens in and 100 out, at 78 req/s; a prefill engine
+``t = 10 + 0.04 p`` ms (a prompt alone: 50 ms), a decode engine ``t = 10 + 0.5 b`` ms; targets TTFT 150 ms and
+ITL 40 ms.
+
+>>> from optfleet.engine.step import AffineStep
+>>> prefill = AffineStep(base_ms=10.0, per_seq_ms=0.0, per_kv_token_ms=0.0, per_prefill_token_ms=0.04,
+...                      per_prefill_pair_ms=0.0)
+>>> decode = AffineStep(base_ms=10.0, per_seq_ms=0.5, per_kv_token_ms=0.0, per_prefill_token_ms=0.0,
+...                     per_prefill_pair_ms=0.0)
+>>> pool = dict(prefill_step=prefill, token_budget=2048, decode_step=decode, max_batch=64, ttft_ms=150.0,
+...             tpot_ms=40.0)
+>>> dynamo = dynamo_sla_sizing([1000], [100], [1.0], 78.0, **pool)
+>>> dynamo.prefill_instances, dynamo.decode_instances, dynamo.decode_concurrency, dynamo.ttft_met_without_queue
+(4, 6, 60, True)
+
+(3) gives ``ceil(78 x 0.05) = ceil(3.9) = 4`` prefill instances, 97.5 % busy; (4) runs 60 sequences at 40 ms,
+1500 tokens/s per decode instance, for 7800 tokens/s: 6.  The mean prompt's 50 ms meets the TTFT target, so the
+rule sees nothing wrong; but the P99 wait of an M/G/c queue at 3.9 erlangs on 4 servers (Kimura's approximation,
+optfleet/queueing/kimura.py, deterministic service) is over a second, and it takes 5 prefill instances to bring the
+P99 TTFT under 150 ms:
+
+>>> from optfleet.queueing.kimura import wait_quantile_s
+>>> [round(1e3 * float(wait_quantile_s(c, 3.9, 0.050, 0.0))) for c in (4, 5)]
+[1137, 90]
+
+The xPyD rule derates ``P = 20`` and ``D = 15`` req/s per instance to 18 and 13.8 and picks, among units of up to
+32 workers a role, the one with the most throughput per GPU: 23P30D, 414 req/s, of which the 78 req/s need one.
+Limited to 4 workers a role it picks 3P4D (54 req/s) and buys two:
+
+>>> xpyd = xpyd_ratio_sizing([1000], [100], [1.0], 78.0, **pool)
+>>> xpyd.ratio_prefill, xpyd.ratio_decode, xpyd.units, xpyd.prefill_instances + xpyd.decode_instances
+(23, 30, 1, 53)
+>>> small = xpyd_ratio_sizing([1000], [100], [1.0], 78.0, max_workers=4, **pool)
+>>> small.prefill_instances, small.decode_instances
+(6, 8)
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -93,6 +129,9 @@ from optfleet.hardware.catalog import check_positive_int, check_positive_real
 
 ROUND_OFF = 1e-9
 """A load this close above a whole number of instances is that number (float sums of rates and times)."""
+
+DECODE_CELLS_PER_BLOCK = 1 << 20
+"""(6) evaluates the engine on batches x decode steps in blocks of about this many cells (bounded memory)."""
 
 AICONFIGURATOR_TTFT_CORRECTION = 1.8
 AICONFIGURATOR_PREFILL_DERATE = 0.9
@@ -276,13 +315,25 @@ def xpyd_ratio_sizing(l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike, rate
         decode_seqs_per_s=decode_seqs_per_s, ratio_prefill=x, ratio_decode=y, unit_seqs_per_s=unit, units=units)
 
 
+SIZING_RULES: dict[str, Callable[..., PoolSizing]] = {
+    DynamoSizing.method: dynamo_sla_sizing,
+    XpydSizing.method: xpyd_ratio_sizing,
+}
+"""The rules by name; each takes ``(l_in, l_out, weight, rate_rps, *, prefill_step, token_budget, decode_step,
+max_batch, ttft_ms, tpot_ms)`` and returns its :class:`PoolSizing`."""
+
+
 def _best_decode_batch(step: EngineModel, mean_in: float, mean_out: float, max_batch: int,
                        tpot_ms: float) -> tuple[int, float, float]:
     """Equation (6): ``(c_d, TPOT(c_d), D(c_d))``, the smallest batch on a tie."""
     steps = max(1, round(mean_out))
     batches = np.arange(1, max_batch + 1, dtype=np.float64)
-    contexts = mean_in + np.arange(steps, dtype=np.float64)
-    tpot = np.asarray(step.decode_ms(batches[:, None], contexts[None, :]), dtype=np.float64).mean(axis=1)
+    tpot = np.zeros_like(batches)
+    per_block = max(1, DECODE_CELLS_PER_BLOCK // max_batch)
+    for first in range(0, steps, per_block):
+        contexts = mean_in + np.arange(first, min(steps, first + per_block), dtype=np.float64)
+        tpot += np.asarray(step.decode_ms(batches[:, None], contexts[None, :]), dtype=np.float64).sum(axis=1)
+    tpot /= steps
     seqs_per_s = np.where(tpot <= tpot_ms, 1e3 * batches / (steps * tpot), -np.inf)
     best = int(np.argmax(seqs_per_s))
     if not np.isfinite(seqs_per_s[best]):
