@@ -128,9 +128,9 @@ def test_xpyd_buys_more_under_a_looser_tpot_at_a_low_rate():
 
 
 def p99_prefill_ttft_ms(instances: int, rate_rps: float, service_ms: float, quantile: float = 0.99) -> float:
-    """A lower bound on the pool's P99 TTFT when every prompt takes ``service_ms`` to prefill (Cs^2 = 0): Kimura's
-    M/G/c wait quantile (optfleet/queueing/kimura.py, Erlang C) plus the prefill, before transfer and the first decode
-    step add to it."""
+    """The P99 of prefill wait + prefill when every prompt takes ``service_ms`` (Cs^2 = 0): Kimura's M/G/c wait
+    quantile (optfleet/queueing/kimura.py, Erlang C) plus the prefill.  The pool's TTFT adds the KV transfer and the
+    first decode step to each request's wait + prefill, so its P99 can only be larger."""
     load = rate_rps * service_ms / 1e3
     return 1e3 * float(wait_quantile_s(instances, load, service_ms / 1e3, 0.0, quantile)) + service_ms
 
