@@ -1,7 +1,7 @@
 """Benchmark: the disaggregated-pool simulator (optfleet/problems/pd_fleet/simulate/) on a 70B-class pool.
 
 The pool: Llama-3-70B on 4 x H100-SXM per instance (the roofline engine, reduced to its affine form over each role's
-region), 24 prefill instances at a 2,048-token budget, 8 decode instances of at most 128 sequences, a 50 GB/s link
+region), 24 prefill instances at a 2,048-token budget, 10 decode instances of at most 128 sequences, a 50 GB/s link
 per prefill instance carrying 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes per prompt token; prompts
 uniform on 1,000..8,000 tokens, outputs uniform on 100..700, Poisson arrivals at 54 requests/s.
 
@@ -32,7 +32,7 @@ from optfleet.problems.pd_fleet.simulate import simulate_pool, simulate_requests
 from optfleet.problems.pd_fleet.simulate.decode import simulate_decode
 
 GPU, MODEL, TP = "H100-SXM", "Llama-3-70B", 4
-PREFILL_INSTANCES, TOKEN_BUDGET, DECODE_INSTANCES, MAX_BATCH = 24, 2048, 8, 128
+PREFILL_INSTANCES, TOKEN_BUDGET, DECODE_INSTANCES, MAX_BATCH = 24, 2048, 10, 128
 LINK_GB_PER_S, RATE_RPS = 50.0, 54.0
 PROMPT_TOKENS, OUTPUT_TOKENS = (1000, 8000), (100, 700)
 TTFT_TARGET_MS, TPOT_TARGET_MS = 1500.0, 50.0

@@ -212,3 +212,11 @@ def _roles(decode_step=ENGINE):
 
 def test_the_docstring_example_runs() -> None:
     assert doctest.testmod(pool, raise_on_error=False).failed == 0
+
+
+def test_the_guide_example_prints_what_the_guide_quotes(capsys) -> None:
+    page = (REPO / "docs" / "guide" / "pd-simulation.md").read_text()
+    code = page.split("```python\n")[1].split("```")[0]
+    quoted = page.split("```text\n")[1].split("```")[0]
+    exec(compile(code, "pd-simulation.md", "exec"), {})
+    assert capsys.readouterr().out == quoted

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from optfleet import tables
 from optfleet.errors import InputError
 from optfleet.problems.fleet.simulate.run import check_run_size, mean_ci95
 from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole, TransferLink
@@ -52,6 +53,41 @@ class PoolSimulation:
             "ttft_target_ms": self.ttft_target_ms, "tpot_target_ms": self.tpot_target_ms,
             "metrics": {name: {"mean": mean, "ci95": half} for name, (mean, half) in self.metrics.items()},
         })
+
+    def text(self) -> str:
+        """The report for people (optfleet.tables): the run, the latencies per stage, each role's busy share."""
+        m = {name: mean for name, (mean, _) in self.metrics.items()}
+        spread = "means over replications" if self.reps > 1 else "one replication"
+        latencies = [{"figure": label, **{column: m.get(f"{stem}_{column}_ms") for column in LATENCY_STATISTICS},
+                      "p99_ci95": self.metrics.get(f"{stem}_p99_ms", (None, None))[1]} for label, stem in LATENCY_ROWS]
+        roles = [{"role": f"prefill x {self.prefill_instances}", "busy": m["prefill_busy_share"]},
+                 {"role": f"links x {self.prefill_instances}", "busy": m["link_busy_share"]},
+                 {"role": f"decode x {self.decode_instances}", "busy": m["decode_busy_share"],
+                  "occupancy": m["decode_mean_occupancy"], "occupancy_share": m["decode_occupancy_share"]}]
+        targets = [f"{name} {100 * m[key]:.2f} %" for name, key in (("TTFT", "ttft_attainment"), ("TPOT", "tpot_attainment"),
+                                                                     ("both", "attainment")) if key in m]
+        return tables.page([
+            f"{self.prefill_instances}P{self.decode_instances}D pool at {self.rate_rps:g} req/s: {self.requests:,} requests x {self.reps} "
+            f"replications (seed {self.seed}), the first {100 * self.warmup_share:g} % of arrivals left out; {spread}",
+            tables.Table(LATENCY_COLUMNS, latencies),
+            tables.Table(ROLE_COLUMNS, roles),
+            *([f"attainment (targets: TTFT {_target(self.ttft_target_ms)}, TPOT {_target(self.tpot_target_ms)}): " + ", ".join(targets)] if targets else []),
+        ])
+
+
+LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("prefill wait", "prefill_wait"), ("link wait", "link_wait"),
+                ("decode admission wait", "decode_wait"))
+LATENCY_STATISTICS = ("mean", "p50", "p90", "p99")
+LATENCY_COLUMNS = [
+    tables.Column("figure", "figure", tables.text, tables.KEY),
+    *(tables.Column(s, f"{s.upper() if s != 'mean' else 'mean'} ms", tables.number(4), tables.KEY) for s in LATENCY_STATISTICS),
+    tables.Column("p99_ci95", "P99 95 % half-width ms", tables.number(2), tables.MEDIUM),
+]
+ROLE_COLUMNS = [
+    tables.Column("role", "role", tables.text, tables.KEY), tables.Column("busy", "busy %", tables.percent(1), tables.KEY),
+    tables.Column("occupancy", "mean running sequences", tables.number(4), tables.HIGH),
+    tables.Column("occupancy_share", "of max batch %", tables.percent(1), tables.HIGH),
+]
 
 
 def simulate_pool(prefill: PrefillRole, link: TransferLink, decode: DecodeRole, *, rate_rps: float, l_in_tokens: ArrayLike,
@@ -117,3 +153,7 @@ def _checked_workload(l_in_tokens: ArrayLike, l_out_tokens: ArrayLike,
     if w.shape != lengths[0].shape or not np.all(np.isfinite(w)) or w.min() < 0 or w.sum() <= 0:
         raise InputError("weights", weights, f"must be {len(w)} finite weights >= 0, one per pair, not all 0")
     return lengths[0], lengths[1], w / w.sum()
+
+
+def _target(target_ms: float | None) -> str:
+    return "none" if target_ms is None else f"{target_ms:g} ms"
