@@ -169,6 +169,22 @@ def test_every_run_keeps_its_invariants(requests, x, y, max_batch, budget, seed)
     assert float(((times.run_end_s - times.run_start_s) > 0).all())
 
 
+def test_decode_occupancy_obeys_littles_law() -> None:
+    """Time-average running sequences = admission rate x mean time from admission to the last token (Little's law,
+    over the whole run: every request is admitted and leaves inside it)."""
+    rng = np.random.default_rng(7)
+    arrival = np.cumsum(rng.exponential(0.05, 4_000))
+    l_in, l_out = rng.integers(100, 3000, 4_000), rng.integers(1, 200, 4_000)
+    prefill, decode = PrefillRole(3, ENGINE, 1024), DecodeRole(3, ENGINE, 16)
+    trace = simulate_requests(arrival, l_in, l_out, prefill, LINK, decode, rng)
+    times = trace.decode
+    start, end = float(times.run_start_s.min()), float(times.run_end_s.max())
+    occupancy = float(((times.run_end_s - times.run_start_s) * times.run_batch).sum()) / (end - start)
+    assert occupancy == pytest.approx(float((times.finish_s - times.admit_s).sum()) / (end - start), rel=1e-9)
+    window = measure(trace, prefill, decode, warmup_share=0.0)
+    assert window["decode_mean_occupancy"] * decode.instances == pytest.approx(occupancy * (end - start) / (arrival[-1] - arrival[0]), rel=0.02)
+
+
 def test_measure_leaves_out_the_warm_up_share_and_stays_json() -> None:
     result = simulate_pool(PrefillRole(2, ENGINE, 2048), LINK, DecodeRole(2, ENGINE, 32), rate_rps=5.0, l_in_tokens=[800, 2400],
                            l_out_tokens=[1, 150], requests=1_001, reps=1, warmup_share=0.2, ttft_target_ms=1e-3, tpot_target_ms=1e6)
@@ -196,6 +212,7 @@ def test_measure_leaves_out_the_warm_up_share_and_stays_json() -> None:
     (lambda: simulate_pool(*_roles(), rate_rps=1.0, l_in_tokens=[5], l_out_tokens=[5], weights=[-1]), "weights"),
     (lambda: simulate_pool(*_roles(), rate_rps=1.0, l_in_tokens=[5], l_out_tokens=[5], requests=1), "requests"),
     (lambda: simulate_pool(*_roles(), rate_rps=1.0, l_in_tokens=[5], l_out_tokens=[5], warmup_share=1.0), "warmup_share"),
+    (lambda: simulate_pool(*_roles(), rate_rps=1.0, l_in_tokens=[5], l_out_tokens=[5], requests=16_000_000), "requests"),
     (lambda: simulate_pool(*_roles(), rate_rps=1.0, l_in_tokens=[5], l_out_tokens=[5], tpot_target_ms=float("nan")), "tpot_target_ms"),
     (lambda: simulate_requests([0.0], [10**9], [1], PrefillRole(1, ENGINE, 1), LINK, DecodeRole(1, ENGINE, 1),
                                np.random.default_rng(0)), "prefill.token_budget"),

@@ -67,10 +67,9 @@ def simulate_decode(role: DecodeRole, arrival_s: NDArray[np.float64], l_in: NDAr
     bounds = np.searchsorted(instance[order], np.arange(role.instances + 1))
     runs: tuple[list[float], list[float], list[int]] = ([], [], [])
     tokens = 0
-    for g in range(role.instances):
+    for g in np.flatnonzero(np.diff(bounds)).tolist():  # the instances that received requests
         mine = order[bounds[g]:bounds[g + 1]]
-        if len(mine):
-            tokens += _one_instance(step, role.max_batch, mine, arrival_s, l_in, l_out, (admit, first, finish), runs)
+        tokens += _one_instance(step, role.max_batch, mine, arrival_s, l_in, l_out, (admit, first, finish), runs)
     return DecodeTimes(admit, first, finish, np.array(runs[0]), np.array(runs[1]), np.array(runs[2], dtype=np.int64), tokens)
 
 

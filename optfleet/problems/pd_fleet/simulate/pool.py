@@ -25,6 +25,11 @@ from optfleet.problems.pd_fleet.simulate.metrics import measure
 from optfleet.problems.pd_fleet.simulate.trace import simulate_requests
 from optfleet.results import json_safe
 
+MAX_POOL_REQUESTS = 15_000_000
+"""Arrivals per replication at most: a replication holds every request's stage times and its decode runs at once,
+about 270 bytes per request at the peak (measured: 1e6 requests of the benchmark's 70B pool), so 1.5 x 10^7 stay
+near 4 GB, as the fleet simulator's limit (``check_run_size``, which also applies)."""
+
 DEFAULT_WARMUP_SHARE = 0.1
 """The share of each run's first arrivals left out, as the fleet simulator's default (``simulate_plan``)."""
 
@@ -111,6 +116,9 @@ def simulate_pool(prefill: PrefillRole, link: TransferLink, decode: DecodeRole, 
     True
     """
     check_run_size(requests, reps)
+    if requests > MAX_POOL_REQUESTS:
+        raise InputError("requests", requests, f"above the limit of {MAX_POOL_REQUESTS:,} requests per replication of a "
+                         "disaggregated pool (about 270 bytes each at the peak: 4 GB); use more replications instead")
     prompts, outputs, probabilities = _checked_workload(l_in_tokens, l_out_tokens, weights)
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise InputError("rate_rps", rate_rps, "must be a finite arrival rate > 0 requests/s")
