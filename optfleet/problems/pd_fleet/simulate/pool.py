@@ -69,14 +69,15 @@ class PoolSimulation:
                  {"role": f"links x {self.prefill_instances}", "busy": m["link_busy_share"]},
                  {"role": f"decode x {self.decode_instances}", "busy": m["decode_busy_share"],
                   "occupancy": m["decode_mean_occupancy"], "occupancy_share": m["decode_occupancy_share"]}]
-        targets = [f"{name} {100 * m[key]:.2f} %" for name, key in (("TTFT", "ttft_attainment"), ("TPOT", "tpot_attainment"),
-                                                                     ("both", "attainment")) if key in m]
+        met = [f"{name} {100 * m[key]:.2f} %" for name, key in (("TTFT", "ttft_attainment"), ("TPOT", "tpot_attainment"),
+                                                                 ("both", "attainment")) if key in m]
+        targets = f"targets: TTFT {_target(self.ttft_target_ms)}, TPOT {_target(self.tpot_target_ms)}"
         return tables.page([
             f"{self.prefill_instances}P{self.decode_instances}D pool at {self.rate_rps:g} req/s: {self.requests:,} requests x {self.reps} "
             f"replications (seed {self.seed}), the first {100 * self.warmup_share:g} % of arrivals left out; {spread}",
             tables.Table(LATENCY_COLUMNS, latencies),
             tables.Table(ROLE_COLUMNS, roles),
-            *([f"attainment (targets: TTFT {_target(self.ttft_target_ms)}, TPOT {_target(self.tpot_target_ms)}): " + ", ".join(targets)] if targets else []),
+            *([f"attainment ({targets}): " + ", ".join(met)] if met else []),
         ])
 
 
