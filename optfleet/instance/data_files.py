@@ -62,8 +62,8 @@ def refuse_cells(field: str, cells: Any, bad: np.ndarray, problem: str, path: Pa
     if bad.any():
         row = int(np.argmax(bad))
         value = cells.iloc[row]
-        if _missing(value):  # a blank cell, "NA" or a row shorter than the header: pandas reads each as NaN
-            raise InputError(field, "", f"has no number (a blank cell, NA, NaN, or a row shorter than the header); it {problem} "
+        if _missing(value):  # a blank cell, "NA", "nan" or a row shorter than the header: pandas reads each as NaN
+            raise InputError(field, "nan", f"has no number (a blank cell, NA, NaN, or a row shorter than the header); it {problem} "
                              f"(row {row + 1} of {path})")
         raise InputError(field, str(value), f"{problem} (row {row + 1} of {path})")
 
