@@ -157,6 +157,7 @@ class DisaggregatedPool:
         self.decode = decode_step if isinstance(decode_step, AffineStep) else affine_reduction(decode_step, max_batch, window_tokens, window_tokens)
         self.max_batch = max_batch
         self.targets = targets
+        self._decode_states: dict[int | float, DecodeState] = {}
 
     @classmethod
     def of_roles(cls, l_in: NDArray[np.int64], l_out: NDArray[np.int64], weight: NDArray[np.float64], rate_rps: float,
@@ -231,7 +232,12 @@ class DisaggregatedPool:
         return (low + high) / (n**2 * self._decode_constants[0])
 
     def decode_state(self, y: int | float) -> DecodeState:
-        """The decode side at ``y`` instances (``y = inf``: the idle limit, ``b = 0``)."""
+        """The decode side at ``y`` instances (``y = inf``: the idle limit, ``b = 0``), computed once per ``y``."""
+        if y not in self._decode_states:
+            self._decode_states[y] = self._decode_state(y)
+        return self._decode_states[y]
+
+    def _decode_state(self, y: int | float) -> DecodeState:
         mean_out, _, sigma = self._decode_constants
         lam = self.rate_per_ms / y
         load = lam * mean_out * sigma
@@ -241,7 +247,8 @@ class DisaggregatedPool:
         b = lam * mean_out * base / (1.0 - load)
         step = base + sigma * b
         p99 = float(stats.poisson.ppf(1.0 - TAIL, b)) if b > 0 else 0.0
-        return DecodeState(b, p99, load, step, self._tpot_p99(b, sigma), base + sigma * (1.0 + b))
+        tpot_mean = base + sigma * (1.0 + b) if (self.l_out >= 2).any() else 0.0  # no request has a second token
+        return DecodeState(b, p99, load, step, self._tpot_p99(b, sigma), tpot_mean)
 
     def _tpot_p99(self, b: float, sigma: float) -> float:
         """The 0.99-quantile of ``base + sigma (1 + A_r)`` over requests with ``L_out >= 2`` (module docstring)."""

@@ -21,7 +21,7 @@ from optfleet.errors import InputError
 from optfleet.problems.pd_fleet.analytic import APPROXIMATIONS, PoolMetrics
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan
 from optfleet.problems.pd_fleet.problem import AggregatedOption, Config, DecodeOption, PdProblem, PoolTraffic, PrefillOption
-from optfleet.problems.pd_fleet.sizing import AggregatedState, aggregated_state, disaggregated_pool
+from optfleet.problems.pd_fleet.sizing import AggregatedState, aggregated_minimum, aggregated_states, disaggregated_pool
 
 TOLERANCE = 1e-7  # relative slack on the caps (solver tolerances)
 
@@ -136,17 +136,22 @@ def _evaluate_pool(problem: PdProblem, pool: PoolTraffic, choice) -> PoolEvaluat
 
 def _aggregated(problem: PdProblem, pool: PoolTraffic, option: AggregatedOption, choice: AggregatedPoolPlan, cost: float,
                 gpus: dict[str, int]) -> PoolEvaluation:
-    state = aggregated_state(problem, pool, option, choice.instances)
-    if state is None:
+    states = aggregated_states(problem, pool, option, [choice.instances])
+    if states is None:
         return PoolEvaluation(pool.index, pool.label, "aggregated", choice.describe(), pool.rate_rps, cost, gpus, None, None, None, {},
                               "", (f"{option.label} holds no sequence of the {pool.window_tokens:,}-token window",))
+    state = states[0]
     broken = []
     if not state.meets_slo:
+        need = aggregated_minimum(problem, pool, option)
         broken.append(f"{choice.instances} instance(s) of {option.label} miss the SLO under the fleet's batching model "
-                      f"(P99 TTFT {state.ttft_p99_ms:.4g} ms, P99 TPOT bound {state.tpot_p99_ms:.4g} ms, occupancy "
-                      f"{state.utilisation:.3g}); it needs {state.min_instances if state.min_instances > 0 else 'more than any'}")
-    binding = "instances (one fewer misses the SLO)" if state.meets_slo and state.min_instances == choice.instances else (
-        "none (slack)" if state.meets_slo else "")
+                      f"(P99 TTFT {state.ttft_p99_ms:.4g} ms, P99 TPOT {state.tpot_p99_ms:.4g} ms, occupancy "
+                      f"{state.utilisation:.3g}); it needs {need if need > 0 else 'more than any count'}")
+        binding = ""
+    elif choice.instances > 1 and not aggregated_states(problem, pool, option, [choice.instances - 1])[0].meets_slo:
+        binding = "instances (one fewer misses the SLO)"
+    else:
+        binding = "none (slack)"
     return PoolEvaluation(pool.index, pool.label, "aggregated", choice.describe(), pool.rate_rps, cost, gpus, state.ttft_p99_ms,
                           state.tpot_p99_ms, state.tpot_mean_ms, {"slots": state.utilisation}, binding, tuple(broken), state)
 

@@ -32,7 +32,7 @@ from optfleet.problems.pd_fleet.constraints import PD_CONSTRAINTS, describe_cons
 from optfleet.problems.pd_fleet.evaluator import PdEvaluation, evaluate
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan, PoolPlan
 from optfleet.problems.pd_fleet.problem import PdProblem
-from optfleet.problems.pd_fleet.sizing import (AggregatedCandidate, PairCandidate, aggregated_candidates, aggregated_state,
+from optfleet.problems.pd_fleet.sizing import (AggregatedCandidate, PairCandidate, aggregated_candidates,
                                                disaggregated_pool, pair_candidates)
 from optfleet.solvers import SolveReport, solve
 
@@ -40,7 +40,8 @@ SLACK = 4  # count bound = SLACK x the candidate's largest least count, under gp
 WIDEST = 64
 FEASIBILITY_TIME_LIMIT_S = 10.0
 
-_CANDIDATES: dict[int, tuple[PdProblem, tuple[AggregatedCandidate, ...], tuple[PairCandidate, ...]]] = {}
+_CANDIDATES: dict[tuple, tuple[PdProblem, tuple[AggregatedCandidate, ...], tuple[PairCandidate, ...]]] = {}
+_CANDIDATES_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,15 @@ class PdSolveResult:
 
 
 def candidates(problem: PdProblem) -> tuple[tuple[AggregatedCandidate, ...], tuple[PairCandidate, ...]]:
-    """Every pool's candidates (sizing.py), computed once per problem object."""
-    cached = _CANDIDATES.get(id(problem))
-    if cached is None or cached[0] is not problem:
-        cached = (problem, tuple(aggregated_candidates(problem)), tuple(pair_candidates(problem)))
-        if len(_CANDIDATES) > 16:
+    """Every pool's candidates (sizing.py), computed once for a problem's pools, options, links and SLO: they do not
+    depend on the constraints, so ``problem.with_constraints(...)`` reuses them."""
+    key = (id(problem.pools), id(problem.aggregated), id(problem.prefill), id(problem.decode), problem.link_default_gb_per_s,
+           tuple(sorted(problem.link_pairs_gb_per_s.items())), problem.ttft_p99_ms, problem.tpot_p99_ms, problem.rho_max)
+    cached = _CANDIDATES.get(key)
+    if cached is None:
+        if len(_CANDIDATES) >= _CANDIDATES_KEPT:
             _CANDIDATES.clear()
-        _CANDIDATES[id(problem)] = cached
+        cached = _CANDIDATES[key] = (problem, tuple(aggregated_candidates(problem)), tuple(pair_candidates(problem)))
     return cached[1], cached[2]
 
 
@@ -146,8 +149,7 @@ def _require_every_pool_served(problem: PdProblem, aggs, pairs, aggregated_only:
             continue
         reasons = []
         for option in problem.aggregated:
-            state = aggregated_state(problem, pool, option, 1)
-            reasons.append(f"{option.label}: " + ("holds no sequence of the window" if state is None else
+            reasons.append(f"{option.label}: " + ("holds no sequence of the window" if option.pool(pool.window_tokens) is None else
                                                   "no instance count meets P99 TTFT, P99 TPOT and rho_max under the batching model"))
         if not aggregated_only:
             for prefill in problem.prefill:

@@ -16,7 +16,7 @@ Requests are routed by window (schema.py): pool ``j`` takes the requests with ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +178,10 @@ class PdProblem:
 
     def power_of(self, gpu: str) -> float | None:
         return self.gpus[gpu].power_w
+
+    def with_constraints(self, constraints: tuple) -> "PdProblem":
+        """The same problem under other constraints (the options and their sizing are shared)."""
+        return replace(self, constraints=tuple(constraints))
 
 
 def prepare(loaded: LoadedInstance) -> PdProblem:

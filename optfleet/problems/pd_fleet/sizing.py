@@ -12,6 +12,7 @@ The MILP (models/pd_fleet.py), the baselines and the evaluator all take their nu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,13 +21,14 @@ from optfleet.problems.fleet.batching_pool import batching_workload, meets_slo, 
 from optfleet.problems.fleet.pool_stats import TpotTargets
 from optfleet.problems.pd_fleet.analytic import DisaggregatedPool, PoolTargets
 from optfleet.problems.pd_fleet.problem import AggregatedOption, DecodeOption, PdProblem, PoolTraffic, PrefillOption
+from optfleet.queueing.batching import take_rows
 from optfleet.queueing.batching_engine import EngineBatchingState
 
 
 @dataclass(frozen=True)
 class AggregatedState:
     """An aggregated pool at ``instances``: the fleet's batching model's P99 TTFT, TPOT (P99 bound and mean) and slot
-    occupancy, whether it meets the SLO, and the least count that does (-1: none)."""
+    occupancy, and whether it meets the SLO."""
 
     instances: int
     ttft_p99_ms: float
@@ -35,7 +37,6 @@ class AggregatedState:
     utilisation: float
     stable: bool
     meets_slo: bool
-    min_instances: int
 
 
 @dataclass(frozen=True)
@@ -62,19 +63,38 @@ def targets(problem: PdProblem) -> PoolTargets:
     return PoolTargets(problem.ttft_p99_ms, problem.tpot_p99_ms, problem.rho_max)
 
 
-def aggregated_state(problem: PdProblem, pool: PoolTraffic, option: AggregatedOption, instances: int) -> AggregatedState | None:
-    """The fleet's batching model of ``pool`` on ``option`` at ``instances`` (None: the window fits no sequence)."""
+def _batching(problem: PdProblem, pool: PoolTraffic, option: AggregatedOption):
+    """``(config, workload, TPOT targets)`` of ``pool`` on ``option`` under the fleet's batching model (None: the window
+    fits no sequence)."""
     config = option.pool(pool.window_tokens)
     if config is None:
         return None
-    workload = batching_workload([config], [(pool.l_in, pool.l_out, pool.weight)], pool.rate_rps)
-    tpot = TpotTargets(problem.tpot_p99_ms, None)
-    need = int(min_instances_batching(workload, [config], problem.ttft_p99_ms, problem.rho_max, tpot)[0])
-    state = state_at(workload, [config], np.array([max(instances, 1)]))
+    return config, batching_workload([config], [(pool.l_in, pool.l_out, pool.weight)], pool.rate_rps), TpotTargets(problem.tpot_p99_ms, None)
+
+
+def aggregated_minimum(problem: PdProblem, pool: PoolTraffic, option: AggregatedOption) -> int:
+    """The fleet's least instance count of ``pool`` on ``option`` (``min_instances_batching``); -1: none, or the window
+    fits no sequence."""
+    batching = _batching(problem, pool, option)
+    if batching is None:
+        return -1
+    config, workload, tpot = batching
+    return int(min_instances_batching(workload, [config], problem.ttft_p99_ms, problem.rho_max, tpot)[0])
+
+
+def aggregated_states(problem: PdProblem, pool: PoolTraffic, option: AggregatedOption, counts: Sequence[int]) -> list[AggregatedState] | None:
+    """The fleet's batching model of ``pool`` on ``option`` at each of ``counts`` instances, in one vectorised call
+    (None: the window fits no sequence)."""
+    batching = _batching(problem, pool, option)
+    if batching is None:
+        return None
+    config, workload, tpot = batching
+    rows = np.zeros(len(counts), dtype=np.int64)
+    state = state_at(take_rows(workload, rows), [config] * len(counts), np.maximum(np.asarray(counts), 1))
     assert isinstance(state, EngineBatchingState)
-    ok = bool(meets_slo(state, problem.ttft_p99_ms, problem.rho_max, tpot)[0]) and instances >= 1
-    return AggregatedState(instances, float(state.ttft_p99_ms[0]), float(state.tpot_p99_ms[0]), float(state.tpot_mean_ms[0]),
-                           float(state.utilisation[0]), bool(state.stable[0]), ok, need)
+    ok = meets_slo(state, problem.ttft_p99_ms, problem.rho_max, tpot)
+    return [AggregatedState(int(n), float(state.ttft_p99_ms[i]), float(state.tpot_p99_ms[i]), float(state.tpot_mean_ms[i]),
+                            float(state.utilisation[i]), bool(state.stable[i]), bool(ok[i]) and n >= 1) for i, n in enumerate(counts)]
 
 
 def disaggregated_pool(problem: PdProblem, pool: PoolTraffic, prefill: PrefillOption, decode: DecodeOption) -> DisaggregatedPool:
@@ -89,9 +109,9 @@ def aggregated_candidates(problem: PdProblem) -> list[AggregatedCandidate]:
     found = []
     for pool in problem.busy_pools:
         for a, option in enumerate(problem.aggregated):
-            state = aggregated_state(problem, pool, option, 1)
-            if state is not None and state.min_instances >= 1:
-                found.append(AggregatedCandidate(pool.index, a, state.min_instances))
+            need = aggregated_minimum(problem, pool, option)
+            if need >= 1:
+                found.append(AggregatedCandidate(pool.index, a, need))
     return found
 
 
