@@ -184,26 +184,32 @@ class DisaggregatedPool:
         """``tau(L_in)`` per request."""
         return np.asarray(self.link.transfer_ms(self.l_in), dtype=np.float64)
 
-    def _moments(self, values: NDArray[np.float64]) -> tuple[float, float]:
-        mean = float(self.weight @ values)
-        return mean, float(self.weight @ values**2)
+    @cached_property
+    def _prefill_moments(self) -> tuple[float, float]:
+        """``(E[S_p], E[S_p^2])``."""
+        return float(self.weight @ self.prefill_ms), float(self.weight @ self.prefill_ms**2)
+
+    @cached_property
+    def _transfer_moments(self) -> tuple[float, float]:
+        """``(E[tau], E[tau^2])``."""
+        return float(self.weight @ self.transfer_ms), float(self.weight @ self.transfer_ms**2)
 
     def prefill_utilisation(self, x: int) -> float:
-        return self.rate_per_ms * self._moments(self.prefill_ms)[0] / x
+        return self.rate_per_ms * self._prefill_moments[0] / x
 
     def link_utilisation(self, x: int) -> float:
-        return self.rate_per_ms * self._moments(self.transfer_ms)[0] / x
+        return self.rate_per_ms * self._transfer_moments[0] / x
 
     def link_wait_ms(self, x: int) -> float:
         """Pollaczek-Khinchine mean wait of one prefill instance's link (inf when saturated)."""
         rho = self.link_utilisation(x)
         if rho >= 1.0:
             return math.inf
-        return (self.rate_per_ms / x) * self._moments(self.transfer_ms)[1] / (2.0 * (1.0 - rho))
+        return (self.rate_per_ms / x) * self._transfer_moments[1] / (2.0 * (1.0 - rho))
 
     def _prefill_tail(self, x: int) -> tuple[float, float]:
         """``(C, theta)`` of ``P(W_p > t) = C exp(-theta t)``; theta 0 when unstable."""
-        mean, second = self._moments(self.prefill_ms)
+        mean, second = self._prefill_moments
         a = self.rate_per_ms * mean
         if a >= x:
             return 1.0, 0.0
@@ -220,13 +226,18 @@ class DisaggregatedPool:
         return mean_out, kappa, self.decode.per_seq_ms + self.decode.per_kv_token_ms * kappa
 
     @cached_property
+    def _outputs(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The distinct output lengths ``n`` and their probabilities (the TPOT law depends on ``L_out`` only)."""
+        n, inverse = np.unique(self.l_out, return_inverse=True)
+        return n, np.bincount(inverse.ravel(), weights=self.weight, minlength=len(n))
+
+    @cached_property
     def _overlap_scale(self) -> NDArray[np.float64]:
-        """Per request, ``E_j[m^2 M - m^3/3] / (n^2 E[L_out])``: the gamma scale of its occupancy ``A`` (independent of y)."""
-        n = self.l_out
-        order = np.argsort(n)
-        ns, ws = n[order], self.weight[order]
-        cum = [np.concatenate([[0.0], np.cumsum(ws * ns**k)]) for k in range(4)]
-        below = np.searchsorted(ns, n, side="right")  # requests j with n_j <= n
+        """Per distinct ``n``, ``E_j[m^2 M - m^3/3] / (n^2 E[L_out])``: the gamma scale of its occupancy ``A`` (independent
+        of y), by prefix sums over the sorted lengths."""
+        n, w = self._outputs
+        cum = [np.concatenate([[0.0], np.cumsum(w * n**k)]) for k in range(4)]
+        below = np.arange(1, len(n) + 1)  # lengths n_j <= n (n sorted, distinct)
         low = cum[2][below] * n - cum[3][below] / 3.0
         high = n**2 * (cum[1][-1] - cum[1][below]) - n**3 / 3.0 * (cum[0][-1] - cum[0][below])
         return (low + high) / (n**2 * self._decode_constants[0])
@@ -253,10 +264,11 @@ class DisaggregatedPool:
     def _tpot_p99(self, b: float, sigma: float) -> float:
         """The 0.99-quantile of ``base + sigma (1 + A_r)`` over requests with ``L_out >= 2`` (module docstring)."""
         base = self.decode.base_ms
-        several = self.l_out >= 2
+        n, w = self._outputs
+        several = n >= 2
         if not several.any():
             return 0.0
-        w = self.weight[several] / self.weight[several].sum()
+        w = w[several] / w[several].sum()
         scale = self._overlap_scale[several]
         if b <= 0:
             return base + sigma
@@ -275,22 +287,38 @@ class DisaggregatedPool:
 
     # ------------------------------------------------------------------ TTFT and the metrics
 
+    @cached_property
+    def _ttft_parts(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The per-request part of ``D_r`` that does not depend on the counts, ``S_p + tau + per_kv L_in``, sorted, and
+        the requests' probabilities in that order: ``D_r`` = it + a shift common to all requests."""
+        own = self.prefill_ms + self.transfer_ms + self.decode.per_kv_token_ms * self.l_in
+        order = np.argsort(own, kind="stable")
+        return own[order], self.weight[order]
+
     def ttft_p99_ms(self, x: int, decode: DecodeState) -> float:
-        """The 0.99-quantile of the TTFT mixture (module docstring); inf when a server is saturated."""
+        """The 0.99-quantile of the TTFT mixture (module docstring); inf when a server is saturated.
+
+        ``D_r = own_r + shift``, ``shift = W_link + base + per_seq (1 + b) + per_kv b kappa``; with the ``own_r`` sorted,
+        ``P(TTFT > T) = sum_{D_r > T} w_r + C exp(-theta T) sum_{D_r <= T} w_r exp(theta D_r)`` is two prefix sums
+        and one binary search per trial ``T`` (the sums scaled by ``exp(-theta D_max)`` against overflow)."""
         wait_link = self.link_wait_ms(x)
         prob, theta = self._prefill_tail(x)
         if theta <= 0 or not math.isfinite(wait_link) or not math.isfinite(decode.batch_mean):
             return math.inf
         _, kappa, _ = self._decode_constants
         b = decode.batch_mean
-        first = self.decode.base_ms + self.decode.per_seq_ms * (1.0 + b) + self.decode.per_kv_token_ms * (self.l_in + b * kappa)
-        fixed = self.prefill_ms + wait_link + self.transfer_ms + first
+        shift = wait_link + self.decode.base_ms + self.decode.per_seq_ms * (1.0 + b) + self.decode.per_kv_token_ms * b * kappa
+        own, w = self._ttft_parts
+        fixed = own + shift
+        top = float(fixed[-1])
+        above = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])  # above[i] = sum_{r >= i} w_r
+        scaled = np.concatenate([[0.0], np.cumsum(w * np.exp(theta * (fixed - top)))])  # sum_{r < i} w_r e^{theta (D_r - top)}
 
         def tail(t: float) -> float:
-            slack = t - fixed
-            return float(self.weight @ np.where(slack < 0, 1.0, prob * np.exp(-theta * np.maximum(slack, 0.0))))
+            i = int(np.searchsorted(fixed, t, side="right"))  # requests 0..i-1 have D_r <= t
+            return float(above[i] + prob * math.exp(-theta * (t - top)) * scaled[i])
 
-        lo, hi = float(fixed.min()), float(fixed.max()) + max(math.log(max(prob, TAIL) / TAIL), 0.0) / theta + 1e-9
+        lo, hi = float(fixed[0]), top + max(math.log(max(prob, TAIL) / TAIL), 0.0) / theta + 1e-9
         if tail(lo) <= TAIL:
             return lo
         for _ in range(BISECTION_STEPS):
@@ -349,8 +377,7 @@ class DisaggregatedPool:
 
     def min_prefill(self, decode: DecodeState, upper: int | None = None) -> int | None:
         """The fewest prefill instances meeting TTFT and the prefill and link caps with ``decode`` (None: none)."""
-        mean_s, _ = self._moments(self.prefill_ms)
-        mean_tau, _ = self._moments(self.transfer_ms)
+        mean_s, mean_tau = self._prefill_moments[0], self._transfer_moments[0]
         start = max(1, math.ceil(self.rate_per_ms * max(mean_s, mean_tau) / self.targets.rho_max - 1e-9))
         ok = lambda x: not self.prefill_violations(x, decode)  # noqa: E731
         if upper is not None:
