@@ -220,3 +220,28 @@ def test_bad_inputs_exit_2_naming_the_field(field, value, named, tmp_path, capsy
 
 
 # ------------------------------------------------------------------ shipped instances (regression)
+
+# The costs the MILP computes on the shipped instances (roofline engine, catalog prices; each file's header explains
+# its answer): a change to the analytic model, the fleet's batching sizing or the catalog moves them.
+SHIPPED = {
+    "chat": (5.38, {"aggregated"}),
+    "llama70b_h100": (43.04, {"aggregated"}),
+    "rag_long_prompt": (172.16, {"aggregated", "disaggregated"}),
+    "mixed_gpus": (96.08, {"disaggregated"}),
+}
+
+
+def _shipped_cases():
+    for name, expected in SHIPPED.items():
+        marks = () if name in ("chat", "llama70b_h100") else (pytest.mark.slow,)
+        yield pytest.param(name, *expected, marks=marks, id=name)
+
+
+@pytest.mark.solved
+@pytest.mark.parametrize("name, cost_per_hour, modes", list(_shipped_cases()))
+def test_shipped_instances_solve_to_their_pinned_cost(name, cost_per_hour, modes):
+    problem = prepare(load_instance(INSTANCES / f"{name}.yaml"))
+    result = solve_pd(problem)
+    assert result.report.proven_optimal and result.evaluation.feasible
+    assert result.evaluation.cost_per_hour == pytest.approx(cost_per_hour, abs=0.005)
+    assert {p.mode for p in result.evaluation.pools} == modes
