@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from optfleet.api import GapOutcome, SolveOutcome
 
 POOL_COLUMNS = [
-    Column("pool", "pool", tables.text, KEY), Column("rate", "req/s", tables.number(4), KEY), Column("mode", "mode", tables.text, KEY),
+    Column("pool", "pool tokens", tables.text, KEY), Column("rate", "req/s", tables.number(4), KEY), Column("mode", "mode", tables.text, KEY),
     Column("choice", "instances", tables.text, KEY), Column("cost", "$/h", tables.fixed(2), KEY),
-    Column("ttft", "P99 TTFT ms", tables.number(4), HIGH), Column("tpot", "P99 TPOT ms", tables.number(3), HIGH),
+    Column("ttft", "TTFT99 ms", tables.number(4), KEY), Column("tpot", "TPOT99 ms", tables.number(3), KEY),
     Column("util", "utilisation", tables.text, MEDIUM),
 ]
+MODES = {"aggregated": "agg", "disaggregated": "disagg", "idle": "idle"}
 
 
 def render_plan(problem: PdProblem, evaluation: PdEvaluation, report: SolveReport | None = None) -> str:
@@ -35,7 +36,8 @@ def render_plan(problem: PdProblem, evaluation: PdEvaluation, report: SolveRepor
     ]
     if report is not None:
         blocks.append(f"solver: {report.summary}")
-    rows = [{"pool": p.label, "rate": p.rate_rps, "mode": p.mode, "choice": p.choice, "cost": p.cost_per_hour,
+    rows = [{"pool": f"{problem.pools[p.index].lower_tokens:,}-{problem.pools[p.index].window_tokens:,}", "rate": p.rate_rps,
+             "mode": MODES[p.mode], "choice": p.choice, "cost": p.cost_per_hour,
              "ttft": p.ttft_p99_ms, "tpot": p.tpot_p99_ms,
              "util": ", ".join(f"{k} {100 * v:.0f}%" for k, v in p.utilisation.items())} for p in evaluation.pools]
     blocks += ["", Table(POOL_COLUMNS, rows), ""]
