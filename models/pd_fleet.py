@@ -7,30 +7,30 @@ type; ``U`` bounds each count (the driver certifies that no bound cuts off the o
 
 Variables
     pick_agg[a]   binary        pool p takes aggregated candidate a
-    n[a]          integer >= 0  its instances
+    n_agg[a]      integer >= 0  its instances
     pick_pt[d,k]  binary        pool p takes pair d at frontier point k
     x[d], y[d]    integer >= 0  the pair's prefill and decode instances
 
 Constraints
     (1) one_option[p]   sum_{a of p} pick_agg[a] + sum_{d of p, k} pick_pt[d,k] = 1
-    (2) agg_least[a]    n[a] >= n_a pick_agg[a];            agg_open[a]: n[a] <= U_a pick_agg[a]
+    (2) agg_least[a]    n_agg[a] >= n_a pick_agg[a];        agg_open[a]: n_agg[a] <= U_a pick_agg[a]
     (3) prefill_least[d] x[d] >= sum_k x_dk pick_pt[d,k];   decode_least[d]: y[d] >= sum_k y_dk pick_pt[d,k]
         pair_open[d]    x[d] <= U_d sum_k pick_pt[d,k],  y[d] <= U_d sum_k pick_pt[d,k]
-    gpus[g]  = sum of tp x instances over every candidate (both roles, every pool) on GPU type g
+    n[g]     = sum of tp x instances over every candidate (both roles, every pool) on GPU type g   (GPUs of type g)
     cost     = sum of c x instances                        ($/h);   objective: min cost
 
 Counts may exceed the chosen point (the feasible counts are an up-set), so user constraints (``fixed``, ``gpu_mix``)
 can add instances.  User constraints (instance ``constraints:``) are Blocks ``m.user_<kind>_<i>`` (the contract:
 models/constraints.py):
 
-    budget        cap: cost <= max_cost_per_hour
-    power         cap: sum_g power_g gpus[g] <= max_power_w
-    availability  cap: gpus[g] <= max_gpus
-    gpu_mix       min_share sum_h gpus[h] <= gpus[g] <= max_share sum_h gpus[h]   (trivial sides omitted)
-    fixed         pin: gpus[g] = gpus
+    budget        cap: cost <= max_cost_per_hour            (models/profiled_constraints.py's formulation)
+    power         cap: sum_g power_g n[g] <= max_power_w
+    availability  cap: n[g] <= max_gpus                     (models/profiled_constraints.py's formulation)
+    gpu_mix       min_share sum_h n[h] <= n[g] <= max_share sum_h n[h]   (models/profiled_constraints.py's formulation)
+    fixed         pin: n[g] = gpus
 
 Python constraints go straight on the model: ``m = build(problem, candidates); m.cap = pyo.Constraint(expr=
-m.gpus["H100-SXM"] <= 64); solve(m)``.
+m.n["H100-SXM"] <= 64); solve(m)``.
 """
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ def build(problem: PdProblem, candidates: PdCandidates) -> pyo.ConcreteModel:
 
 
 def add_aggregated_vars(m: pyo.ConcreteModel) -> None:
-    """``pick_agg[a]``, ``n[a]`` and (2) ``n_a pick_agg[a] <= n[a] <= U_a pick_agg[a]``."""
+    """``pick_agg[a]``, ``n_agg[a]`` and (2) ``n_a pick_agg[a] <= n_agg[a] <= U_a pick_agg[a]``."""
     c: PdCandidates = m.candidates
     m.A = pyo.RangeSet(0, len(c.aggregated) - 1) if c.aggregated else pyo.Set(initialize=[])
     m.pick_agg = pyo.Var(m.A, domain=pyo.Binary)
-    m.n = pyo.Var(m.A, domain=pyo.NonNegativeIntegers, bounds=lambda _, a: (0, c.aggregated_bound[a]))
-    m.agg_least = pyo.Constraint(m.A, rule=lambda m, a: m.n[a] >= c.aggregated[a].min_instances * m.pick_agg[a])
-    m.agg_open = pyo.Constraint(m.A, rule=lambda m, a: m.n[a] <= c.aggregated_bound[a] * m.pick_agg[a])
+    m.n_agg = pyo.Var(m.A, domain=pyo.NonNegativeIntegers, bounds=lambda _, a: (0, c.aggregated_bound[a]))
+    m.agg_least = pyo.Constraint(m.A, rule=lambda m, a: m.n_agg[a] >= c.aggregated[a].min_instances * m.pick_agg[a])
+    m.agg_open = pyo.Constraint(m.A, rule=lambda m, a: m.n_agg[a] <= c.aggregated_bound[a] * m.pick_agg[a])
 
 
 def add_pair_vars(m: pyo.ConcreteModel) -> None:
@@ -116,54 +116,35 @@ def add_one_option_rows(m: pyo.ConcreteModel) -> None:
 
 
 def add_gpu_counts_and_cost(m: pyo.ConcreteModel) -> None:
-    """``gpus[g]`` (both roles, every pool) and ``cost`` ($/h)."""
+    """``n[g]``, the GPUs of type g (both roles, every pool), and ``cost`` ($/h)."""
     problem: PdProblem = m.problem
     c: PdCandidates = m.candidates
     terms: dict[str, list[tuple[float, Any]]] = {g: [] for g in problem.gpus}
     cost: list[tuple[float, Any]] = []
     for a, cand in enumerate(c.aggregated):
         option = problem.aggregated[cand.option]
-        terms[option.gpu].append((float(option.tp), m.n[a]))
-        cost.append((option.cost_per_instance_hour, m.n[a]))
+        terms[option.gpu].append((float(option.tp), m.n_agg[a]))
+        cost.append((option.cost_per_instance_hour, m.n_agg[a]))
     for d, pair in enumerate(c.pairs):
         for option, var in ((problem.prefill[pair.prefill], m.x[d]), (problem.decode[pair.decode], m.y[d])):
             terms[option.gpu].append((float(option.tp), var))
             cost.append((option.cost_per_instance_hour, var))
     m.G = pyo.Set(initialize=list(problem.gpus), ordered=True)
-    m.gpus = pyo.Expression(m.G, rule=lambda m, g: scaled(terms[g]) if terms[g] else 0)
+    m.n = pyo.Expression(m.G, rule=lambda m, g: scaled(terms[g]) if terms[g] else 0)
     m.cost = pyo.Expression(expr=scaled(cost) if cost else 0)
 
 
-# ---------------------------------------------------------------- user constraints (models/constraints.py contract)
-
-
-def formulate_budget(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
-    """``cap: cost <= max_cost_per_hour``."""
-    block.cap = pyo.Constraint(expr=m.cost <= spec.max_cost_per_hour)
+# ---------------------------------------------------------------- user constraints of this kind only (models/constraints.py contract)
 
 
 def formulate_power(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
-    """``cap: sum_g power_g gpus[g] <= max_power_w``."""
-    block.cap = pyo.Constraint(expr=sum(m.problem.power_of(g) * m.gpus[g] for g in m.G) <= spec.max_power_w)
-
-
-def formulate_availability(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
-    """``cap: gpus[g] <= max_gpus``."""
-    block.cap = pyo.Constraint(expr=m.gpus[spec.gpu] <= spec.max_gpus)
-
-
-def formulate_gpu_mix(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
-    """``min_share sum_h gpus[h] <= gpus[g] <= max_share sum_h gpus[h]`` (trivial sides omitted)."""
-    every = sum(m.gpus[h] for h in m.G)
-    if spec.min_share > 0.0:
-        block.min_share = pyo.Constraint(expr=m.gpus[spec.gpu] >= spec.min_share * every)
-    if spec.max_share < 1.0:
-        block.max_share = pyo.Constraint(expr=m.gpus[spec.gpu] <= spec.max_share * every)
+    """``cap: sum_g power_g n[g] <= max_power_w``."""
+    block.cap = pyo.Constraint(expr=sum(m.problem.power_of(g) * m.n[g] for g in m.G) <= spec.max_power_w)
 
 
 def formulate_fixed(m: pyo.ConcreteModel, block: pyo.Block, i: int, spec: Any) -> None:
-    """``pin: gpus[g] = gpus``."""
-    block.pin = pyo.Constraint(expr=m.gpus[spec.gpu] == spec.gpus)
+    """``pin: n[g] = gpus``."""
+    block.pin = pyo.Constraint(expr=m.n[spec.gpu] == spec.gpus)
 
 
 # ---------------------------------------------------------------- solutions out, plans in
@@ -182,7 +163,7 @@ def extract(m: pyo.ConcreteModel) -> PdSolution:
     choices: dict[int, tuple] = {}
     for a, cand in enumerate(c.aggregated):
         if pyo.value(m.pick_agg[a]) > 0.5:
-            choices[cand.pool] = ("aggregated", a, int(round(pyo.value(m.n[a]))))
+            choices[cand.pool] = ("aggregated", a, int(round(pyo.value(m.n_agg[a]))))
     for d, pair in enumerate(c.pairs):
         if any(pyo.value(m.pick_pt[d, k]) > 0.5 for k in range(len(pair.frontier))):
             choices[pair.pool] = ("pair", d, int(round(pyo.value(m.x[d]))), int(round(pyo.value(m.y[d]))))
@@ -199,7 +180,7 @@ def warm_start(m: pyo.ConcreteModel, solution: PdSolution) -> None:
         if choice[0] == "aggregated":
             _, a, n = choice
             m.pick_agg[a].set_value(1)
-            m.n[a].set_value(n)
+            m.n_agg[a].set_value(n)
         else:
             _, d, x, y = choice
             dominated = [k for k, (xk, yk) in enumerate(c.pairs[d].frontier) if xk <= x and yk <= y]

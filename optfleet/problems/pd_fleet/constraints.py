@@ -1,7 +1,8 @@
 """The pd_fleet kind's declarative constraint kinds (instance ``constraints:``), registered in one place.
 
 Each kind is one :class:`~optfleet.models.constraints.ConstraintKind` of :data:`PD_CONSTRAINTS`: its MILP block
-(models/pd_fleet.py), its check of a scored plan (below, used by the evaluator) and its description in words.  GPUs
+(models/pd_fleet.py for power and fixed; budget, availability and gpu_mix are the profiled kind's formulations,
+models/profiled_constraints.py, on the same ``m.n[g]`` and ``m.cost``), its check of a scored plan (below, used by the evaluator) and its description in words.  GPUs
 are counted over both roles and every pool.  This module imports Pyomo (through the formulations): the evaluator
 imports it only for an instance with constraints.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from optfleet.models import pd_fleet as formulation
+from optfleet.models import profiled_constraints as shared
 from optfleet.models.constraints import ConstraintKind, ConstraintRegistry, Verdict
 from optfleet.problems.pd_fleet.evaluator import TOLERANCE
 
@@ -47,11 +49,11 @@ def check_fixed(problem: PdProblem, evaluation: PdEvaluation, c: Any) -> Verdict
 
 
 PD_CONSTRAINTS = ConstraintRegistry([
-    ConstraintKind("budget", formulation.formulate_budget, check_budget, describe=lambda c: f"<= ${c.max_cost_per_hour:g}/h"),
+    ConstraintKind("budget", shared.formulate_budget, check_budget, describe=lambda c: f"<= ${c.max_cost_per_hour:g}/h"),
     ConstraintKind("power", formulation.formulate_power, check_power, describe=lambda c: f"<= {c.max_power_w:g} W"),
-    ConstraintKind("availability", formulation.formulate_availability, check_availability,
+    ConstraintKind("availability", shared.formulate_availability, check_availability,
                    describe=lambda c: f"{c.gpu} <= {c.max_gpus} GPUs"),
-    ConstraintKind("gpu_mix", formulation.formulate_gpu_mix, check_gpu_mix, bound_proven=False,
+    ConstraintKind("gpu_mix", shared.formulate_gpu_mix, check_gpu_mix, bound_proven=False,
                    describe=lambda c: f"{c.min_share:g} <= share of {c.gpu} <= {c.max_share:g}"),
     ConstraintKind("fixed", formulation.formulate_fixed, check_fixed, bound_proven=False, describe=lambda c: f"{c.gpu} = {c.gpus} GPUs"),
 ])

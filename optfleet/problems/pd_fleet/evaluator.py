@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from optfleet.errors import InputError
 from optfleet.problems.pd_fleet.analytic import APPROXIMATIONS, PoolMetrics
+from optfleet.problems.profiled_fleet.evaluator import ConstraintCheck
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan
 from optfleet.problems.pd_fleet.problem import AggregatedOption, Config, DecodeOption, PdProblem, PoolTraffic, PrefillOption
 from optfleet.problems.pd_fleet.sizing import AggregatedState, aggregated_minimum, aggregated_states, disaggregated_pool
@@ -44,16 +45,6 @@ class PoolEvaluation:
     binding: str
     violations: tuple[str, ...]
     metrics: PoolMetrics | AggregatedState | None = None
-
-
-@dataclass(frozen=True)
-class ConstraintCheck:
-    """One instance constraint re-checked on a plan."""
-
-    label: str
-    kind: str
-    holds: bool
-    detail: str
 
 
 @dataclass(frozen=True)

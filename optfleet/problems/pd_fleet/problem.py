@@ -245,7 +245,8 @@ def _pools(loaded: LoadedInstance, windows: tuple[int, ...]) -> tuple[PoolTraffi
 
 
 def _distinct_configs(spec: PdFleetSpec) -> set[tuple[str, int]]:
-    blocks = [b for b in (spec.aggregated if spec.aggregated.enabled else None, spec.prefill, spec.decode) if b is not None]
+    aggregated = spec.aggregated if spec.aggregated is not None and spec.aggregated.enabled else None
+    blocks = [b for b in (aggregated, spec.prefill, spec.decode) if b is not None]
     return {(get_gpu(g).name, tp) for b in blocks for g in b.gpus for tp in b.tp}
 
 
@@ -274,7 +275,7 @@ def _gpu_types(spec: PdFleetSpec, configs: set[tuple[str, int]]) -> dict[str, Gp
 def _aggregated(spec: PdFleetSpec, model: ModelSpec, gpus: dict[str, GpuType], engine: Callable[..., EngineModel],
                 windows: tuple[int, ...], resolve: Callable[[str], Path]) -> tuple[AggregatedOption, ...]:
     block = spec.aggregated
-    if not block.enabled:
+    if block is None or not block.enabled:
         return ()
     options = []
     for i, budget in enumerate(block.max_num_batched_tokens):

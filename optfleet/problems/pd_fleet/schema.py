@@ -41,12 +41,6 @@ GpuList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=
 MaxBatch = Annotated[Integer, Field(ge=1), at_most(MAX_BATCH, "sequences", "far above any engine's batch limit")]
 
 
-def _distinct(values: list) -> list:
-    if len(set(values)) != len(values):
-        raise ValueError(f"lists each candidate once (got {values})")
-    return values
-
-
 class PdPoolsSpec(Strict):
     """Pools by fixed windows: a request of ``L_in + L_out`` tokens goes to the smallest window holding it."""
 
@@ -73,54 +67,45 @@ class PdSloSpec(Strict):
     """Utilisation cap of every prefill instance, link and decode instance (and of an aggregated pool's slots)."""
 
 
-class AggregatedSpec(Strict):
+class RoleOptionsSpec(Strict):
+    """The options of one role: every GPU type x TP degree listed (x the role's own list); each list names each
+    candidate once."""
+
+    gpus: GpuList
+    """GPU types of the role's instances, by catalog name (at least one)."""
+    tp: TpList = [1]
+    """Tensor-parallel degrees offered for every GPU type of the role."""
+
+    @model_validator(mode="after")
+    def _each_once(self) -> "RoleOptionsSpec":
+        for name in type(self).model_fields:
+            values = getattr(self, name)
+            if isinstance(values, list) and len(set(values)) != len(values):
+                raise ValueError(f"{name} lists each candidate once (got {values})")
+        return self
+
+
+class AggregatedSpec(RoleOptionsSpec):
     """Aggregated options: instances that prefill and decode together, every GPU x TP x token budget listed."""
 
     enabled: bool = True
     """``false`` offers no aggregated option (every pool is then disaggregated)."""
-    gpus: GpuList = ["H100-SXM"]
-    """GPU types of the aggregated options, by catalog name."""
-    tp: TpList = [1]
-    """Tensor-parallel degrees offered for every GPU type."""
     max_num_batched_tokens: list[Annotated[Tokens, Field(gt=0)]] = Field([8192], min_length=1)
     """Token budgets per iteration offered (vLLM's name): the prefill chunk of the aggregated engine."""
 
-    @field_validator("gpus", "tp", "max_num_batched_tokens")
-    @classmethod
-    def _each_once(cls, values: list) -> list:
-        return _distinct(values)
 
-
-class PrefillSpec(Strict):
+class PrefillSpec(RoleOptionsSpec):
     """Prefill options: every GPU x TP x token budget listed; an instance prefills one prompt at a time in chunks."""
 
-    gpus: GpuList
-    """GPU types of the prefill instances, by catalog name (at least one)."""
-    tp: TpList = [1]
-    """Tensor-parallel degrees offered for every prefill GPU type."""
     token_budget: list[Annotated[Tokens, Field(gt=0)]] = Field([8192], min_length=1)
     """Prompt tokens per prefill iteration offered (the chunk): a prompt of L tokens takes ceil(L / budget) iterations."""
 
-    @field_validator("gpus", "tp", "token_budget")
-    @classmethod
-    def _each_once(cls, values: list) -> list:
-        return _distinct(values)
 
-
-class DecodeSpec(Strict):
+class DecodeSpec(RoleOptionsSpec):
     """Decode options: every GPU x TP x max batch listed."""
 
-    gpus: GpuList
-    """GPU types of the decode instances, by catalog name (at least one)."""
-    tp: TpList = [1]
-    """Tensor-parallel degrees offered for every decode GPU type."""
     max_batch: list[MaxBatch] = Field([256], min_length=1)
     """Most sequences one decode instance runs at once (vLLM's max_num_seqs); must fit the KV cache at each window."""
-
-    @field_validator("gpus", "tp", "max_batch")
-    @classmethod
-    def _each_once(cls, values: list) -> list:
-        return _distinct(values)
 
 
 class LinkPairSpec(Strict):
@@ -224,8 +209,8 @@ class PdFleetSpec(Strict):
     """The pools' context windows."""
     slo: PdSloSpec
     """P99 TTFT and TPOT targets and the utilisation cap."""
-    aggregated: AggregatedSpec = AggregatedSpec()
-    """The aggregated options (``enabled: false`` for none)."""
+    aggregated: AggregatedSpec | None = None
+    """The aggregated options (left out, or ``enabled: false``: none)."""
     prefill: PrefillSpec | None = None
     """The prefill options of disaggregated pools (with ``decode``; left out: aggregated pools only)."""
     decode: DecodeSpec | None = None
@@ -245,6 +230,6 @@ class PdFleetSpec(Strict):
             raise ValueError("give model (a catalog name: optfleet catalog lists them) or config_json (a Hugging Face model's config.json)")
         if (self.prefill is None) != (self.decode is None):
             raise ValueError("give both prefill and decode (a disaggregated pool needs both roles) or neither")
-        if self.prefill is None and not self.aggregated.enabled:
-            raise ValueError("no option left: aggregated is disabled and there is no prefill/decode block")
+        if self.prefill is None and (self.aggregated is None or not self.aggregated.enabled):
+            raise ValueError("no option left: give aggregated (enabled), or prefill and decode")
         return self
