@@ -24,7 +24,7 @@ from optfleet.problems.pd_fleet.exact import candidates, solve_pd
 from optfleet.problems.pd_fleet.grid import splitwise_grid
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan, plan_from_dict
 from optfleet.problems.pd_fleet.problem import prepare
-from optfleet.problems.pd_fleet.roles import TransferLink
+from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole, TransferLink
 from optfleet.problems.pd_fleet.sizing import aggregated_states, disaggregated_pool
 
 from support import REPO
@@ -188,7 +188,37 @@ def test_the_frontier_is_monotone_and_exactly_the_least_feasible_counts(mix, rat
     for x, y in frontier:
         assert pool.metrics(x, y).feasible
         assert x == 1 or not pool.metrics(x - 1, y).feasible
-        assert y == 1 or not pool.metrics(x, y - 1).feasible or any(xk <= x and yk <= y - 1 for xk, yk in frontier)
+        assert y == 1 or not pool.metrics(x, y - 1).feasible
+    for x, y in itertools.product(range(1, 7), repeat=2):  # every feasible count is at or above a frontier point
+        assert not pool.metrics(x, y).feasible or any(xk <= x and yk <= y for xk, yk in frontier)
+
+
+@pytest.mark.unit
+def test_a_frontier_of_several_points_is_every_least_count_of_a_grid():
+    """A decode step of 5 ms per sequence makes the first decode step (at the mean batch) a large part of a 500 ms TTFT,
+    so more decode instances let fewer prefill instances meet it: the frontier has several points, and by brute force
+    over 1..20 x 1..20 every feasible count is at or above one and every point is a least count."""
+    pool = DisaggregatedPool(np.array([2000, 4000]), np.array([500, 300]), np.array([0.5, 0.5]), 5.0, AffineStep(10.0, 0.0, 0.0, 0.05, 0.0),
+                             2048, TransferLink(50.0, 131072.0), AffineStep(20.0, 5.0, 0.0, 0.0, 0.0), 256, 8600,
+                             PoolTargets(500.0, 1000.0, 0.85))
+    frontier = pool.frontier()
+    assert len(frontier) >= 3
+    feasible = {(x, y) for x, y in itertools.product(range(1, 21), repeat=2) if pool.metrics(x, y).feasible}
+    least = {(x, y) for x, y in feasible if (x - 1, y) not in feasible and (x, y - 1) not in feasible}
+    assert least == set(frontier)
+    assert all(any(xk <= x and yk <= y for xk, yk in frontier) for x, y in feasible)
+
+
+@pytest.mark.unit
+def test_the_model_of_the_roles_is_the_model_of_their_parts():
+    """``DisaggregatedPool.of_roles`` (the simulator's entry: roles.py's dataclasses) is the same model."""
+    prefill, decode = AffineStep(8.0, 0.05, 2e-5, 0.03, 0.0), AffineStep(12.0, 0.2, 3e-5, 0.0, 0.0)
+    link = TransferLink(10.0, 131072.0)
+    l_in, l_out, w = np.array([1000, 3000]), np.array([100, 300]), np.array([0.6, 0.4])
+    targets = PoolTargets(2000.0, 60.0, 0.85)
+    parts = DisaggregatedPool(l_in, l_out, w, 5.0, prefill, 2048, link, decode, 64, 4096, targets)
+    roles = DisaggregatedPool.of_roles(l_in, l_out, w, 5.0, PrefillRole(3, prefill, 2048), link, DecodeRole(2, decode, 64), 4096, targets)
+    assert roles.metrics(3, 2) == parts.metrics(3, 2) and roles.frontier() == parts.frontier()
 
 
 # ------------------------------------------------------------------ bad input through the CLI

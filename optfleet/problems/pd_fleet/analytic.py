@@ -50,9 +50,9 @@ The link wait and the first step enter at their means.  Everything marked *appro
 
 **Frontier.**  TPOT, decode stability and admission depend on ``y`` only and fall with it; TTFT falls with ``x``
 (Erlang C and the link wait fall) and with ``y`` (the first step shortens); the utilisations fall with their counts.
-So the feasible ``(x, y)`` form an up-set, and its Pareto frontier ``{(x_min(y), y)}`` for ``y = y_min, y_min + 1,
-...`` (``x_min`` non-increasing) ends once ``x_min(y)`` reaches ``x_min`` of the idle decode limit (``b = 0``):
-:meth:`DisaggregatedPool.frontier`.
+So the feasible ``(x, y)`` form an up-set, and its Pareto frontier ``{(x_min(y), y)}`` at the counts ``y`` where
+``x_min`` drops (``x_min`` non-increasing) is finite: it ends at ``x_min`` of the idle decode limit (``b = 0``).
+:meth:`DisaggregatedPool.frontier` finds each next point by a doubling and bisection search over ``y``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ from optfleet.queueing.erlang import erlang_c
 TAIL = 0.01  # the P99 targets' tail probability
 BISECTION_STEPS = 60
 MAX_INSTANCES = 1_000_000  # most instances of one role the search counts; beyond, the role is declared unreachable
-MAX_FRONTIER_POINTS = 10_000  # most decode counts the frontier walks before it stops (reported when reached)
 
 APPROXIMATIONS = (
     "prefill wait: Kimura's two-moment M/G/c tail",
@@ -300,7 +299,8 @@ class DisaggregatedPool:
 
         ``D_r = own_r + shift``, ``shift = W_link + base + per_seq (1 + b) + per_kv b kappa``; with the ``own_r`` sorted,
         ``P(TTFT > T) = sum_{D_r > T} w_r + C exp(-theta T) sum_{D_r <= T} w_r exp(theta D_r)`` is two prefix sums
-        and one binary search per trial ``T`` (the sums scaled by ``exp(-theta D_max)`` against overflow)."""
+        and one binary search per trial ``T`` (the second sum kept as a running log-sum-exp, so nothing overflows or
+        underflows)."""
         wait_link = self.link_wait_ms(x)
         prob, theta = self._prefill_tail(x)
         if theta <= 0 or not math.isfinite(wait_link) or not math.isfinite(decode.batch_mean):
@@ -312,11 +312,12 @@ class DisaggregatedPool:
         fixed = own + shift
         top = float(fixed[-1])
         above = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])  # above[i] = sum_{r >= i} w_r
-        scaled = np.concatenate([[0.0], np.cumsum(w * np.exp(theta * (fixed - top)))])  # sum_{r < i} w_r e^{theta (D_r - top)}
+        with np.errstate(divide="ignore"):  # a weight of 0 is log 0 = -inf, which adds nothing
+            below = np.concatenate([[-np.inf], np.logaddexp.accumulate(np.log(w) + theta * fixed)])  # log sum_{r < i} w_r e^{theta D_r}
 
         def tail(t: float) -> float:
             i = int(np.searchsorted(fixed, t, side="right"))  # requests 0..i-1 have D_r <= t
-            return float(above[i] + prob * math.exp(-theta * (t - top)) * scaled[i])
+            return float(above[i] + prob * math.exp(below[i] - theta * t))  # the exponent is <= 0: D_r <= t
 
         lo, hi = float(fixed[0]), top + max(math.log(max(prob, TAIL) / TAIL), 0.0) / theta + 1e-9
         if tail(lo) <= TAIL:
@@ -386,26 +387,29 @@ class DisaggregatedPool:
 
     def frontier(self) -> tuple[tuple[int, int], ...]:
         """The Pareto frontier ``((x_k, y_k), ...)`` of the feasible counts, ``y`` increasing and ``x`` decreasing
-        (empty: no count meets the targets).  Every feasible ``(x, y)`` dominates some point."""
-        y_min = self.min_decode()
-        if y_min is None:
+        (empty: no count meets the targets).  Every feasible ``(x, y)`` is at or above some point.
+
+        From ``(x_min(y_min), y_min)``, the next point is at the least ``y' > y`` where ``x - 1`` prefill instances
+        suffice (monotone in ``y'``: doubling, then bisection), so each point costs a logarithmic number of evaluations;
+        the walk ends at ``x_min`` of the idle decode limit, or when ``x - 1`` is feasible at no count up to
+        :data:`MAX_INSTANCES`."""
+        y = self.min_decode()
+        if y is None:
             return ()
         idle = self.min_prefill(self.decode_state(math.inf))
-        if idle is None:
+        x = self.min_prefill(self.decode_state(y))
+        if idle is None or x is None:
             return ()
-        points: list[tuple[int, int]] = []
-        x_prev = None
-        y = y_min
-        while len(points) < MAX_FRONTIER_POINTS:
-            x = self.min_prefill(self.decode_state(y), upper=x_prev)
-            if x is None:
-                return ()
-            if x_prev is None or x < x_prev:
-                points.append((x, y))
-                x_prev = x
-            if x <= idle:
+        points = [(x, y)]
+        while x > idle:
+            fewer = x - 1
+            y_next = _smallest(lambda count: not self.prefill_violations(fewer, self.decode_state(count)), y + 1)
+            if y_next is None:
                 break
-            y += 1
+            x_next = self.min_prefill(self.decode_state(y_next), upper=fewer)
+            assert x_next is not None  # ``fewer`` is feasible there
+            x, y = x_next, y_next
+            points.append((x, y))
         return tuple(points)
 
 
