@@ -1,7 +1,8 @@
 """The pd_fleet MILP end to end: candidates, build, solve, certify the count bounds, extract, re-score.
 
 ``solve_pd(problem)`` sizes every pool's candidates (sizing.py: the aggregated options' least counts, the pairs'
-frontiers), builds models/pd_fleet.py's MILP with the instance's constraints, solves it with HiGHS
+frontiers), builds models/pd_fleet.py's MILP with the instance's constraints, loads every pool's cheapest candidate
+as the MIP start (:func:`cheapest_per_pool`), solves it with HiGHS
 (optfleet/solvers) and scores the plan with the one evaluator.  ``aggregated_only=True`` is the ``best_aggregated``
 method: the same MILP over the aggregated candidates alone.
 
@@ -84,7 +85,8 @@ def solve_pd(problem: PdProblem, *, aggregated_only: bool = False, method: str =
     while True:
         cands = PdCandidates(aggs, pairs, *bounds)
         model = _model(problem, cands, customize)
-        report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap, solver=problem.solver)
+        model_lib.warm_start(model, cheapest_per_pool(problem, cands))
+        report = solve(model, time_limit=time_limit_s, mip_gap=mip_gap, solver=problem.solver, warm_start=True)
         if not report.has_solution:
             if report.status.startswith("infeasible") and may_need_more and not widened:
                 bounds, widened = (tuple(WIDEST * u for u in bounds[0]), tuple(WIDEST * u for u in bounds[1])), True
@@ -101,6 +103,19 @@ def solve_pd(problem: PdProblem, *, aggregated_only: bool = False, method: str =
     if not evaluation.feasible:
         raise RuntimeError(f"internal error: the MILP's plan fails the evaluator: {'; '.join(evaluation.violations)}")
     return PdSolveResult(plan, evaluation, report, time.perf_counter() - began)
+
+
+def cheapest_per_pool(problem: PdProblem, cands: PdCandidates) -> PdSolution:
+    """The MIP start: every pool's cheapest candidate at its least counts, constraints ignored (optimal when no
+    constraint couples the pools; HiGHS drops a start that breaks one)."""
+    agg_costs = [(problem.aggregated[a.option].cost_per_instance_hour * a.min_instances, a.pool, ("aggregated", i, a.min_instances))
+                 for i, a in enumerate(cands.aggregated)]
+    pair_costs = [(problem.prefill[p.prefill].cost_per_instance_hour * x + problem.decode[p.decode].cost_per_instance_hour * y, p.pool,
+                   ("pair", d, x, y)) for d, p in enumerate(cands.pairs) for x, y in p.frontier]
+    choices: dict[int, tuple] = {}
+    for cost, pool, choice in sorted(agg_costs + pair_costs, key=lambda item: item[0], reverse=True):
+        choices[pool] = choice  # the cheapest is written last
+    return PdSolution(choices)
 
 
 def _model(problem: PdProblem, cands: PdCandidates, customize, skip: int | None = None) -> pyo.ConcreteModel:
