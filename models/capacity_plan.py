@@ -214,6 +214,22 @@ def extract(m: pyo.ConcreteModel, problem: CapacityProblem) -> dict[str, np.ndar
     return {"gpu_type": gpu_type, "instances": instances, "reserved_starts": starts, "on_demand_gpus": on_demand, "spot_gpus": spot}
 
 
+def largest_shares(m: pyo.ConcreteModel) -> dict[tuple[int, int], int]:
+    """The type of each (model, period) with the largest ``y[m, g, t]`` in a solved model (its LP relaxation)."""
+    best: dict[tuple[int, int], tuple[int, float]] = {}
+    for i, g, t in m.Y:
+        share = float(pyo.value(m.y[i, g, t]))
+        if (i, t) not in best or share > best[(i, t)][1]:
+            best[(i, t)] = (g, share)
+    return {key: g for key, (g, _) in best.items()}
+
+
+def fix_types(m: pyo.ConcreteModel, types: dict[tuple[int, int], int]) -> None:
+    """Fix every assignment: model ``i`` runs on ``types[(i, t)]`` in period ``t`` (``y = 1`` there, 0 elsewhere)."""
+    for i, g, t in m.Y:
+        m.y[i, g, t].fix(1 if types[(i, t)] == g else 0)
+
+
 def warm_start(m: pyo.ConcreteModel, problem: CapacityProblem, schedule: Schedule) -> None:
     """Load ``schedule`` (a plan the evaluator finds feasible) as the MIP start.  A model without load time runs
     exactly its need (``x = n y``: fewer GPUs than the schedule's, so the start stays feasible); one with load time

@@ -360,15 +360,18 @@ def test_the_capacity_table_equals_sizing_every_rate():
     assert counts.tolist() == [0] + [homogeneous(replace(fleet, rate_rps=float(r))).pools[0].instances for r in rates[1:]]
 
 
-def test_the_cheapest_feasible_rule_plan_is_a_feasible_mip_start():
-    """reserve_percentile's plan ($188.80 on tiny) is handed to HiGHS, which accepts it; the optimum is below it."""
-    from optfleet.problems.capacity_plan.exact import best_rule_plan
+def test_the_cheaper_of_the_rules_and_the_lp_guided_plan_is_a_feasible_mip_start():
+    """On tiny, reserve_percentile's plan costs $188.80 and the LP-guided plan (the relaxation's types fixed) $180.80;
+    the cheaper is handed to HiGHS, which accepts it; the optimum, $178.80, is below both."""
+    from optfleet.problems.capacity_plan.exact import best_rule_plan, lp_guided_plan
 
     problem = tiny()
-    start = best_rule_plan(problem)
-    assert start.method == "reserve_percentile" and evaluate(problem, start).total_cost == pytest.approx(188.8)
+    rule = best_rule_plan(problem)
+    assert rule.method == "reserve_percentile" and evaluate(problem, rule).total_cost == pytest.approx(188.8)
+    guided = lp_guided_plan(problem, 10.0)
+    assert evaluate(problem, guided).feasible and evaluate(problem, guided).total_cost == pytest.approx(180.8)
     _, report = solve_milp(problem)
-    assert report.counts["feasible_mip_starts"] == 1 and "MIP start solution is feasible: objective value is 188.8" in report.log
+    assert report.counts["feasible_mip_starts"] == 1 and "MIP start solution is feasible: objective value is 180.8" in report.log
     assert report.objective == pytest.approx(178.8)
 
 

@@ -87,6 +87,7 @@ def test_the_only_model_of_a_file_needs_no_name(tmp_path: Path) -> None:
     ({"m": {"1": {**FORMS, "decoding_smallbs": [1.0, 2.0]}}}, None, 1, "hardware.performance.file", "decoding_smallbs must be"),
     ({"m": {"1": {**FORMS, "decoding_large_small_bs_threshold": "many"}}}, None, 1, "hardware.performance.file", "threshold"),
     ([1, 2], None, 1, "hardware.performance.file", "JSON objects"),
+    ({"m": [1, 2]}, None, 1, "hardware.performance.file", "must map TP degrees to forms"),  # said "at TP none"
     ({"m": {"1": {**FORMS, "decoding_largebs": [0.0, 0.0, 0.0]}}}, None, 1, "hardware.performance.file", "fixed cost a = 0 ms"),
 ])
 def test_a_bad_distserve_profile_names_the_field(tmp_path: Path, document: object, model: str | None, tp: int, field: str,
@@ -198,3 +199,11 @@ def test_the_cli_refuses_a_missing_tp_with_exit_2(tmp_path: Path, capsys: pytest
     assert main(["solve", str(instance), "--method", "sweep"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "hardware.tp" in err and "at TP 1, 2, not at TP 4" in err
+
+
+def test_a_ragged_splitwise_row_is_refused_as_a_short_row_not_as_nan(tmp_path: Path) -> None:
+    path = _splitwise(tmp_path, _splitwise_rows("m", "g", 1, TRUTH))
+    path.write_text(path.read_text() + "m,g,512,1\n")
+    with pytest.raises(InputError, match="row shorter than the header") as error:
+        profile_engine(path, None, None, 1, FIELD, TP_FIELD)
+    assert error.value.field.startswith("hardware.performance.file") and "'nan'" not in str(error.value)

@@ -254,6 +254,8 @@ def test_reserved_break_even_unit_price_is_the_spill_saved_by_the_third_unit():
     p95_p99 = result.curves["percentile"]
     assert list(p95_p99["percentile"]) == [0.95, 0.99]
     assert list(p95_p99["plan"]) == ["5 units", "5 units"]  # floor(0.05 x 4) = 0 windows may overload: G = max X
+    # the hybrid plan answers another question: the first percentile plan is not marked as a change from it
+    assert p95_p99["plan_changes"].tolist() == [None, False]
 
 
 @settings(max_examples=5, deadline=None)

@@ -56,6 +56,7 @@ CASES = [
     Case("trace: an output length beyond int64", "trace.output_length", "1000000000000000000000000000000",
          says="line 1", trace=line(output_length=10**30)),
     Case("trace: an integer timestamp beyond float", "trace.timestamp", says="line 2", trace=GOOD + line(timestamp=10**400)),
+    Case("trace: a float timestamp of 1e308", "trace.timestamp", "1e+308", says="at most", trace=GOOD + line(timestamp=1e308)),
     Case("trace: every prompt empty", "trace.file", says="no blocks", trace=line(input_length=0, hash_ids=[])),
     Case("trace: a Bailian chat_id that is a list", "trace.chat_id", "[1]", says="line 1", trace=bailian([1], -1), fmt="bailian"),
     Case("trace: a Bailian parent_chat_id that is an object", "trace.parent_chat_id", "{}", says="line 2",
@@ -134,3 +135,15 @@ def test_distserve_profile_refusals_are_short_input_errors(label: str, by_tp: di
         profile_engine(path, None, None, 1, "hardware.performance", "hardware.tp")
     message = str(error.value)
     assert error.value.field.startswith(field) and says in message and len(message) <= MAX_MESSAGE_CHARS, message
+
+
+def test_a_rate_whose_load_overflows_says_so_not_inf_erlangs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A forecast of 1e308 req/s is infeasible (exit 1); rate x mean service overflows float64, and the message said
+    "inf erlangs of load"."""
+    forecast = "period,model,rate_rps\n" + "".join(f"{t},chat,1e308\n{t},batch,1\n" for t in range(CAPACITY_PLAN["periods"]))
+    _write(tmp_path / "f.csv", forecast)
+    doc = {**CAPACITY_PLAN, "demand": {"forecast_file": "f.csv"}}
+    _write(tmp_path / "instance.yaml", yaml.safe_dump(doc, sort_keys=False))
+    outcome = run_in_process(["solve", str(tmp_path / "instance.yaml"), "--quiet"], capsys)
+    text = outcome.stdout + outcome.stderr
+    assert outcome.code == 1 and "past a float's range" in text and "inf erlangs" not in text

@@ -126,8 +126,11 @@ def read_distserve_profile(path: Path, model: str | None, tp: int, field: str, t
         raise InputError(f"{field}.file", str(path), "a DistServe profile is one JSON object (model -> TP -> forms)")
     name = _choose(sorted(docs[0].data), model, f"{field}.profile_model", "models", str(path))
     by_tp = docs[0].data[name]
-    if not isinstance(by_tp, Mapping) or str(tp) not in by_tp:
-        degrees = sorted(by_tp, key=str) if isinstance(by_tp, Mapping) else []
+    if not isinstance(by_tp, Mapping):
+        raise InputError(f"{field}.file", f"{path.name}: {name}", f"must map TP degrees to forms ({{\"1\": {{...}}}}); found "
+                         f"{type(by_tp).__name__} {reprlib.repr(by_tp)}")
+    if str(tp) not in by_tp:
+        degrees = sorted(by_tp, key=str)
         listed = ", ".join(map(str, degrees[:12])) + (", ..." if len(degrees) > 12 else "")
         raise InputError(tp_field, tp, f"{path.name} profiles {name} at TP {listed or 'none'}, not at TP {tp}")
     forms = by_tp[str(tp)]

@@ -8,6 +8,7 @@ of a table read is named by :func:`refuse_cells`.
 from __future__ import annotations
 
 import codecs
+import math
 from pathlib import Path
 from typing import Any
 
@@ -60,4 +61,13 @@ def refuse_cells(field: str, cells: Any, bad: np.ndarray, problem: str, path: Pa
     written, and its row (counted from 1 after the header); nothing when no cell is bad."""
     if bad.any():
         row = int(np.argmax(bad))
-        raise InputError(field, str(cells.iloc[row]), f"{problem} (row {row + 1} of {path})")
+        value = cells.iloc[row]
+        if _missing(value):  # a blank cell, "NA" or a row shorter than the header: pandas reads each as NaN
+            raise InputError(field, "", f"has no number (a blank cell, NA, NaN, or a row shorter than the header); it {problem} "
+                             f"(row {row + 1} of {path})")
+        raise InputError(field, str(value), f"{problem} (row {row + 1} of {path})")
+
+
+def _missing(value: Any) -> bool:
+    """True for pandas's reading of an empty cell (NaN, None)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -43,7 +43,9 @@ the load arithmetic instead of planning anything."""
 class Parameter:
     """A number of the instance a curve may vary: its name, unit, meaning, its value in the instance, and
     ``apply(problem, value) -> problem`` with that value; ``low``/``high`` bound the values that make sense (open
-    interval when ``open_interval``)."""
+    interval when ``open_interval``); ``another_question`` is True when a value of it asks another question than the
+    instance's (the reserved percentile when the instance's question is the hybrid one), so a curve's first plan has
+    nothing to be compared with."""
 
     name: str
     unit: str
@@ -53,6 +55,7 @@ class Parameter:
     low: float = 0.0
     high: float = float("inf")
     open_interval: bool = True
+    another_question: bool = False
 
     def holds(self, value: float) -> bool:
         """Whether ``value`` is in the parameter's domain: ``(low, high)``, or ``(low, high]`` without ``open_interval``."""

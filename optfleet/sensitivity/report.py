@@ -81,7 +81,7 @@ def plot(result: ExplainResult, path: Path) -> None:
     figure, axes = plt.subplots(1, max(len(curves), 1), figsize=(5 * max(len(curves), 1), 3.6), squeeze=False)
     for axis, (name, frame) in zip(axes[0], curves, strict=False):
         axis.plot(frame[name], frame["objective"], marker="o")
-        changed = frame[frame["plan_changes"]]
+        changed = frame[frame["plan_changes"].eq(True)]  # None: the first point of another question
         axis.scatter(changed[name], changed["objective"], color="red", zorder=3, label="plan changes")
         axis.set_xlabel(name)
         axis.set_ylabel(result.objective_unit)

@@ -4,7 +4,8 @@ For the instance's exact plan it reports the kind's analysis (binding rows with 
 ranges: optfleet/sensitivity/explainer.py) and, by re-solving the exact method on changed instances:
 
 * **curves**: the optimum at each value of a parameter (``--curve rate_growth=1:1.5:6``), with ``plan_changes``
-  marking the values whose plan differs from the previous value's;
+  marking the values whose plan differs from the previous value's (none at the first value of a parameter that asks
+  another question than the instance's);
 * **break-even**: for a parameter (by default the kind's, e.g. the fleet's second-cheapest GPU type's price), the
   value at which the optimal plan stops being the instance's.  The parameter is moved up from its current value by
   the factors ``SCAN_FACTORS`` until the plan changes (then down by their inverses, if it never does), and the change
@@ -117,15 +118,16 @@ def check_values(parameter: Parameter, values: Sequence[float], option: str, tex
 
 def curve(explainer: Explainer, problem: Any, request: CurveRequest, base: Solved, progress: Progress = silent) -> pd.DataFrame:
     """The optimum at each value of the request's parameter; ``plan_changes`` is True where the plan differs from the
-    previous value's (the first value: from the instance's plan)."""
+    previous value's (the first value: from the instance's plan, or None when the parameter asks another question than
+    the instance's)."""
     parameter = explainer.parameters[request.parameter]
-    records, previous = [], base.plan
+    records, previous, compared = [], base.plan, not parameter.another_question
     for i, value in enumerate(request.values):
         progress(f"curve {parameter.name}", i, len(request.values))
         solved = explainer.solve(parameter.apply(problem, value))
         records.append({parameter.name: value, "objective": solved.objective, "status": solved.status, "plan": solved.plan,
-                        "plan_changes": solved.plan != previous})
-        previous = solved.plan
+                        "plan_changes": solved.plan != previous if compared else None})
+        previous, compared = solved.plan, True
     return pd.DataFrame(records)
 
 

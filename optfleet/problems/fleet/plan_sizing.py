@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import sys
+
 import numpy as np
 
 from optfleet.errors import InfeasibleError
@@ -51,7 +54,7 @@ def infeasible_pool_message(problem: FleetProblem, evaluation: FleetEvaluation, 
         return (
             f"infeasible: pool {pool.name} (window {pool.window_tokens} tokens) needs more than {MAX_GPUS:,} instances (2^53), the "
             f"most the queueing model counts exactly: {pool.rate_rps:.4g} req/s at rho_max {evaluation.rho_max:g} with "
-            f"{pool.slots_per_instance} slots per instance" + (f" (mean service {pool.mean_service_ms:.4g} ms = {pool.load_erlangs:.4g} erlangs of load)"
+            f"{pool.slots_per_instance} slots per instance" + (f" (mean service {pool.mean_service_ms:.4g} ms = {_erlangs(pool.load_erlangs)} of load)"
                                                      if evaluation.service_model != "batching" else "")
         )
     return (
@@ -103,3 +106,10 @@ def _idle_tpot_reason(problem: FleetProblem, idle: EngineBatchingState) -> str |
     if targets.mean_ms is not None and mean > targets.mean_ms * (1 + RELATIVE_TOLERANCE):
         return f"its mean TPOT is {mean:.1f} ms even when idle (the batching model), above the mean TPOT target {targets.mean_ms:g} ms"
     return None
+
+
+def _erlangs(load_erlangs: float) -> str:
+    """The offered load in words; beyond float64 (rate x mean service overflowed) it says so rather than "inf"."""
+    if math.isfinite(load_erlangs):
+        return f"{load_erlangs:.4g} erlangs"
+    return f"over {sys.float_info.max:.4g} erlangs (past a float's range)"

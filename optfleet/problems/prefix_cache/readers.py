@@ -108,7 +108,7 @@ def read_block_trace(path: str | Path, fmt: str, block_tokens: int | None = None
             time = row[spec.time]
             if isinstance(time, bool) or not isinstance(time, (int, float)):
                 raise InputError(f"{field}.{spec.time}", time, f"line {number}: not a number")
-            if isinstance(time, int) and abs(time) > MAX_TOKENS:
+            if abs(time) > MAX_TOKENS:  # an integer past float64, or a float like 1e308 (no trace runs 2^53 time units)
                 raise InputError(f"{field}.{spec.time}", time, f"line {number}: an arrival time must be a finite number >= 0 "
                                                                 f"of at most {MAX_TOKENS:,}")
             if not isinstance(row[spec.hashes], list):

@@ -52,7 +52,7 @@ class Question:
 
 def explainer(problem: ReservedProblem) -> Explainer:
     """The reserved kind's sensitivity hooks (optfleet/sensitivity/explainer.py)."""
-    if problem.prices is not None and problem.plans.hybrid:
+    if question_is_hybrid(problem):
         question = Question(problem, None)
     elif problem.plans.percentiles:
         question = Question(problem, problem.plans.percentiles[0])
@@ -76,10 +76,17 @@ def solve(question: Question) -> Solved:
     return Solved(objective, report.status, f"{plan.units:,} {problem.unit_name}{'' if plan.units == 1 else 's'}", (plan, report, asked))
 
 
+def question_is_hybrid(problem: ReservedProblem) -> bool:
+    """Whether explain analyses the hybrid question (prices given and asked), else the overload one at the first
+    percentile."""
+    return problem.prices is not None and problem.plans.hybrid
+
+
 def parameters(problem: ReservedProblem) -> dict[str, Parameter]:
     found = {
         "percentile": Parameter("percentile", "", "the overload question's percentile p: P(X_n > G) <= 1 - p", problem.plans.percentiles[0]
-                                if problem.plans.percentiles else 0.99, lambda q, v: replace(q, percentile=v), 0.0, 1.0),
+                                if problem.plans.percentiles else 0.99, lambda q, v: replace(q, percentile=v), 0.0, 1.0,
+                                another_question=question_is_hybrid(problem)),
         "rate_growth": Parameter("rate_growth", "x", "every request's work (and pay-as-you-go cost) times g", 1.0,
                                  lambda q, v: replace(q, problem=scaled_work(q.problem, v)), 0.0, MAX_RATE_GROWTH, open_interval=False),
     }

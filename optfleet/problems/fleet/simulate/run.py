@@ -91,7 +91,7 @@ def simulate_plan(
                 samples.setdefault(scope, {}).setdefault(metric, []).append(value)
         if progress is not None:
             progress(rep + 1, reps)
-    metrics = {scope: {m: _mean_ci(v) for m, v in values.items()} for scope, values in samples.items()}
+    metrics = {scope: {m: mean_ci95(v) for m, v in values.items()} for scope, values in samples.items()}
     return SimulationResult(mode, requests, reps, seed, warmup_share, metrics)
 
 
@@ -128,7 +128,7 @@ def check_run_size(requests: int, reps: int, *, requests_field: str = "requests"
                          f"{MAX_SIMULATED_REQUESTS:,} simulated requests (about 5 minutes in slot mode)")
 
 
-def _mean_ci(values: list[float]) -> tuple[float, float]:
+def mean_ci95(values: list[float]) -> tuple[float, float]:
     """Mean and 95 % Student-t half-width over replications (NaN half-width for one replication)."""
     data = np.asarray(values, dtype=np.float64)
     if len(data) < 2:
@@ -246,11 +246,11 @@ def _summary(utilisation: float, wait_ms: NDArray, ttft_ms: NDArray, queue: NDAr
             out[f"queue_p{p}"] = _measured(queue, partial(np.percentile, q=p))
     out["slo_attainment"] = _measured(ttft_ms <= slo_ms, np.mean)
     if tpot_ms is not None:
-        out.update(_tpot_summary(tpot_ms, tpot_target_ms))
+        out.update(tpot_summary(tpot_ms, tpot_target_ms))
     return out
 
 
-def _tpot_summary(tpot_ms: NDArray, target_ms: float | None) -> dict[str, float]:
+def tpot_summary(tpot_ms: NDArray, target_ms: float | None) -> dict[str, float]:
     """Mean, P50/P90/P99 and largest TPOT of a scope's measured requests, and the share within ``target_ms`` (the
     strictest percentile target, module docstring; left out without one)."""
     out = {"tpot_mean_ms": _measured(tpot_ms, np.mean)}
