@@ -59,6 +59,7 @@ KINDS: dict[str, str] = {
     "routing": "optfleet.problems.routing.kind",
     "placement": "optfleet.problems.placement.kind",
     "capacity_plan": "optfleet.problems.capacity_plan.kind",
+    "pd_fleet": "optfleet.problems.pd_fleet.kind",
 }
 
 

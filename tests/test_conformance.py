@@ -75,6 +75,12 @@ KIND_CASES: dict[str, dict[str, Any]] = {
         "bad": [("calibrator.decay", 1.5, "1.5"), ("dispatcher.b_short_tokens", 3000, "3000"), ("dispatcher.compress_gamma", 0.5, "0.5"),
                 ("unknown_category", "guess", "guess"), ("solve.method", "annealing", "annealing")],
     },
+    "pd_fleet": {
+        "folder": INSTANCES / "pd_fleet",
+        "small": INSTANCES / "pd_fleet" / "chat.yaml",
+        "bad": [("workload.rate_rps", 0, "0"), ("slo.rho_max", 1.5, "1.5"), ("solve.method", "annealing", "annealing"),
+                ("links.default_gb_per_s", 0, "0"), ("prefill.gpus", [], "prefill.gpus")],
+    },
     "placement": {
         "folder": INSTANCES / "placement",
         "small": INSTANCES / "placement" / "tiny.yaml",

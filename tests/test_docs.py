@@ -108,7 +108,7 @@ def test_the_getting_started_pages_work_when_followed_literally(tmp_path, monkey
     assert ran == 5
 
 
-GUIDES = ("capacity-plan.md", "prefix-cache.md", "explain.md")
+GUIDES = ("capacity-plan.md", "prefix-cache.md", "explain.md", "pd-fleet.md")
 SECONDS = re.compile(r"(?<![\d.,])\d+\.\d{3}(?![\d.])")  # a "time s" cell (3 decimals): it varies from run to run
 
 

@@ -15,6 +15,7 @@ CATALOG_COLUMNS: dict[str, tuple[str, int]] = {
     # GPUs
     "hbm_gb": ("HBM GB", KEY), "hbm_tb_s": ("HBM TB/s", KEY), "bf16_dense_tflops": ("BF16 TFLOPS", KEY),
     "cost_per_gpu_hour": ("$/GPU-h", KEY), "interconnect": ("interconnect", HIGH), "interconnect_gb_s": ("link GB/s", HIGH),
+    "power_w": ("power W", HIGH),
     # models
     "layers": ("layers", KEY), "kv_heads": ("KV heads", KEY), "head_dim": ("head dim", HIGH), "params_billion": ("params B", KEY),
     "hidden_size": ("hidden", LOW), "intermediate_size": ("FFN", LOW), "active_params_billion": ("active B", HIGH),

@@ -68,7 +68,8 @@ class GpuSpec:
     ``interconnect`` is the GPU-to-GPU link family tensor parallelism uses
     (``"nvlink"``, ``"xgmi"`` or ``"pcie"``) and ``interconnect_gb_s`` its
     bandwidth per GPU and per direction in GB/s; both are None when unknown
-    (a profile then refuses ``tp > 1``).
+    (a profile then refuses ``tp > 1``).  ``power_w`` is the board's maximum power (TDP) in watts from the
+    datasheet named in ``power_source`` (None when unknown): what a power cap counts per GPU.
     """
 
     name: str
@@ -79,6 +80,8 @@ class GpuSpec:
     source: str
     interconnect: str | None = None
     interconnect_gb_s: float | None = None
+    power_w: float | None = None
+    power_source: str | None = None
 
     @property
     def hbm_bytes(self) -> float:
@@ -229,6 +232,8 @@ _GPU_LIST = (
         ),
         interconnect="pcie",
         interconnect_gb_s=32.0,
+        power_w=300.0,
+        power_source="AWS EC2 G5 (A10G power limit 300 W as nvidia-smi reports it; NVIDIA publishes no A10G datasheet)",
     ),
     GpuSpec(
         # Datasheet: 24 GB GDDR6, 300 GB/s, BF16 242 TFLOPS with sparsity.
@@ -245,6 +250,8 @@ _GPU_LIST = (
         ),
         interconnect="pcie",
         interconnect_gb_s=32.0,
+        power_w=72.0,
+        power_source="NVIDIA L4 datasheet, max thermal design power 72 W",
     ),
     GpuSpec(
         # Datasheet: 48 GB GDDR6, 864 GB/s, BF16 362.05 dense / 733 sparse.
@@ -261,6 +268,8 @@ _GPU_LIST = (
         ),
         interconnect="pcie",
         interconnect_gb_s=32.0,
+        power_w=350.0,
+        power_source="NVIDIA L40S datasheet, max power consumption 350 W",
     ),
     GpuSpec(
         # A100 40GB SXM4: HBM2, 1,555 GB/s, BF16 312 dense / 624 sparse.
@@ -277,6 +286,8 @@ _GPU_LIST = (
         ),
         interconnect="nvlink",
         interconnect_gb_s=300.0,
+        power_w=400.0,
+        power_source="NVIDIA A100 datasheet, SXM max TDP 400 W",
     ),
     GpuSpec(
         # A100 80GB SXM4: HBM2e, 2,039 GB/s, BF16 312 dense / 624 sparse.
@@ -295,6 +306,8 @@ _GPU_LIST = (
         ),
         interconnect="nvlink",
         interconnect_gb_s=300.0,
+        power_w=400.0,
+        power_source="NVIDIA A100 datasheet, SXM max TDP 400 W",
     ),
     GpuSpec(
         # H100 SXM5: 80 GB HBM3, 3.35 TB/s; datasheet BF16 1,979 with sparsity,
@@ -312,6 +325,8 @@ _GPU_LIST = (
         ),
         interconnect="nvlink",
         interconnect_gb_s=450.0,
+        power_w=700.0,
+        power_source="NVIDIA H100 datasheet, SXM max TDP up to 700 W (configurable)",
     ),
     GpuSpec(
         # H200 SXM: 141 GB HBM3e, 4.8 TB/s; same GH100 compute as H100 SXM.
@@ -328,6 +343,8 @@ _GPU_LIST = (
         ),
         interconnect="nvlink",
         interconnect_gb_s=450.0,
+        power_w=700.0,
+        power_source="NVIDIA H200 datasheet, SXM max TDP up to 700 W (configurable)",
     ),
     GpuSpec(
         # HGX/DGX B200: 180 GB HBM3e per GPU (DGX B200: 1,440 GB over 8 GPUs;
@@ -348,6 +365,8 @@ _GPU_LIST = (
         ),
         interconnect="nvlink",
         interconnect_gb_s=900.0,
+        power_w=1000.0,
+        power_source="NVIDIA HGX B200 datasheet, 1,000 W per GPU configuration",
     ),
     GpuSpec(
         # AMD: 192 GB HBM3, 5.3 TB/s, peak BF16 1,307.4 dense (2,614.9 sparse).
@@ -364,6 +383,8 @@ _GPU_LIST = (
         ),
         interconnect="xgmi",
         interconnect_gb_s=448.0,
+        power_w=750.0,
+        power_source="AMD Instinct MI300X datasheet, peak board power 750 W",
     ),
 )
 
@@ -585,7 +606,8 @@ def catalog_rows() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for gpu in GPUS.values():
         row = {"kind": "gpu", **asdict(gpu)}
-        row["source"] = row.pop("source")
+        power_source = row.pop("power_source")
+        row["source"] = row.pop("source") + (f"; power: {power_source}" if power_source else "")
         rows.append(row)
     for model in MODELS.values():
         row = {"kind": "model", **asdict(model)}

@@ -1,0 +1,77 @@
+"""Benchmark: the analytic disaggregated-pool model against the pd_fleet simulator, on the shipped plans.
+
+For every shipped instance of instances/pd_fleet/, the MILP's plan is solved and each disaggregated pool it chooses is
+simulated (optfleet/problems/pd_fleet/simulate: 3 replications of 40,000 Poisson arrivals, the first 10 % left out)
+with the pool's own request mix, engines and link; the table gives the analytic figure, the simulated one and their
+ratio for P99 TTFT, P99 TPOT, mean TPOT, the prefill and link utilisations and the mean decode batch, and the simulated
+attainment of both targets.  The issue's targets: within 10 % on P99 TTFT and TPOT, 5 % on utilisation, attainment at
+least 99 %.
+Writes benchmarks/out/ (benchmarks/results/ with --publish): pd_agreement.json and .md (quoted by the documentation).
+
+Run: python benchmarks/bench_pd_agreement.py
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from optfleet.instance import load_instance
+from optfleet.problems.pd_fleet.exact import solve_pd
+from optfleet.problems.pd_fleet.plan import DisaggregatedPoolPlan
+from optfleet.problems.pd_fleet.problem import prepare
+from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole
+from optfleet.problems.pd_fleet.simulate import simulate_pool
+from optfleet.problems.pd_fleet.sizing import disaggregated_pool
+
+from output import add_output_option, output_folder, write_results
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCES = sorted((ROOT / "instances" / "pd_fleet").glob("*.yaml"))
+FIGURES = (("P99 TTFT", "ttft_p99_ms", "ttft_p99_ms"), ("P99 TPOT", "tpot_p99_ms", "tpot_p99_ms"),
+           ("mean TPOT", "tpot_mean_ms", "tpot_mean_ms"), ("prefill util", "prefill_utilisation", "prefill_busy_share"),
+           ("link util", "link_utilisation", "link_busy_share"), ("decode batch", "decode_batch_mean", "decode_mean_occupancy"))
+
+
+def compare(path: Path) -> list[dict]:
+    problem = prepare(load_instance(path))
+    plan = solve_pd(problem).plan
+    rows = []
+    for pool, choice in zip(problem.pools, plan.pools, strict=True):
+        if not isinstance(choice, DisaggregatedPoolPlan):
+            continue
+        prefill, decode = problem.option(choice.prefill), problem.option(choice.decode)
+        model = disaggregated_pool(problem, pool, prefill, decode)
+        metrics = model.metrics(choice.prefill_instances, choice.decode_instances)
+        sim = simulate_pool(PrefillRole(choice.prefill_instances, prefill.engine, prefill.token_budget), problem.link(prefill.gpu, decode.gpu),
+                            DecodeRole(choice.decode_instances, model.decode, decode.max_batch), rate_rps=pool.rate_rps,
+                            l_in_tokens=pool.l_in, l_out_tokens=pool.l_out, weights=pool.weight, requests=40_000, reps=3, seed=0,
+                            ttft_target_ms=problem.ttft_p99_ms, tpot_target_ms=problem.tpot_p99_ms)
+        simulated = {name: mean for name, (mean, _) in sim.metrics.items()}
+        rows.append({"instance": path.stem, "pool": pool.label, "plan": choice.describe(),
+                     "figures": {label: {"analytic": getattr(metrics, ours), "simulated": simulated[theirs]} for label, ours, theirs in FIGURES},
+                     "attainment": simulated["attainment"]})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_option(parser)
+    args = parser.parse_args()
+    folder = output_folder(args)
+    rows = [row for path in INSTANCES for row in compare(path)]
+    table = []
+    for r in rows:
+        cells = [f"{r['instance']}: {r['pool']}, {r['plan']}"]
+        for label, _, _ in FIGURES:
+            f = r["figures"][label]
+            cells.append(f"{f['analytic']:.4g} / {f['simulated']:.4g} = {f['analytic'] / f['simulated']:.3f}")
+        cells.append(f"{100 * r['attainment']:.2f} %")
+        table.append(cells)
+        print(" | ".join(cells))
+    columns = ["pool (MILP plan)", *(f"{label}: analytic / simulated" for label, _, _ in FIGURES), "simulated attainment"]
+    write_results(folder, "pd_agreement", {"rows": rows}, columns, table)
+
+
+if __name__ == "__main__":
+    main()
