@@ -276,7 +276,7 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
             f"does not fit: 0 KV slots per {hardware.pool(long_window).gpu} instance at the long window {long_window} tokens ({why}); "
             "raise hardware.tp, pick a larger GPU or a shorter pools.long_window_tokens",
         )
-    mix, breakpoints = _request_mix(loaded)
+    mix, breakpoints = request_mix(loaded)
     if mix.max_total_tokens > long_window:
         raise InputError(
             "pools.long_window_tokens", long_window,
@@ -459,7 +459,7 @@ def gamma_grid(gamma_max: float, gamma_step: float) -> tuple[float, ...]:
     return tuple(round(1.0 + i * gamma_step, 6) for i in range(count + 1))
 
 
-def _request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
+def request_mix(loaded: LoadedInstance) -> tuple[RequestMix, tuple[int, ...]]:
     """The exact request mix and the CDF breakpoints (empty for a trace)."""
     workload = loaded.spec.workload
     lengths, split = workload.lengths, workload.split

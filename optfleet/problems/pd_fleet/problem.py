@@ -32,7 +32,7 @@ from optfleet.hardware.memory import memory_fit
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.fleet.performance import ONE_CONFIGURATION_SOURCES, engine_of
 from optfleet.problems.fleet.pool_config import PoolConfig
-from optfleet.problems.fleet.problem import MAX_BUDGETS_PER_PROMPT, PoolFactory, _request_mix
+from optfleet.problems.fleet.problem import MAX_BUDGETS_PER_PROMPT, PoolFactory, request_mix
 from optfleet.problems.fleet.schema import EngineLimitsSpec, HardwareSpec, ModelOnGpusSpec
 from optfleet.problems.pd_fleet.roles import TransferLink
 from optfleet.problems.pd_fleet.schema import PdFleetSpec
@@ -227,7 +227,7 @@ def _model(spec: PdFleetSpec, resolve: Callable[[str], Path]) -> ModelSpec:
 
 def _pools(loaded: LoadedInstance, windows: tuple[int, ...]) -> tuple[PoolTraffic, ...]:
     """The request mix split by window; a request above the largest window is an error on ``pools.windows_tokens``."""
-    mix, _ = _request_mix(loaded)
+    mix, _ = request_mix(loaded)
     if mix.max_total_tokens > windows[-1]:
         raise InputError("pools.windows_tokens", list(windows),
                          f"the workload has requests of up to {mix.max_total_tokens:,} tokens (input + output) and the largest "
