@@ -366,7 +366,7 @@ class DisaggregatedPool:
             out.append(f"decode admission: {100 * decode.admission_probability:.3g} % of requests wait for one of "
                        f"{self.max_batch} batch slots (mean batch {decode.batch_mean:.4g}; at most {100 * ADMISSION_WAIT_SHARE:g} %)")
         if decode.batch_mean / self.max_batch > t.rho_max * (1 + 1e-9):
-            out.append(f"decode batch occupancy {decode.batch_mean / self.max_batch:.3g} > rho_max {t.rho_max:g}")
+            out.append(f"decode batch occupancy {decode.batch_mean / self.max_batch:.4g} > rho_max {t.rho_max:g}")
         if decode.tpot_p99_ms > t.tpot_p99_ms * (1 + 1e-9):
             out.append(f"P99 TPOT {decode.tpot_p99_ms:.4g} ms > {t.tpot_p99_ms:g} ms")
         return out
@@ -376,9 +376,9 @@ class DisaggregatedPool:
         t = self.targets
         out = []
         if self.prefill_utilisation(x) > t.rho_max * (1 + 1e-9):
-            out.append(f"prefill utilisation {self.prefill_utilisation(x):.3g} > rho_max {t.rho_max:g}")
+            out.append(f"prefill utilisation {self.prefill_utilisation(x):.4g} > rho_max {t.rho_max:g}")
         if self.link_utilisation(x) > t.rho_max * (1 + 1e-9):
-            out.append(f"KV link utilisation {self.link_utilisation(x):.3g} > rho_max {t.rho_max:g} ({self.link.gb_per_s:g} GB/s)")
+            out.append(f"KV link utilisation {self.link_utilisation(x):.4g} > rho_max {t.rho_max:g} ({self.link.gb_per_s:g} GB/s)")
         if not out:
             ttft = self.ttft_p99_ms(x, decode)
             if ttft > t.ttft_p99_ms * (1 + 1e-9):
