@@ -276,3 +276,18 @@ def test_shipped_instances_solve_to_their_pinned_cost(name, cost_per_hour, modes
     assert result.report.proven_optimal and result.evaluation.feasible
     assert result.evaluation.cost_per_hour == pytest.approx(cost_per_hour, abs=0.005)
     assert {p.mode for p in result.evaluation.pools} == modes
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"slo": {"ttft_p99_ms": 1e-9, "tpot_p99_ms": 40}}, "no option that meets the SLO"),  # ended in a math domain error
+    ({"links": {"default_gb_per_s": 1e-300}}, "greater than or equal to 0.001"),  # overflowed the transfer moments
+])
+def test_extreme_targets_and_links_are_explained_not_crashes(change, says, tmp_path, capsys):
+    """An unreachable TTFT target is infeasible (exit 1, the pool and its options named); a link of 1e-300 GB/s is
+    refused (exit 2): both ended in an internal error or an overflow warning."""
+    doc = {**yaml.safe_load((INSTANCES / "chat.yaml").read_text()), **change}
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    code = main(["solve", str(path), "--quiet"])
+    captured = capsys.readouterr()
+    assert code in (1, 2) and says in captured.out + captured.err and "internal error" not in captured.err

@@ -347,8 +347,9 @@ class DisaggregatedPool:
             waited = sum(a * math.exp(logs[i] - rate * t) for (a, rate), logs in zip(terms, below, strict=True))  # exponents <= 0
             return float(above[i] + max(waited, 0.0))
 
-        slowest = min(rate for _, rate in terms)
-        lo, hi = float(fixed[0]), float(fixed[-1]) + max(math.log(sum(abs(a) for a, _ in terms) / TAIL), 0.0) / slowest + 1e-9
+        weight = sum(abs(a) for a, _ in terms)  # 0 when no request waits (the waits' tail is then 0 everywhere)
+        reach = max(math.log(weight / TAIL), 0.0) / min(rate for _, rate in terms) if weight > 0 else 0.0
+        lo, hi = float(fixed[0]), float(fixed[-1]) + reach + 1e-9
         if tail(lo) <= TAIL:
             return lo
         for _ in range(BISECTION_STEPS):

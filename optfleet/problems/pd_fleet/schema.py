@@ -33,8 +33,9 @@ and the occupancy law is evaluated up to it."""
 MAX_WINDOWS = 16
 """Most pools (windows) an instance may have: each pool is one selection of the MILP."""
 
-BandwidthGbPerS = Annotated[Real, Field(gt=0.0), at_most(1e6, "GB/s", "a thousand times NVLink 5")]
-"""A link bandwidth in GB/s (1e9 bytes per second): above 0 (a link of 0 GB/s never delivers a KV cache)."""
+BandwidthGbPerS = Annotated[Real, Field(ge=1e-3), at_most(1e6, "GB/s", "a thousand times NVLink 5")]
+"""A link bandwidth in GB/s (1e9 bytes per second): at least 1 MB/s (a link of 0 GB/s never delivers a KV cache, and
+1e-300 GB/s overflowed the transfer times' moments)."""
 
 TpList = Annotated[list[Annotated[GpusPerInstance, Field(ge=1)]], Field(min_length=1)]
 GpuList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
