@@ -1,13 +1,30 @@
-"""Fixtures shared by test modules: an empty optfleet cache, and no network but loopback (as on a fresh clone)."""
+"""Fixtures shared by test modules: an empty optfleet cache, and no network but loopback (as on a fresh clone); numba's
+compiled code kept per numba version."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """numba's cache (the compiled placement simulator's kernels, ``cache=True``) in pytest's cache folder, one folder per
+    numba version: CI runs the suite at the newest and at the lowest declared versions in turn, and numba keeps one
+    index per function stamped with its version, so a shared cache was compiled again (about 20 s) by every run.
+    Set before numba is imported (no test module is imported yet); a NUMBA_CACHE_DIR of the user's own is kept."""
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider: numba's default, __pycache__ beside the code
+    try:
+        version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        return
+    if cache is not None and "NUMBA_CACHE_DIR" not in os.environ:
+        os.environ["NUMBA_CACHE_DIR"] = str(cache.mkdir(f"numba-{version}"))
 
 
 @pytest.fixture
