@@ -24,8 +24,6 @@ from optfleet.problems.placement.schema import SloSpec
 from test_placement import PLACEMENT, TIMING, with_requests
 
 pytest.importorskip("numba")
-# one xdist worker runs this module: on a fresh clone numba compiles the kernels there once (about 20 s) and caches them
-pytestmark = pytest.mark.xdist_group("numba")
 
 
 def same_timeline(problem, placement) -> None:

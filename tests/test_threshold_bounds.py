@@ -21,8 +21,6 @@ from optfleet.solvers.highs import solve_cases
 
 from support import FLEET_INSTANCES
 
-pytestmark = pytest.mark.xdist_group("threshold_bounds")  # one worker: the solved_catalog fixture is shared
-
 
 def small_catalog(gpus: list[str], windows: list[int], cdf: str, pc: float = 0.75, compression: bool = True) -> FleetProblem:
     """``azure_2023_catalog`` (Llama-3-70B, TP 4 and 8, K = 3) over ``gpus`` x ``windows`` on the CDF ``cdf``."""
@@ -63,7 +61,7 @@ def bounds_and_optima(data: FleetMilpData, max_pools: int = 3) -> tuple[np.ndarr
 @pytest.fixture(scope="module")
 def solved_catalog() -> Callable[[str], tuple[FleetProblem, FleetMilpData, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """A catalog's problem, MILP data and :func:`bounds_and_optima`, each catalog solved once in this module (the
-    inflow test reads the parametrized test's lmsys-h100-mi300x case; the module runs on one xdist worker for it)."""
+    inflow test reads the parametrized test's lmsys-h100-mi300x case; conftest.py keeps the module on one xdist worker)."""
     solved: dict[str, tuple[FleetProblem, FleetMilpData, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def of(name: str) -> tuple[FleetProblem, FleetMilpData, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
