@@ -22,6 +22,7 @@ ONE_WORKER_MODULES = {
 }
 
 
+@pytest.hookimpl(optionalhook=True)  # declared by pytest-xdist (the test extra installs it)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """Under the default ``--dist load``: xdist's scope scheduler with each module of :data:`ONE_WORKER_MODULES` one
     unit of work and every other test a unit of its own (larger units first); another ``--dist`` is left to xdist."""
