@@ -1,13 +1,55 @@
-"""Fixtures shared by test modules: an empty optfleet cache, and no network but loopback (as on a fresh clone)."""
+"""Fixtures shared by test modules: an empty optfleet cache, and no network but loopback (as on a fresh clone); numba's
+compiled code kept per numba version."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+# Modules whose tests run on one xdist worker (all other tests go one by one to whichever worker is nearly idle): each
+# pays a cost once per process that its tests share.  pytest-xdist's own `--dist loadgroup` cannot do this on pytest
+# >= 9.2, where its xdist_group suffix on the test ids no longer takes effect (pytest-xdist issue 1386).
+ONE_WORKER_MODULES = {
+    "tests/test_placement_compiled.py": "on a fresh clone numba compiles the simulator's kernels there, about 20 s",
+    "tests/test_threshold_bounds.py": "its catalogs' case optima are solved once for the module (solved_catalog)",
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # declared by pytest-xdist (the test extra installs it)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under the default ``--dist load``: xdist's scope scheduler with each module of :data:`ONE_WORKER_MODULES` one
+    unit of work and every other test a unit of its own (larger units first); another ``--dist`` is left to xdist."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return OneWorkerModules(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """numba's cache (the compiled placement simulator's kernels, ``cache=True``) in pytest's cache folder, one folder per
+    numba version: CI runs the suite at the newest and at the lowest declared versions in turn, and numba keeps one
+    index per function stamped with its version, so a shared cache was compiled again (about 20 s) by every run.
+    Set before numba is imported (no test module is imported yet); a NUMBA_CACHE_DIR of the user's own is kept."""
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider: numba's default, __pycache__ beside the code
+    try:
+        version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        return
+    if cache is not None and "NUMBA_CACHE_DIR" not in os.environ:
+        os.environ["NUMBA_CACHE_DIR"] = str(cache.mkdir(f"numba-{version}"))
 
 
 @pytest.fixture

@@ -77,7 +77,7 @@ def served(tmp_path: Path, empty_cache: Path, offline: list[object], monkeypatch
     folder.mkdir()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(folder)))
     httpd.gets = 0  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)  # shutdown() waits up to one poll
     thread.start()
     server = Served(folder, httpd, content)
     server.serve(content)

@@ -4,6 +4,8 @@ at p_c = 1 and without compression; the stronger one is tight where the cheaper 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyomo.environ as pyo
 import pytest
@@ -56,10 +58,25 @@ def bounds_and_optima(data: FleetMilpData, max_pools: int = 3) -> tuple[np.ndarr
     return sets, np.array(optima), threshold_set_bounds(data, sets, model.wait_tables, caps), np.array([inflow(chosen) for chosen in sets])
 
 
+@pytest.fixture(scope="module")
+def solved_catalog() -> Callable[[str], tuple[FleetProblem, FleetMilpData, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """A catalog's problem, MILP data and :func:`bounds_and_optima`, each catalog solved once in this module (the
+    inflow test reads the parametrized test's lmsys-h100-mi300x case; conftest.py keeps the module on one xdist worker)."""
+    solved: dict[str, tuple[FleetProblem, FleetMilpData, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def of(name: str) -> tuple[FleetProblem, FleetMilpData, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if name not in solved:
+            problem = CATALOGS[name]()
+            data = prepare_milp_data(problem)
+            solved[name] = (problem, data, *bounds_and_optima(data))
+        return solved[name]
+
+    return of
+
+
 @pytest.mark.parametrize("name", CATALOGS)
-def test_threshold_bounds_never_exceed_the_case_optimum(name):
-    problem = CATALOGS[name]()
-    sets, optima, interval, refined = bounds_and_optima(prepare_milp_data(problem))
+def test_threshold_bounds_never_exceed_the_case_optimum(name, solved_catalog):
+    problem, _, sets, optima, interval, refined = solved_catalog(name)
     slack = 1e-6 * np.maximum(1.0, np.where(np.isfinite(optima), optima, 0.0))
     assert np.isfinite(optima).sum() >= 2
     for bound in (interval, refined):
@@ -70,12 +87,10 @@ def test_threshold_bounds_never_exceed_the_case_optimum(name):
         assert np.all(np.isfinite(refined[np.isfinite(optima)]))  # it applies to every set here
 
 
-def test_the_inflow_bound_prices_a_pool_fed_only_by_compressed_requests_in_whole_instances():
+def test_the_inflow_bound_prices_a_pool_fed_only_by_compressed_requests_in_whole_instances(solved_catalog):
     # The optimum opens H100 x8 at 4,096 tokens with no segment of its own, only requests compressed into it from
     # longer segments: the interval bound prices that load linearly, the inflow bound in whole GPUs, exactly.
-    problem = CATALOGS["lmsys-h100-mi300x"]()
-    data = prepare_milp_data(problem)
-    sets, optima, interval, refined = bounds_and_optima(data)
+    problem, data, sets, optima, interval, refined = solved_catalog("lmsys-h100-mi300x")
     best = int(np.argmin(optima))
     solved = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=3)
     split = open_set_cases(solved)
