@@ -110,5 +110,6 @@ KIND = ProblemKind(
     render_gap=lazy("optfleet.problems.pd_fleet.report", "render_gap"),
     facts=facts,
     result_json=result_json,
+    simulate=lazy("optfleet.problems.pd_fleet.simulate.outcome", "simulate_instance"),
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
 )
