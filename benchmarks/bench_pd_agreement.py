@@ -2,7 +2,7 @@
 
 For every shipped instance of instances/pd_fleet/, the MILP's plan is solved and each disaggregated pool it chooses is
 simulated (optfleet/problems/pd_fleet/simulate: 3 replications of 40,000 Poisson arrivals, the first 10 % left out)
-with the pool's own request mix, engines and link; the table gives the analytic figure, the simulated one and their
+with the pool's own request mix, engines and link (simulate/outcome.py ``simulate_choice``, as ``optfleet simulate``); the table gives the analytic figure, the simulated one and their
 ratio for P99 TTFT, P99 TPOT, mean TPOT, the prefill and link utilisations and the mean decode batch, and the simulated
 attainment of both targets.  The issue's targets: within 10 % on P99 TTFT and TPOT, 5 % on utilisation, attainment at
 least 99 %.
@@ -20,8 +20,7 @@ from optfleet.instance import load_instance
 from optfleet.problems.pd_fleet.exact import solve_pd
 from optfleet.problems.pd_fleet.plan import DisaggregatedPoolPlan
 from optfleet.problems.pd_fleet.problem import prepare
-from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole
-from optfleet.problems.pd_fleet.simulate import simulate_pool
+from optfleet.problems.pd_fleet.simulate.outcome import simulate_choice
 from optfleet.problems.pd_fleet.sizing import disaggregated_pool
 
 from output import add_output_option, output_folder, write_results
@@ -43,11 +42,8 @@ def compare(path: Path) -> list[dict]:
         prefill, decode = problem.option(choice.prefill), problem.option(choice.decode)
         model = disaggregated_pool(problem, pool, prefill, decode)
         metrics = model.metrics(choice.prefill_instances, choice.decode_instances)
-        sim = simulate_pool(PrefillRole(choice.prefill_instances, prefill.engine, prefill.token_budget), problem.link(prefill.gpu, decode.gpu),
-                            DecodeRole(choice.decode_instances, model.decode, decode.max_batch), rate_rps=pool.rate_rps,
-                            l_in_tokens=pool.l_in, l_out_tokens=pool.l_out, weights=pool.weight, requests=40_000, reps=3, seed=0,
-                            ttft_target_ms=problem.ttft_p99_ms, tpot_target_ms=problem.tpot_p99_ms)
-        simulated = {name: mean for name, (mean, _) in sim.metrics.items()}
+        sim = simulate_choice(problem, pool, choice, requests=40_000, reps=3, seed=0)
+        simulated = {name: mean for name, (mean, _) in sim.items()}
         rows.append({"instance": path.stem, "pool": pool.label, "plan": choice.describe(),
                      "figures": {label: {"analytic": getattr(metrics, ours), "simulated": simulated[theirs]} for label, ours, theirs in FIGURES},
                      "attainment": simulated["attainment"]})

@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--plan", default=None, help="a plan file: plan.json of solve --out, or solve --json output (placement: also a "
                                                      "JSON list of server indices, request i -> server)")
     source.add_argument("--method", default=None, help="simulate this method's plan (default: the instance's solve.method)")
-    simulate.add_argument("--requests", type=int, default=None, help="fleet: arrivals per replication (default 200000); placement "
-                                                                     "replays the instance's own workload")
+    simulate.add_argument("--requests", type=int, default=None, help="fleet: arrivals per replication (default 200000); pd_fleet: "
+                                                                     "arrivals per replication and pool (default 40000); placement replays the instance's own workload")
     simulate.add_argument("--reps", type=int, default=None, help="replications, for 95 %% confidence intervals (default 3; a --plan "
                                                                  "of a placement instance is scored once)")
     simulate.add_argument("--seed", type=int, default=None, help="seed of the first replication (default 0; placement: replication i redraws the workload with this seed + i, in place of workload.seed)")

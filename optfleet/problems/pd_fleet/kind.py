@@ -1,7 +1,9 @@
 """The pd_fleet kind (fleets of aggregated or prefill/decode-disaggregated pools): registry entry and methods.
 
 Methods: ``milp`` (the exact choice per pool between aggregated options and (prefill, decode) pairs at their frontier
-points, exact.py), ``best_aggregated`` (the same MILP over aggregated options only) and ``splitwise_grid`` (grid.py).
+points, exact.py), ``best_aggregated`` (the same MILP over aggregated options only), ``splitwise_grid`` (grid.py), and
+the literature's mean-based sizing rules ``dynamo_sla`` and ``xpyd_ratio`` (rule_plans.py over baselines.py).  Every
+row carries ``assumes``: what its method takes for granted.
 Every plan is scored by the one evaluator (evaluator.py).  Objective: cost in $/h, minimised; the gap's bound is the
 ``milp`` method's proven bound.
 """
@@ -9,6 +11,7 @@ Every plan is scored by the one evaluator (evaluator.py).  Objective: cost in $/
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +20,7 @@ from optfleet.problems.pd_fleet.analytic import APPROXIMATIONS
 from optfleet.problems.pd_fleet.evaluator import evaluate
 from optfleet.problems.pd_fleet.grid import GRID, SPLITWISE_GRID, splitwise_grid
 from optfleet.problems.pd_fleet.problem import PdProblem, prepare
+from optfleet.problems.pd_fleet.rule_plans import DYNAMO_SLA, RULE_OF_METHOD, XPYD_RATIO, rule_plan
 from optfleet.problems.pd_fleet.schema import PdFleetSpec
 from optfleet.progress import Progress
 from optfleet.registry import ProblemKind, lazy
@@ -25,33 +29,50 @@ from optfleet.results import MINIMISE, MethodResult, Reference, exact_reference,
 MILP = "milp"
 BEST_AGGREGATED = "best_aggregated"
 UNIT = "$/h"
+ASSUMES = {
+    MILP: "P99 TTFT/TPOT by the analytic pool model; exact over aggregated options and (x, y) frontiers",
+    BEST_AGGREGATED: "the MILP with aggregated pools only (the fleet kind's batching model)",
+    SPLITWISE_GRID: f"disaggregated only; cheapest feasible (x, y) of a {GRID} x {GRID} grid, analytic pool model",
+    DYNAMO_SLA: "Dynamo SLA planner: means, no queue; cheapest pair at its own counts",
+    XPYD_RATIO: "xPyD ratio at fixed concurrency (aiconfigurator): means, x1.8 TTFT allowance; cheapest pair at its own counts",
+}
+"""A short label per method for the ``assumes`` column; the rules' full paragraphs are in their JSON (baselines.py)."""
 
 
 def methods(problem: PdProblem) -> tuple[str, ...]:
-    """``milp``, ``best_aggregated`` (when aggregated options exist), ``splitwise_grid`` (when pairs exist)."""
-    return (MILP, *((BEST_AGGREGATED,) if problem.aggregated else ()), *((SPLITWISE_GRID,) if problem.prefill else ()))
+    """``milp``, ``best_aggregated`` (when aggregated options exist), ``splitwise_grid``, ``dynamo_sla`` and
+    ``xpyd_ratio`` (when pairs exist)."""
+    pairs = (SPLITWISE_GRID, DYNAMO_SLA, XPYD_RATIO) if problem.prefill and problem.decode else ()
+    return (MILP, *((BEST_AGGREGATED,) if problem.aggregated else ()), *pairs)
 
 
 def run(problem: PdProblem, method: str, progress: Progress) -> list[MethodResult]:
     """Run one method and score its plan; a method without a plan is a row with the reason."""
     began = time.perf_counter()
     report = None
+    sizings: tuple = ()
     try:
         if method == SPLITWISE_GRID:
             plan = splitwise_grid(problem)
+        elif method in RULE_OF_METHOD:
+            chosen = rule_plan(problem, method)
+            plan, sizings = chosen.plan, chosen.sizings
         else:
             from optfleet.problems.pd_fleet.exact import solve_pd  # Pyomo and HiGHS only when a MILP runs
 
             result = solve_pd(problem, aggregated_only=method == BEST_AGGREGATED, method=method)
             plan, report = result.plan, result.report
     except InfeasibleError as exc:
-        return [no_plan(method, time.perf_counter() - began, str(exc), objective_unit=UNIT, sense=MINIMISE)]
+        return [replace(no_plan(method, time.perf_counter() - began, str(exc), objective_unit=UNIT, sense=MINIMISE),
+                        columns={"assumes": ASSUMES[method]})]
     e = evaluate(problem, plan)
     return [MethodResult(
         method, plan, e, time.perf_counter() - began, objective=e.cost_per_hour, objective_unit=UNIT, sense=MINIMISE,
         feasible=e.feasible, report=report, note="; ".join(e.violations),
         columns={"fleet": e.describe(), "gpus": sum(e.gpus.values()), "disaggregated_pools": e.disaggregated_pools,
-                 "power_w": e.power_w},
+                 "power_w": e.power_w, "assumes": ASSUMES[method],
+                 **({"assumes_detail": "; ".join(f"pool {j}: {s.assumes}" for j, s in enumerate(sizings) if s is not None)}
+                    if sizings else {})},
     )]
 
 
@@ -110,5 +131,6 @@ KIND = ProblemKind(
     render_gap=lazy("optfleet.problems.pd_fleet.report", "render_gap"),
     facts=facts,
     result_json=result_json,
+    simulate=lazy("optfleet.problems.pd_fleet.simulate.outcome", "simulate_instance"),
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
 )

@@ -59,7 +59,8 @@ def render_solve(outcome: "SolveOutcome") -> str:
 
 
 GAP_COLUMNS = [Column("fleet", "fleet", tables.text, MEDIUM), Column("gpus", "GPUs", tables.count, HIGH),
-               Column("disaggregated_pools", "disagg. pools", tables.count, LOW), Column("power_w", "power W", tables.number(4), LOW)]
+               Column("disaggregated_pools", "disagg. pools", tables.count, LOW), Column("power_w", "power W", tables.number(4), LOW),
+               Column("assumes", "assumes", tables.text, MEDIUM)]
 
 
 def render_gap(outcome: "GapOutcome") -> str:
