@@ -71,7 +71,7 @@ from scipy import stats
 
 from optfleet.engine.reduce import affine_reduction
 from optfleet.engine.step import AffineStep, EngineModel
-from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole, TransferLink
+from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole, TransferLink, chunked_prefill_ms
 from optfleet.queueing.erlang import erlang_c
 
 TAIL = 0.01  # the P99 targets' tail probability
@@ -182,13 +182,8 @@ class DisaggregatedPool:
 
     @cached_property
     def prefill_ms(self) -> NDArray[np.float64]:
-        """``S_p(L_in)`` per request: the sum of its chunk iterations."""
-        chunks = np.ceil(self.l_in / self.token_budget).astype(np.int64)
-        index = np.arange(int(chunks.max()))
-        offset = index[None, :] * self.token_budget
-        tokens = np.clip(self.l_in[:, None] - offset, 0, self.token_budget)
-        times = np.where(tokens > 0, self.prefill_step.step_ms(tokens, 0, 0, offset), 0.0)
-        return times.sum(axis=1)
+        """``S_p(L_in)`` per request: the sum of its chunk iterations (roles.chunked_prefill_ms)."""
+        return chunked_prefill_ms(self.prefill_step, self.l_in, self.token_budget)
 
     @cached_property
     def transfer_ms(self) -> NDArray[np.float64]:

@@ -126,6 +126,7 @@ from numpy.typing import ArrayLike, NDArray
 from optfleet.engine.step import EngineModel
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.hardware.catalog import check_positive_int, check_positive_real
+from optfleet.problems.pd_fleet.roles import chunked_prefill_ms
 
 ROUND_OFF = 1e-9
 """A load this close above a whole number of instances is that number (float sums of rates and times)."""
@@ -239,10 +240,9 @@ def mean_lengths(l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike) -> tuple[
 
 
 def prompt_prefill_ms(step: EngineModel, prompt_tokens: float, token_budget: int) -> float:
-    """Equation (1): a prompt of ``L`` tokens prefilled alone, ``ceil(L / B)`` chunks of at most ``B`` tokens."""
-    offsets = np.arange(math.ceil(prompt_tokens / token_budget), dtype=np.float64) * token_budget
-    chunks = np.minimum(float(token_budget), prompt_tokens - offsets)
-    return float(np.sum(step.step_ms(chunks, 0, 0, offsets)))
+    """Equation (1): a prompt of ``L`` tokens prefilled alone, ``ceil(L / B)`` chunks of at most ``B`` tokens
+    (roles.chunked_prefill_ms)."""
+    return float(chunked_prefill_ms(step, prompt_tokens, token_budget)[0])
 
 
 def dynamo_sla_sizing(l_in: ArrayLike, l_out: ArrayLike, weight: ArrayLike, rate_rps: float, *,

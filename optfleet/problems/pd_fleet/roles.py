@@ -27,6 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 from optfleet.engine.step import EngineModel
 from optfleet.errors import InputError
 
@@ -75,6 +78,18 @@ class DecodeRole:
     def __post_init__(self) -> None:
         _check_count("decode.instances", self.instances)
         _check_count("decode.max_batch", self.max_batch)
+
+
+def chunked_prefill_ms(step: EngineModel, prompt_tokens: ArrayLike, token_budget: int) -> NDArray[np.float64]:
+    """Stage 1's service time of each prompt: ``S(L) = sum_{i < m} step_ms(p_i, 0, 0, o_i)`` with ``m = ceil(L / B)``,
+    ``o_i = i B`` and ``p_i = min(B, L - o_i)`` (ms; 0 for an empty prompt).  ``L`` may be a mean (a float)."""
+    length = np.atleast_1d(np.asarray(prompt_tokens, dtype=np.float64))
+    chunks = np.ceil(length / token_budget).astype(np.int64)
+    first = np.cumsum(chunks) - chunks
+    owner = np.repeat(np.arange(len(length)), chunks)
+    offset = (np.arange(int(chunks.sum())) - first[owner]) * float(token_budget)
+    times = step.step_ms(np.minimum(float(token_budget), length[owner] - offset), 0, 0, offset)
+    return np.bincount(owner, weights=np.asarray(times, dtype=np.float64), minlength=len(length))
 
 
 def _check_count(field: str, value: object) -> None:

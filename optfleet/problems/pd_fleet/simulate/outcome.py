@@ -29,7 +29,7 @@ import numpy as np
 from optfleet import numbers, tables
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.simulate.batching import simulate_batching
-from optfleet.problems.fleet.simulate.outcome import _plan_document
+from optfleet.problems.fleet.simulate.outcome import plan_document
 from optfleet.problems.fleet.simulate.run import PERCENTILES, check_run_size, mean_ci95, request_tpot_ms, tpot_summary
 from optfleet.problems.pd_fleet.evaluator import PdEvaluation, PoolEvaluation, evaluate
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan, plan_from_dict
@@ -182,7 +182,7 @@ def read_plan(problem: PdProblem, source: Mapping[str, Any] | str | Path) -> PdP
     """The plan of ``source`` (a mapping, plan.json of ``solve --out`` or the JSON of ``optfleet solve``) checked
     against the instance; a plan file's errors also name the file (``--plan``)."""
     try:
-        return plan_from_dict(problem, dict(_plan_document(source)))
+        return plan_from_dict(problem, dict(plan_document(source)))
     except InputError as exc:
         if isinstance(source, Mapping) or exc.field == "--plan":
             raise

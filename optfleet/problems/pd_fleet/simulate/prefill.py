@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InputError
-from optfleet.problems.pd_fleet.roles import PrefillRole
+from optfleet.problems.pd_fleet.roles import PrefillRole, chunked_prefill_ms
 
 MAX_PREFILL_CHUNKS = 20_000_000
 """Prefill chunks of one replication at most: their sizes, offsets and times are held at once (some 100 bytes per
@@ -38,11 +38,7 @@ def prefill_service_ms(role: PrefillRole, l_in: NDArray[np.int64]) -> NDArray[np
     if total > MAX_PREFILL_CHUNKS:
         raise InputError("prefill.token_budget", budget, f"cuts these prompts into {total:,} chunks, above the limit of "
                          f"{MAX_PREFILL_CHUNKS:,} per replication (raise the budget or simulate fewer requests)")
-    first_chunk = np.cumsum(chunks) - chunks
-    owner = np.repeat(np.arange(len(l_in)), chunks)
-    offset = (np.arange(total) - first_chunk[owner]) * budget
-    size = np.minimum(budget, l_in[owner] - offset)
-    return np.add.reduceat(role.step.step_ms(size, 0, 0, offset), first_chunk)
+    return chunked_prefill_ms(role.step, l_in, budget)
 
 
 @dataclass(frozen=True)
