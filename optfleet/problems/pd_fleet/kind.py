@@ -132,5 +132,6 @@ KIND = ProblemKind(
     facts=facts,
     result_json=result_json,
     simulate=lazy("optfleet.problems.pd_fleet.simulate.outcome", "simulate_instance"),
+    explain=lazy("optfleet.problems.pd_fleet.explain", "explainer"),
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
 )
