@@ -75,7 +75,7 @@ def facts(problem: PrefixCacheProblem) -> dict[str, Any]:
         "trace": {"source": problem.trace_source, "requests": len(trace), "blocks": trace.n_blocks, "block_tokens": trace.block_tokens,
                   "reused_block_occurrences": trace.reuse_occurrences},
         "ttft": {"alpha_ms_per_token": problem.ttft.alpha_ms_per_token, "beta_ms": problem.ttft.beta_ms},
-        "xi_ms": problem.xi_ms, "slo_ms": problem.slo_ms, "objective": problem.objective, "eviction": problem.eviction,
+        "prefill_server": "fcfs" if problem.fcfs_server else "none", "xi_ms": problem.xi_ms, "slo_ms": problem.slo_ms, "objective": problem.objective, "eviction": problem.eviction,
         "capacities_blocks": list(problem.capacities_blocks),
     }
 

@@ -27,8 +27,9 @@ def render_problem(problem: PrefixCacheProblem) -> str:
     return "\n".join([
         f"instance {problem.name}: {len(trace):,} requests, {trace.n_blocks:,} distinct blocks, {trace.reuse_occurrences:,} block reuses "
         f"({problem.trace_source})",
-        f"  mean input {trace.input_tokens.mean():,.1f} tokens; TTFT = {problem.ttft.alpha_ms_per_token:g} ms/token x missed prompt tokens "
-        f"+ {problem.ttft.beta_ms:g} ms; TEL threshold xi {problem.xi_ms:g} ms, SLO {problem.slo_ms:g} ms",
+        f"  mean input {trace.input_tokens.mean():,.1f} tokens; prefill = {problem.ttft.alpha_ms_per_token:g} ms/token x missed prompt "
+        f"tokens + {problem.ttft.beta_ms:g} ms; TTFT = {'FCFS wait + prefill (one prefill server)' if problem.fcfs_server else 'prefill'}; "
+        f"TEL threshold xi {problem.xi_ms:g} ms, SLO {problem.slo_ms:g} ms",
         f"  eviction: {problem.eviction}; capacities: {capacities}",
         f"  objective: {problem.objective}; policies: {', '.join(p.label for p in problem.policies)}",
     ])

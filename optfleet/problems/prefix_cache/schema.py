@@ -105,7 +105,10 @@ class PrefixCacheInstanceSpec(Strict):
     eviction: Literal["leaves", "any"] = "leaves"
     """``leaves``: only blocks without a resident child are evicted (SGLang, vLLM); ``any``: any block."""
     ttft: TtftSpec
-    """The TTFT model, ``alpha_ms_per_token * missed prompt tokens + beta_ms``."""
+    """The prefill time, ``alpha_ms_per_token * missed prompt tokens + beta_ms``: the TTFT without queueing."""
+    prefill_server: Literal["none", "fcfs"] = "none"
+    """``none``: instantaneous service, TTFT = prefill; ``fcfs``: one FCFS prefill server per cache, TTFT = wait +
+    prefill, the running request's blocks pinned until its prefill ends (the hindsight optimum includes the waits)."""
     xi_ms: Real = Field(ge=0.0)
     """The tail threshold xi in ms: TEL sums each request's TTFT above it."""
     slo_ms: Real | None = Field(None, ge=0.0)
