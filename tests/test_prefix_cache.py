@@ -17,7 +17,7 @@ from optfleet.problems.caching.evaluate import TtftModel
 from optfleet.problems.prefix_cache.curve import stack_distances
 from optfleet.problems.prefix_cache.evaluate import evaluate_schedule, fcfs_wait_ms
 from optfleet.problems.prefix_cache.hindsight import lp_bound, objective_value, solve_hindsight
-from optfleet.problems.prefix_cache.policies import POLICIES, TLRU
+from optfleet.problems.prefix_cache.policies import POLICIES, TLRU, continuation, reused_depth
 from optfleet.problems.prefix_cache.readers import read_block_trace
 from optfleet.problems.prefix_cache.replay import replay
 from optfleet.problems.prefix_cache.trace import BlockTrace, build_block_trace
@@ -249,6 +249,47 @@ def test_t_lru_evicts_the_surplus_first():
     kept_l = replay(trace, POLICIES["lru"](), 4, "leaves", UNIT_TTFT, 4.0).kept
     hits = [evaluate_schedule(trace, k, 4, "leaves", UNIT_TTFT, 4.0).hit_blocks.tolist() for k in (kept_t, kept_l)]
     assert hits == [[0, 0, 0, 1], [0, 0, 0, 0]]
+
+
+def test_the_oracle_t_lru_variants_on_a_hand_worked_tree():
+    """Blocks of 4 tokens, s = 4 tokens (alpha 1 ms/token, xi 4 ms), capacity 5.  Tree 0 -> 1 -> 2 -> 6, 3 -> 4, 5.
+    Requests [0,1,2], [3,4], [5], [0,1,2,6], [3].  Request 0's path is used again whole (u = 3, by request 3, of 16
+    tokens), request 1's only to block 3 (u = 1, by request 4, of 4 tokens).
+    * T-LRU, Q_hat 0: request 0 keeps 12 - 4 = 8 tokens (2 blocks) and request 1 4 tokens (1 block); request 2 evicts the
+      older surplus block, 2, so request 3 hits 2 blocks (8 tokens to prefill: 4 ms of TEL).
+    * End-aware, Q_hat 100: keep tiers min(3, 3) = 3 and min(2, 1) = 1 blocks: block 4 is the only surplus, so request 3
+      hits all 3 blocks (4 tokens to prefill: TTFT = xi).
+    * Length-aware: request 0's continuation has 16 tokens, its budget 16 - 4 = 12 tokens (3 blocks); request 1's has 4, its
+      budget 0: blocks 3 and 4 are surplus, block 4 goes first, request 3 hits 3 blocks."""
+    trace = _trace([-1, 0, 1, -1, 3, -1, 2], [(0, 2, 0), (1, 4, 0), (1, 5, 0), (1, 6, 0), (1, 3, 0)])
+    assert reused_depth(trace).tolist() == [3, 1, 0, 0, 0]
+    assert continuation(trace).tolist() == [3, 4, -1, -1, -1]
+    hits = {}
+    for name, q_hat in (("t-lru", 0.0), ("end-aware-t-lru", 100.0), ("length-aware-t-lru", 0.0)):
+        kept = replay(trace, POLICIES[name](q_hat_tokens=q_hat), 5, "leaves", UNIT_TTFT, 4.0).kept
+        hits[name] = evaluate_schedule(trace, kept, 5, "leaves", UNIT_TTFT, 4.0).hit_blocks[3]
+    assert hits == {"t-lru": 2, "end-aware-t-lru": 3, "length-aware-t-lru": 3}
+
+
+@settings(max_examples=60, deadline=None)
+@given(parents=forest, reqs=requests, q_hat=st.floats(0, 20), xi=st.floats(0, 40))
+def test_oracle_budgets_against_a_scan_of_the_later_requests(parents, reqs, q_hat, xi):
+    """u_r and r' by scanning every later request; end-aware keeps min(T-LRU's blocks, u_r); length-aware keeps
+    ceil(clip(ceil(input[r'] - s), 0, L) / block) blocks (T-LRU's with Q_hat when r has no continuation)."""
+    trace = _trace(list(parents), reqs)
+    context = type("C", (), {"trace": trace, "capacity_blocks": 4, "eviction": "leaves", "ttft": UNIT_TTFT, "xi_ms": xi})()
+    tlru, end, length = (POLICIES[n](q_hat_tokens=q_hat) for n in TLRU_FAMILY)
+    for p in (tlru, end, length):
+        p.bind(context)
+    for r in range(len(trace)):
+        path = trace.path(r).tolist()
+        later = [set(trace.path(q).tolist()) for q in range(r + 1, len(trace))]
+        depth = sum(1 for b in path if any(b in blocks for blocks in later))
+        following = next((r + 1 + i for i, blocks in enumerate(later) if depth and path[depth - 1] in blocks), -1)
+        assert end._budget_blocks[r] == min(tlru._budget_blocks[r], depth)
+        need = trace.input_tokens[following] if following >= 0 else trace.input_tokens[r] + q_hat
+        budget = min(max(np.ceil(need - xi - 1e-9), 0), trace.input_tokens[r])
+        assert length._budget_blocks[r] == -(-int(budget) // BLOCK)
 
 
 # ---------------------------------------------------------------- the one-pass LRU curve
