@@ -459,3 +459,26 @@ def test_the_gap_text_says_the_lp_bound_rows_status_is_the_lps(capsys):
     assert len(heads) == 4
     for head in heads:
         assert "(row lp-bound: status optimal is the LP's; its objective is the LP's point rounded to a schedule)" in head
+
+
+def test_gap_with_the_fcfs_server_reports_waits_and_the_optimum_stays_below_every_policy(tmp_path, capsys):
+    """The shipped sample with ``prefill_server: fcfs`` and a slow prefill (20 ms a token, so requests queue at 4
+    blocks): the text names the server and shows the mean wait, and the proven optimum (with the wait rows) is at most
+    every policy's TEL, which is above its TEL without the server (waits only add)."""
+    import optfleet
+    from optfleet.cli import main
+
+    text = INSTANCE.read_text().replace("alpha_ms_per_token: 0.1", "alpha_ms_per_token: 20").replace("capacity_blocks: [4, 8, 12, 16]", "capacity_blocks: [4]")
+    (tmp_path / "mooncake_conversation_sample.jsonl").write_text(SAMPLE.read_text())
+    (tmp_path / "plain.yaml").write_text(text)
+    (tmp_path / "fcfs.yaml").write_text(text + "prefill_server: fcfs\n")
+    assert main(["gap", str(tmp_path / "fcfs.yaml"), "--methods", "lru", "--wide", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "TTFT = FCFS wait + prefill (one prefill server)" in out and "mean wait ms" in out
+    queued = optfleet.gap(str(tmp_path / "fcfs.yaml"), methods=["lru", "end-aware-t-lru", "optimum"])
+    plain = optfleet.gap(str(tmp_path / "plain.yaml"), methods=["lru", "end-aware-t-lru", "optimum"])
+    best = float(queued[queued.method == "optimum"].objective.iloc[0])
+    assert queued[queued.method == "optimum"].status.iloc[0] == "optimal"
+    assert (queued.objective >= best - 1e-6).all()
+    assert (queued.objective.to_numpy() >= plain.objective.to_numpy() - 1e-6).all()
+    assert queued.objective.tolist() != plain.objective.tolist()

@@ -11,6 +11,11 @@ relaxation's schedule is its point rounded down (``y > 1/2`` kept, then
 repaired: see :func:`repair`), so its objective is a feasible value and its
 bound the LP optimum; its gap is an upper bound on how far that rounding is
 from the optimum.
+
+With ``fcfs_server`` (one FCFS prefill server, optfleet.problems.prefix_cache.evaluate) the models add the wait rows
+(9) of models/prefix_cache.py: the optimum is still exact for the server's semantics (the running request's path
+pinned over its prefill, hits found at the start of service), not a relaxation of them, and the LP relaxation still a
+bound.
 """
 
 from __future__ import annotations

@@ -57,6 +57,8 @@ def _capacity_table(problem: PrefixCacheProblem, capacity: int, rows: list[dict[
         head += (f"; LP relaxation bound {tables.objective(relaxation.report.bound, relaxation.objective_unit)} (row {LP_BOUND_METHOD}: "
                  f"status {relaxation.status.replace('_', ' ')} is the LP's; its objective is the LP's point rounded to a schedule)")
     extra = [c for c in EXTRA if not (c.key == "tel_ms" and problem.objective == "tel")]  # the objective column shows it
+    if problem.fcfs_server:
+        extra.append(Column("mean_wait_ms", "mean wait ms", tables.fixed(1), MEDIUM))
     return [head, tables.comparison_table(rows, extra), *tables.notes(rows)]
 
 
