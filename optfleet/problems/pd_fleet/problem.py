@@ -245,9 +245,12 @@ def _pools(loaded: LoadedInstance, windows: tuple[int, ...]) -> tuple[PoolTraffi
 
 
 def _distinct_configs(spec: PdFleetSpec) -> set[tuple[str, int]]:
+    """The distinct (catalog GPU name, TP) pairs of every offered role; an unknown GPU is refused naming its field
+    (``prefill.gpus[0]``)."""
     aggregated = spec.aggregated if spec.aggregated is not None and spec.aggregated.enabled else None
-    blocks = [b for b in (aggregated, spec.prefill, spec.decode) if b is not None]
-    return {(get_gpu(g).name, tp) for b in blocks for g in b.gpus for tp in b.tp}
+    blocks = [(role, b) for role, b in (("aggregated", aggregated), ("prefill", spec.prefill), ("decode", spec.decode))
+              if b is not None]
+    return {(get_gpu(g, f"{role}.gpus[{i}]").name, tp) for role, b in blocks for i, g in enumerate(b.gpus) for tp in b.tp}
 
 
 def _gpu_types(spec: PdFleetSpec, configs: set[tuple[str, int]]) -> dict[str, GpuType]:

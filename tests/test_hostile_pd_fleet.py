@@ -1,0 +1,88 @@
+"""Hostile inputs to ``kind: pd_fleet`` (solve, gap, validate, simulate and its ``--plan`` file): the contract of
+tests/test_hostile_inputs.py, extended to this kind.
+
+Bad input ends with exit 2 and ONE stderr line naming the field (and the value as written), no traceback, nothing
+written to ``--out``; valid but extreme input ends with exit 0 or 1 and finite numbers.  Every case is data
+(:class:`~test_hostile_inputs.Case`) mutating the shipped chat instance (instances/pd_fleet/chat.yaml, the fastest);
+the runner and the checks are the first corpus's.  Each case here failed before the fix it came with (review of the
+pd_fleet kind, Nov 28).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import REPO
+import test_hostile_inputs as first
+from test_hostile_inputs import Case, assert_answer, assert_bad_input, materialize, run_in_process, run_subprocess
+
+pytestmark = pytest.mark.unit
+
+first.BASE["pd_fleet"] = yaml.safe_load((REPO / "instances" / "pd_fleet" / "chat.yaml").read_text())
+
+AGG = "agg H100-SXM B2048"
+PREFILL, DECODE = "P H100-SXM B2048", "D H100-SXM b64"
+SIM = ("--plan", "{dir}/plan.json", "--requests", "2000", "--reps", "1")
+
+
+def plan_case(label: str, pools: list[Any], field: str, value: str | None = None, says: str | None = None,
+              sub: bool = False) -> Case:
+    """``optfleet simulate --plan plan.json`` of the chat instance with ``pools`` as the plan's pools."""
+    return Case(label, "pd_fleet", {}, command="simulate", argv=SIM, files=(("plan.json", json.dumps({"pools": pools})),),
+                field=field, value=value, says=says, sub=sub)
+
+
+CASES = [
+    # --- unknown GPU of a role: named as the role's list entry, not as the fleet kind's hardware.gpu -------------
+    Case("pd_fleet: unknown prefill GPU", "pd_fleet", {"prefill.gpus": ["H999"]}, field="prefill.gpus[0]", value="H999"),
+    Case("pd_fleet: unknown decode GPU", "pd_fleet", {"decode.gpus": ["L40S", "H999"]}, field="decode.gpus[1]", value="H999"),
+    Case("pd_fleet: unknown aggregated GPU", "pd_fleet", {"aggregated.gpus": ["H999"]}, field="aggregated.gpus[0]",
+         value="H999", command="validate"),
+    # --- a candidate listed twice: named as the list, with the repeated candidate ------------------------------------
+    Case("pd_fleet: decode GPU listed twice", "pd_fleet", {"decode.gpus": ["L40S", "L40S"]}, field="decode.gpus",
+         says="twice"),
+    Case("pd_fleet: decode max_batch listed twice", "pd_fleet", {"decode.max_batch": [64, 64]}, field="decode.max_batch",
+         says="twice"),
+    Case("pd_fleet: prefill token budget listed twice", "pd_fleet", {"prefill.token_budget": [2048, 2048]},
+         field="prefill.token_budget", says="twice"),
+    # --- overrides of price and power that overflow the plan's sums ---------------------------------------------------
+    Case("pd_fleet: power of 1e308 W per GPU under a power cap", "pd_fleet",
+         {"gpus": [{"gpu": "H100-SXM", "power_w": 1e308}, {"gpu": "L40S", "power_w": 1e308}],
+          "constraints": [{"kind": "power", "max_power_w": 1e9}]}, field="gpus.0.power_w", value="1e+308"),
+    Case("pd_fleet: power of 1e308 W per GPU", "pd_fleet", {"gpus": [{"gpu": "H100-SXM", "power_w": 1e308}]},
+         field="gpus.0.power_w", value="1e+308"),
+    Case("pd_fleet: price of 1e308 $/h per GPU", "pd_fleet",
+         {"gpus": [{"gpu": "H100-SXM", "cost_per_gpu_hour": 1e308}, {"gpu": "L40S", "cost_per_gpu_hour": 1e308}]},
+         field="gpus.0.cost_per_gpu_hour", value="1e+308", command="gap"),
+    # --- simulate --plan --------------------------------------------------------------------------------------------
+    plan_case("pd_fleet plan: a trillion aggregated instances", [{"aggregated": AGG, "instances": 10**12}],
+              "plan.pools[0].instances", value="1000000000000", says="limit", sub=True),
+    plan_case("pd_fleet plan: a billion decode instances", [{"prefill": PREFILL, "prefill_instances": 2, "decode": DECODE,
+                                                            "decode_instances": 10**9}],
+              "plan.pools[0].decode_instances", value="1000000000", says="limit", sub=True),
+    plan_case("pd_fleet plan: a disaggregated pool without its decode option",
+              [{"prefill": PREFILL, "prefill_instances": 2, "decode_instances": 2}], "plan.pools[0].decode", says="missing"),
+    plan_case("pd_fleet plan: a prefill option as an aggregated one", [{"aggregated": PREFILL, "instances": 2}],
+              "plan.pools[0].aggregated", value=PREFILL, says="not an aggregated option"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
+def test_hostile_pd_fleet(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    instance = materialize(case, tmp_path)
+    out_dir = tmp_path / "out"
+    argv = [case.command, str(instance), *[a.replace("{dir}", str(tmp_path)) for a in case.argv], "--json"]
+    if case.command in ("solve", "gap", "simulate"):
+        argv += ["--out", str(out_dir), "--quiet"]
+    outcome = run_subprocess(argv, tmp_path) if case.sub else run_in_process(argv, capsys)
+    allowed = case.exit if isinstance(case.exit, tuple) else (case.exit,)
+    assert outcome.code in allowed, f"expected exit {' or '.join(map(str, allowed))} {outcome.summary()}"
+    if outcome.code == 2:
+        assert_bad_input(case, outcome, out_dir)
+    else:
+        assert_answer(case, outcome)
+
