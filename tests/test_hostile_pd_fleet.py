@@ -86,3 +86,22 @@ def test_hostile_pd_fleet(case: Case, tmp_path: Path, capsys: pytest.CaptureFixt
     else:
         assert_answer(case, outcome)
 
+
+def _solve_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> dict[str, Any]:
+    outcome = run_in_process(["solve", str(REPO / "instances" / "pd_fleet" / name), "--json", "--quiet"], capsys)
+    assert outcome.code == 0, outcome.summary()
+    return json.loads(outcome.stdout)
+
+
+def test_an_aggregated_plan_names_the_batching_model_as_its_approximation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """chat's optimum is all aggregated: its figures come from the fleet kind's batching model, not the disaggregated
+    pool model whose approximations (Kimura's tails, the link) every report listed."""
+    said = " ".join(_solve_json(tmp_path, capsys, "chat.yaml")["results"][0]["evaluation"]["approximations"])
+    assert "batching model" in said and "optfleet simulate" in said, said
+    assert "Kimura" not in said, said
+
+
+def test_a_mixed_plan_names_both_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rag_long_prompt's optimum has an aggregated and a disaggregated pool: both models' approximations are said."""
+    said = " ".join(_solve_json(tmp_path, capsys, "rag_long_prompt.yaml")["results"][0]["evaluation"]["approximations"])
+    assert "batching model" in said and "Kimura" in said, said

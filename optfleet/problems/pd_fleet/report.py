@@ -45,7 +45,8 @@ def render_plan(problem: PdProblem, evaluation: PdEvaluation, report: SolveRepor
     if evaluation.checks:
         blocks += ["", "constraints:"]
         blocks += [f"  {'ok  ' if c.holds else 'FAIL'} {c.label}: {c.detail}" for c in evaluation.checks]
-    blocks += ["", "approximate (analytic pool model): " + "; ".join(evaluation.approximations)]
+    if evaluation.approximations:
+        blocks += ["", "approximate: " + "; ".join(evaluation.approximations)]
     return tables.page(blocks)
 
 
