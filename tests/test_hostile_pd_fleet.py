@@ -10,6 +10,7 @@ pd_fleet kind, Nov 28).
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,11 @@ import yaml
 from support import REPO
 import test_hostile_inputs as first
 from test_hostile_inputs import Case, assert_answer, assert_bad_input, materialize, run_in_process, run_subprocess
+
+from optfleet.instance import load_instance
+from optfleet.problems.pd_fleet.evaluator import evaluate
+from optfleet.problems.pd_fleet.plan import plan_from_dict
+from optfleet.problems.pd_fleet.problem import prepare
 
 pytestmark = pytest.mark.unit
 
@@ -105,3 +111,17 @@ def test_a_mixed_plan_names_both_models(tmp_path: Path, capsys: pytest.CaptureFi
     """rag_long_prompt's optimum has an aggregated and a disaggregated pool: both models' approximations are said."""
     said = " ".join(_solve_json(tmp_path, capsys, "rag_long_prompt.yaml")["results"][0]["evaluation"]["approximations"])
     assert "batching model" in said and "Kimura" in said, said
+
+
+@pytest.mark.parametrize("decode_instances, queue", [(1, "(a queue without a steady state: decode)"),
+                                                     (3, "decode admission, mean batch 108.3 >= 8 batch slots")])
+def test_an_unbounded_ttft_is_said_in_words(decode_instances: int, queue: str) -> None:
+    """A plan whose decode admission has no steady state (the Dynamo rule's plan of a small max_batch) printed
+    "P99 TTFT inf ms > 500 ms"; it is unbounded, and the queue is named."""
+    doc = copy.deepcopy(first.BASE["pd_fleet"])
+    doc["decode"]["max_batch"] = [8]
+    problem = prepare(load_instance(doc))
+    plan = plan_from_dict(problem, {"pools": [{"prefill": PREFILL, "prefill_instances": 2, "decode": "D L40S b8",
+                                               "decode_instances": decode_instances}]})
+    said = "; ".join(evaluate(problem, plan).violations)
+    assert "inf ms" not in said and "P99 TTFT unbounded > 500 ms" in said and queue in said, said
