@@ -64,6 +64,13 @@ CASES = [
     Case("pd_fleet: price of 1e308 $/h per GPU", "pd_fleet",
          {"gpus": [{"gpu": "H100-SXM", "cost_per_gpu_hour": 1e308}, {"gpu": "L40S", "cost_per_gpu_hour": 1e308}]},
          field="gpus.0.cost_per_gpu_hour", value="1e+308", command="gap"),
+    # --- a link pair naming a GPU type its role does not offer (a typo left the default bandwidth, silently) --------
+    Case("pd_fleet: link pair with a prefill GPU no prefill option uses", "pd_fleet",
+         {"links.pairs": [{"prefill_gpu": "A100-80GB", "decode_gpu": "L40S", "gb_per_s": 10}]},
+         field="links.pairs[0].prefill_gpu", value="A100-80GB"),
+    Case("pd_fleet: link pair with a decode GPU no decode option uses", "pd_fleet",
+         {"links.pairs": [{"prefill_gpu": "L40S", "decode_gpu": "A100-80GB", "gb_per_s": 10}]},
+         field="links.pairs[0].decode_gpu", value="A100-80GB", command="validate"),
     # --- simulate --plan --------------------------------------------------------------------------------------------
     plan_case("pd_fleet plan: a trillion aggregated instances", [{"aggregated": AGG, "instances": 10**12}],
               "plan.pools[0].instances", value="1000000000000", says="limit", sub=True),

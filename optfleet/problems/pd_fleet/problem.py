@@ -210,7 +210,7 @@ def prepare(loaded: LoadedInstance) -> PdProblem:
     return PdProblem(
         name=spec.name, rate_rps=spec.workload.rate_rps, model=model, pools=pools, aggregated=aggregated, prefill=prefill,
         decode=decode, gpus=gpus, link_default_gb_per_s=spec.links.default_gb_per_s,
-        link_pairs_gb_per_s=_link_pairs(spec), ttft_p99_ms=spec.slo.ttft_p99_ms, tpot_p99_ms=spec.slo.tpot_p99_ms,
+        link_pairs_gb_per_s=_link_pairs(spec, prefill, decode), ttft_p99_ms=spec.slo.ttft_p99_ms, tpot_p99_ms=spec.slo.tpot_p99_ms,
         rho_max=spec.slo.rho_max, constraints=_checked_constraints(spec, gpus), method=spec.solve.method,
         time_limit_s=spec.solve.time_limit_s, mip_gap=spec.solve.mip_gap, solver=spec.solve.solver,
         description=spec.description, performance_source=spec.performance.source,
@@ -336,10 +336,17 @@ def _require_fit(model: ModelSpec, gpu: str, tp: int, window: int, field: str) -
         raise InputError(field, tp, f"{model.name} on {tp} x {gpu} at {window:,} tokens: {fit.infeasible_reason}")
 
 
-def _link_pairs(spec: PdFleetSpec) -> dict[tuple[str, str], float]:
+def _link_pairs(spec: PdFleetSpec, prefill: tuple[PrefillOption, ...], decode: tuple[DecodeOption, ...]) -> dict[tuple[str, str], float]:
+    """The per-pair bandwidths; a pair twice, or naming a GPU type no option of its role uses (a typo would leave the
+    default bandwidth in force, silently), is refused naming the field."""
     pairs = {}
     for i, pair in enumerate(spec.links.pairs):
         key = (get_gpu(pair.prefill_gpu, f"links.pairs[{i}].prefill_gpu").name, get_gpu(pair.decode_gpu, f"links.pairs[{i}].decode_gpu").name)
+        for role, options, name, field in (("prefill", prefill, key[0], "prefill_gpu"), ("decode", decode, key[1], "decode_gpu")):
+            types = sorted({o.gpu for o in options})
+            if name not in types:
+                raise InputError(f"links.pairs[{i}].{field}", getattr(pair, field),
+                                 f"is not a GPU type of any {role} option here; {role} types: {', '.join(types) or 'none'}")
         if key in pairs:
             raise InputError(f"links.pairs[{i}]", f"{key[0]} -> {key[1]}", "appears twice; give each pair once")
         pairs[key] = float(pair.gb_per_s)
