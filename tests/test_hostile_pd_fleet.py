@@ -19,7 +19,7 @@ import pytest
 import yaml
 from support import REPO
 import test_hostile_inputs as first
-from test_hostile_inputs import Case, assert_answer, assert_bad_input, materialize, run_in_process, run_subprocess
+from test_hostile_inputs import DELETE, Case, assert_answer, assert_bad_input, materialize, run_in_process, run_subprocess
 
 from optfleet.instance import load_instance
 from optfleet.problems.pd_fleet.evaluator import evaluate
@@ -64,6 +64,13 @@ CASES = [
     Case("pd_fleet: price of 1e308 $/h per GPU", "pd_fleet",
          {"gpus": [{"gpu": "H100-SXM", "cost_per_gpu_hour": 1e308}, {"gpu": "L40S", "cost_per_gpu_hour": 1e308}]},
          field="gpus.0.cost_per_gpu_hour", value="1e+308", command="gap"),
+    # --- rules over several blocks: named by the block to add or change (the field, then " = "), not by
+    # "instance = {the whole document}", whose repr contained every block's name -----------------------------------
+    Case("pd_fleet: no model and no config_json", "pd_fleet", {"model": DELETE}, field="model = None", says="config_json"),
+    Case("pd_fleet: prefill without decode", "pd_fleet", {"decode": DELETE}, field="decode = None", says="both"),
+    Case("pd_fleet: decode without prefill", "pd_fleet", {"prefill": DELETE}, field="prefill = None", says="both", command="validate"),
+    Case("pd_fleet: aggregated disabled and no disaggregated roles", "pd_fleet",
+         {"aggregated.enabled": False, "prefill": DELETE, "decode": DELETE}, field="aggregated.enabled = False", says="no option left"),
     # --- a link pair naming a GPU type its role does not offer (a typo left the default bandwidth, silently) --------
     Case("pd_fleet: link pair with a prefill GPU no prefill option uses", "pd_fleet",
          {"links.pairs": [{"prefill_gpu": "A100-80GB", "decode_gpu": "L40S", "gb_per_s": 10}]},

@@ -187,6 +187,7 @@ class PdProblem:
 def prepare(loaded: LoadedInstance) -> PdProblem:
     """Check the cross-field rules of a loaded ``kind: pd_fleet`` instance and build the problem (module docstring)."""
     spec: PdFleetSpec = loaded.spec
+    _check_blocks(spec)
     model = _model(spec, loaded.resolve)
     windows = tuple(spec.pools.windows_tokens)
     pools = _pools(loaded, windows)
@@ -217,11 +218,25 @@ def prepare(loaded: LoadedInstance) -> PdProblem:
     )
 
 
+def _check_blocks(spec: PdFleetSpec) -> None:
+    """A model, both roles or neither, and some option left; each refused naming the field to add or change (in the
+    schema these rules named the whole document)."""
+    if spec.model is None and spec.config_json is None:
+        raise InputError("model", None, "is missing: give model (a catalog name: optfleet catalog lists them) or config_json "
+                         "(a Hugging Face model's config.json)")
+    if (spec.prefill is None) != (spec.decode is None):
+        raise InputError("decode" if spec.decode is None else "prefill", None,
+                         "is missing: a disaggregated pool needs both prefill and decode; give both or neither")
+    if spec.prefill is None and (spec.aggregated is None or not spec.aggregated.enabled):
+        field, value = ("aggregated", None) if spec.aggregated is None else ("aggregated.enabled", False)
+        raise InputError(field, value, "no option left: give aggregated (enabled), or prefill and decode")
+
+
 def _model(spec: PdFleetSpec, resolve: Callable[[str], Path]) -> ModelSpec:
     """The served model: read from ``config_json`` (``model`` then names it), else the catalog's ``model``."""
     if spec.config_json is not None:
         return model_from_hf_config(resolve(spec.config_json, "config_json"), name=spec.model, field="config_json")
-    assert spec.model is not None  # the schema asks for one of the two
+    assert spec.model is not None  # _check_blocks asks for one of the two
     return get_model(spec.model, field="model")
 
 

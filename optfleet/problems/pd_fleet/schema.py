@@ -13,14 +13,15 @@ sized as the fleet kind sizes a pool under ``preset: engine, service_model: batc
 pair of a prefill configuration (``prefill:``: GPU type, TP, token budget) and a decode configuration
 (``decode:``: GPU type, TP, max batch), whose KV caches cross a link of ``links:`` GB/s.  Lists are candidates;
 the MILP chooses.  Only what one field can check is checked here; cross-field rules (TP against the model, max
-batch against KV capacity, GPU names in constraints) are checked in problem.py, naming the field.
+batch against KV capacity, GPU names in constraints, a model or config_json, both roles or neither, some option
+left) are checked in problem.py, naming the field.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from optfleet.instance.shared_schema import (AvailabilityConstraint, GpuCount, GpuMixConstraint, GpusPerInstance, Integer, Real,
                                              Strict, Tokens, at_most)
@@ -228,13 +229,3 @@ class PdFleetSpec(Strict):
     """Budget, power, availability, GPU-mix and fixed-count constraints, over both roles and every pool."""
     solve: PdSolveSpec = PdSolveSpec()
     """The default method and the MILP's options."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "PdFleetSpec":
-        if self.model is None and self.config_json is None:
-            raise ValueError("give model (a catalog name: optfleet catalog lists them) or config_json (a Hugging Face model's config.json)")
-        if (self.prefill is None) != (self.decode is None):
-            raise ValueError("give both prefill and decode (a disaggregated pool needs both roles) or neither")
-        if self.prefill is None and (self.aggregated is None or not self.aggregated.enabled):
-            raise ValueError("no option left: give aggregated (enabled), or prefill and decode")
-        return self
