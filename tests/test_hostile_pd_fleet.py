@@ -78,6 +78,18 @@ CASES = [
     Case("pd_fleet: link pair with a decode GPU no decode option uses", "pd_fleet",
          {"links.pairs": [{"prefill_gpu": "L40S", "decode_gpu": "A100-80GB", "gb_per_s": 10}]},
          field="links.pairs[0].decode_gpu", value="A100-80GB", command="validate"),
+    # --- simulate options: the run's size counts every pool simulated (2 x 10^8 requests per pool ran for hours) ---
+    Case("pd_fleet simulate: 1.5 x 10^8 requests in each of two pools", "pd_fleet",
+         lambda doc: yaml.safe_load((REPO / "instances" / "pd_fleet" / "rag_long_prompt.yaml").read_text()),
+         command="simulate", argv=("--requests", "10000000", "--reps", "15"), field="--requests", value="10000000",
+         says="2 pools", sub=True),
+    # a replication above the pool simulator's limit was refused only after the plan's solve, as "requests" (and
+    # 2 x 10^7 arrivals, which the fleet's limit allows, ended in a MemoryError under 4 GB)
+    Case("pd_fleet simulate: 2 x 10^7 requests per replication", "pd_fleet", {}, command="simulate",
+         argv=("--plan", "{dir}/plan.json", "--requests", "20000000", "--reps", "1"),
+         files=(("plan.json", json.dumps({"pools": [{"prefill": PREFILL, "prefill_instances": 2, "decode": DECODE,
+                                                     "decode_instances": 2}]})),),
+         field="--requests = 20000000", says="limit", sub=True),
     # --- simulate --plan --------------------------------------------------------------------------------------------
     plan_case("pd_fleet plan: a trillion aggregated instances", [{"aggregated": AGG, "instances": 10**12}],
               "plan.pools[0].instances", value="1000000000000", says="limit", sub=True),

@@ -30,13 +30,14 @@ from optfleet import numbers, tables
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.simulate.batching import simulate_batching
 from optfleet.problems.fleet.simulate.outcome import plan_document
-from optfleet.problems.fleet.simulate.run import PERCENTILES, check_run_size, mean_ci95, request_tpot_ms, tpot_summary
+from optfleet.problems.fleet.simulate.run import (MAX_SIMULATED_REQUESTS, PERCENTILES, check_run_size, mean_ci95, request_tpot_ms,
+                                                   tpot_summary)
 from optfleet.problems.pd_fleet.evaluator import PdEvaluation, PoolEvaluation, evaluate
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan, plan_from_dict
 from optfleet.problems.pd_fleet.problem import AggregatedOption, DecodeOption, PdProblem, PoolTraffic, PrefillOption
 from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole
 from optfleet.problems.pd_fleet.simulate.metrics import busy_seconds
-from optfleet.problems.pd_fleet.simulate.pool import DEFAULT_WARMUP_SHARE, simulate_pool
+from optfleet.problems.pd_fleet.simulate.pool import DEFAULT_WARMUP_SHARE, MAX_POOL_REQUESTS, simulate_pool
 from optfleet.problems.pd_fleet.sizing import disaggregated_pool
 from optfleet.progress import Progress
 from optfleet.results import json_safe
@@ -157,6 +158,15 @@ def simulate_instance(loaded: Any, *, method: str | None = None, plan: PdPlan | 
         raise InputError("--mode", mode, "pd_fleet has one simulator (disaggregated pools by stage, aggregated ones by "
                          "continuous batching); leave --mode out")
     check_run_size(requests, reps, requests_field="--requests", reps_field="--reps")
+    if requests > MAX_POOL_REQUESTS:
+        raise InputError("--requests", requests, f"above the limit of {MAX_POOL_REQUESTS:,} requests per replication of a "
+                         "pd_fleet pool (a disaggregated pool's run holds every request's stage times at once); use more "
+                         "--reps instead")
+    busy = sum(1 for pool in problem.pools if pool.busy)
+    if requests * reps * busy > MAX_SIMULATED_REQUESTS:
+        raise InputError("--requests", requests, f"{requests:,} requests x {reps:,} replications x {busy} pools with traffic "
+                         f"= {requests * reps * busy:,} simulated requests, above the limit of {MAX_SIMULATED_REQUESTS:,} "
+                         "(every pool is simulated at these sizes); use fewer requests or replications")
     if seed < 0:
         raise InputError("--seed", seed, "must be >= 0")
     if plan is None:
