@@ -71,6 +71,13 @@ CASES = [
     Case("pd_fleet: decode without prefill", "pd_fleet", {"prefill": DELETE}, field="prefill = None", says="both", command="validate"),
     Case("pd_fleet: aggregated disabled and no disaggregated roles", "pd_fleet",
          {"aggregated.enabled": False, "prefill": DELETE, "decode": DELETE}, field="aggregated.enabled = False", says="no option left"),
+    # --- infeasible constraints explained: why a fixed count is out of reach, and two culprits in the plural ---------
+    Case("pd_fleet: a fixed count no instance size reaches", "pd_fleet",
+         {"aggregated.tp": [2], "prefill.tp": [2], "decode.tp": [2], "constraints": [{"kind": "fixed", "gpu": "L40S", "gpus": 3}]},
+         exit=1, says="every L40S option holds a multiple of 2 GPUs, and 3 is not one"),
+    Case("pd_fleet: two fixed counts of one GPU type", "pd_fleet",
+         {"constraints": [{"kind": "fixed", "gpu": "L40S", "gpus": 2}, {"kind": "fixed", "gpu": "L40S", "gpus": 3}]},
+         exit=1, says="without any one of them"),
     # --- a link pair naming a GPU type its role does not offer (a typo left the default bandwidth, silently) --------
     Case("pd_fleet: link pair with a prefill GPU no prefill option uses", "pd_fleet",
          {"links.pairs": [{"prefill_gpu": "A100-80GB", "decode_gpu": "L40S", "gb_per_s": 10}]},
