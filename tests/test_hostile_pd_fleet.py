@@ -78,6 +78,9 @@ CASES = [
     Case("pd_fleet: two fixed counts of one GPU type", "pd_fleet",
          {"constraints": [{"kind": "fixed", "gpu": "L40S", "gpus": 2}, {"kind": "fixed", "gpu": "L40S", "gpus": 3}]},
          exit=1, says="without any one of them"),
+    # --- a window far above the workload: the budget it splits into too many chunks is named with the window --------
+    Case("pd_fleet: a window of 10^9 tokens", "pd_fleet", {"pools.windows_tokens": [2500, 10**9]},
+         field="aggregated.max_num_batched_tokens[0]", says="pools.windows_tokens: 1,000,000,000 tokens"),
     # --- a link pair naming a GPU type its role does not offer (a typo left the default bandwidth, silently) --------
     Case("pd_fleet: link pair with a prefill GPU no prefill option uses", "pd_fleet",
          {"links.pairs": [{"prefill_gpu": "A100-80GB", "decode_gpu": "L40S", "gb_per_s": 10}]},
@@ -158,3 +161,13 @@ def test_an_unbounded_ttft_is_said_in_words(decode_instances: int, queue: str) -
                                                "decode_instances": decode_instances}]})
     said = "; ".join(evaluate(problem, plan).violations)
     assert "inf ms" not in said and "P99 TTFT unbounded > 500 ms" in said and queue in said, said
+
+
+def test_the_headline_counts_gpus_with_separators(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """rho_max 1e-9 needs some 2.6e8 GPUs: the headline wrote "262849635 H100-SXM" (the table's counts have commas)."""
+    doc = copy.deepcopy(first.BASE["pd_fleet"])
+    doc["slo"]["rho_max"] = 1e-9
+    path = tmp_path / "i.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    outcome = run_in_process(["solve", str(path), "--quiet"], capsys)
+    assert outcome.code == 0 and "262,849,635 H100-SXM" in outcome.stdout, outcome.stdout

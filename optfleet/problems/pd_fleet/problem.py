@@ -300,8 +300,9 @@ def _aggregated(spec: PdFleetSpec, model: ModelSpec, gpus: dict[str, GpuType], e
         budgets = -(-windows[-1] // budget)
         if budgets > MAX_BUDGETS_PER_PROMPT:
             raise InputError(f"aggregated.max_num_batched_tokens[{i}]", budget,
-                             f"splits a {windows[-1]:,}-token prompt into {budgets:,} budgets; the batching model takes at most "
-                             f"{MAX_BUDGETS_PER_PROMPT}")
+                             f"splits a prompt filling the largest window (pools.windows_tokens: {windows[-1]:,} tokens) into "
+                             f"{budgets:,} budgets; the batching model takes at most {MAX_BUDGETS_PER_PROMPT}: raise the budget or "
+                             "lower the window")
     for gi, gpu_name in enumerate(block.gpus):
         gpu = get_gpu(gpu_name, f"aggregated.gpus[{gi}]").name
         for ti, tp in enumerate(block.tp):
