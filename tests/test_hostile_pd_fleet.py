@@ -171,3 +171,18 @@ def test_the_headline_counts_gpus_with_separators(capsys: pytest.CaptureFixture[
     path.write_text(yaml.safe_dump(doc))
     outcome = run_in_process(["solve", str(path), "--quiet"], capsys)
     assert outcome.code == 0 and "262,849,635 H100-SXM" in outcome.stdout, outcome.stdout
+
+
+def test_an_unbounded_analytic_figure_is_not_printed_inf(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """simulate's comparison printed "inf" (left-aligned, breaking the column) for a P99 TTFT without a steady state."""
+    doc = copy.deepcopy(first.BASE["pd_fleet"])
+    doc["decode"]["max_batch"] = [8]
+    (tmp_path / "i.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "plan.json").write_text(json.dumps({"pools": [{"prefill": PREFILL, "prefill_instances": 2, "decode": "D L40S b8",
+                                                               "decode_instances": 3}]}))
+    outcome = run_in_process(["simulate", str(tmp_path / "i.yaml"), "--plan", str(tmp_path / "plan.json"), "--requests", "2000",
+                              "--reps", "1", "--quiet"], capsys)
+    assert outcome.code == 0, outcome.summary()
+    row = next(line for line in outcome.stdout.splitlines() if "P99 TTFT ms" in line)
+    assert "inf" not in row and row.split()[5] == "-", row
+    assert "analytic -: unbounded" in outcome.stdout, outcome.stdout

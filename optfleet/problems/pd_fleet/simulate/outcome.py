@@ -19,6 +19,7 @@ share of measured requests meeting both targets (P99 TTFT and P99 TPOT of the in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +91,7 @@ class PdSimulationOutcome:
             pairs += [(f"{role} utilisation", value, UTILISATIONS[role]) for role, value in e.utilisation.items()]
             for metric, analytic, figure in pairs:
                 simulated, half = p.metrics.get(figure, (float("nan"), float("nan")))
-                error = None if not analytic or analytic != analytic else (simulated - analytic) / analytic
+                error = None if not analytic or not math.isfinite(analytic) else (simulated - analytic) / analytic
                 rows.append({"pool": e.index, "mode": e.mode, "metric": metric, "analytic": analytic, "simulated": simulated,
                              "ci95": half, "rel_error": error, "requests": p.metrics["requests"][0]})
         return rows
@@ -125,6 +126,8 @@ class PdSimulationOutcome:
             "",
             "analytic (evaluator) vs simulated (rel. error: (simulated - analytic) / analytic, - where the analytic value is 0):",
             tables.Table(COMPARISON_COLUMNS, self.comparison),
+            *(["analytic -: unbounded (a queue without a steady state: the evaluator's verdict above says which)"]
+              if any(r["analytic"] is not None and not math.isfinite(r["analytic"]) for r in self.comparison) else []),
             "",
             f"attainment: share of measured requests with TTFT <= {self.ttft_target_ms:g} ms and TPOT <= {self.tpot_target_ms:g} ms",
             tables.Table(ATTAINMENT_COLUMNS, self.attainment),
@@ -134,7 +137,8 @@ class PdSimulationOutcome:
 COMPARISON_COLUMNS = [
     tables.Column("pool", "pool", tables.text, tables.KEY), tables.Column("mode", "mode", tables.text, tables.MEDIUM),
     tables.Column("metric", "metric", tables.text, tables.KEY),
-    tables.Column("analytic", "analytic", tables.number(4), tables.KEY),
+    tables.Column("analytic", "analytic", lambda v: numbers.significant(None if v is not None and not math.isfinite(v) else v, 4),
+                  tables.KEY),
     tables.Column("simulated", "simulated", tables.number(4), tables.KEY),
     tables.Column("ci95", "95 % half-width", tables.number(2), tables.MEDIUM),
     tables.Column("rel_error", "rel. error %", lambda v: numbers.fixed(None if v is None else 100 * v, 1), tables.HIGH),
