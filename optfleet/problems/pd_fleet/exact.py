@@ -203,8 +203,21 @@ def _explain(problem: PdProblem, cands: PdCandidates, customize) -> str:
 
     if customize is not None and feasible(None, None):
         return "the constraints added in Python (customize) exclude every plan; without them the instance is feasible"
-    culprits = [describe_constraint(i, c) for i, c in enumerate(problem.constraints) if feasible(i, customize)]
+    culprits = [describe_constraint(i, c).removesuffix(")") + _whole_instances(problem, c) + ")"
+                for i, c in enumerate(problem.constraints) if feasible(i, customize)]
     if culprits:
-        return "every pool has options that meet the SLO, but " + " or ".join(culprits) + " excludes every plan (without it the instance is feasible)"
+        return (f"every pool has options that meet the SLO, but {' or '.join(culprits)} excludes every plan (without "
+                f"{'it' if len(culprits) == 1 else 'any one of them'} the instance is feasible)")
     return "every pool has options that meet the SLO, but the constraints together exclude every plan: " + \
         "; ".join(describe_constraint(i, c) for i, c in enumerate(problem.constraints))
+
+
+def _whole_instances(problem: PdProblem, constraint) -> str:
+    """Why a ``fixed`` count no plan can reach is unreachable: every option of its GPU type holds a multiple of some
+    GPUs (the TP degrees' gcd), and the count is not one; "" otherwise."""
+    if constraint.kind != "fixed" or constraint.gpus == 0:
+        return ""
+    step = math.gcd(*(o.tp for o in (*problem.aggregated, *problem.prefill, *problem.decode) if o.gpu == constraint.gpu))
+    if step > 1 and constraint.gpus % step:
+        return f"; every {constraint.gpu} option holds a multiple of {step} GPUs, and {constraint.gpus:,} is not one"
+    return ""
