@@ -186,3 +186,4 @@ def test_an_unbounded_analytic_figure_is_not_printed_inf(capsys: pytest.CaptureF
     row = next(line for line in outcome.stdout.splitlines() if "P99 TTFT ms" in line)
     assert "inf" not in row and row.split()[5] == "-", row
     assert "analytic -: unbounded" in outcome.stdout, outcome.stdout
+    assert "x 1 replication (seed" in outcome.stdout and "1 replications" not in outcome.stdout  # said "1 replications"

@@ -121,7 +121,7 @@ class PdSimulationOutcome:
         return tables.page([
             f"instance {self.instance}: plan {self.plan.method}: {self.evaluation.describe()} "
             f"(${self.evaluation.cost_per_hour:,.2f}/h; evaluator: {verdict})",
-            f"{self.requests:,} requests per pool x {self.reps} replications (seed {self.seed}); the first "
+            f"{self.requests:,} requests per pool x {self.reps} replication{'s' if self.reps != 1 else ''} (seed {self.seed}); the first "
             f"{100 * DEFAULT_WARMUP_SHARE:g} % of each run's arrivals left out; {spread}",
             "",
             "analytic (evaluator) vs simulated (rel. error: (simulated - analytic) / analytic, - where the analytic value is 0):",
