@@ -21,6 +21,13 @@ classes (``FleetMilpData.least_ratio_ms``), and, under the fleetsim rule, each f
 of its interval.  Its own plan replaces the refreshed one when it passes the evaluator at a lower cost.
 On the shipped paper instances every pool is cap-bound and the bound equals the plan's cost.
 
+When that relaxation leaves a gap, it is the moments' (``_close_moments_gap``): the model is solved again with
+moment-ratio levels (models/fleet_moments.py), a grid of ``E[S^2]/E[S]`` per pool whose level binaries select a table
+valid for every routing in the level's interval: at the interval's bottom a relaxation (its bound is a bound), at
+its top a restriction (its plans pass the evaluator).  The grid is refined where the relaxation's plan sits
+(milp_moments.py) until the relaxation's bound reaches a plan that passes the evaluator (LMSYS K = 3 split: two
+refinements under either TTFT rule).
+
 Raising R_j only shrinks tables: ``a_max`` falls as R_j rises (``W99`` is
 linear in R_j), so a model whose R_j are all at least those of a solved model
 is a restriction of it, and that model's bound holds for it.  Two things
@@ -202,6 +209,7 @@ def _close_moments_gap(problem: FleetProblem, result: MilpResult, plan_data: Fle
     left.  Each refinement only splits intervals, so no bound falls."""
     own = {_pool_index(plan_data, p.name): (1.0 + p.service_scv) * p.mean_service_ms for p in result.evaluation.pools if p.share > 0}
     grid = initial_grid(relaxed_data, own)
+    repairable = not customize and FLEET_CONSTRAINTS.objective(problem.constraints) == COST
     settings = dict(routing=routing, max_pools=max_pools, customize=customize)
     for _ in range(MOMENT_ROUNDS):
         points = sum(len(edges) for edges in grid if edges is not None)
@@ -214,15 +222,20 @@ def _close_moments_gap(problem: FleetProblem, result: MilpResult, plan_data: Fle
         result = bounded
         if result.report.status != UNPROVEN:
             return result
-        restriction = _build(problem, plan_data, _within_cost(plan_data, bounds, result.evaluation.cost_per_hour, customize),
-                             plan_data.service_ratio_ms, ratio_levels=RatioLevels(grid, "top"), **settings)
-        restricted = _runner(restriction, solver, customize)(restriction, time_limit=time_limit_s, mip_gap=mip_gap)
-        result = replace(result, report=replace(result.report, seconds=result.report.seconds + restricted.seconds))
-        if restricted.has_solution:
-            plan = extract_plan(restriction)
-            result = _with_incumbent(result, plan, evaluate(problem, plan), f"the restriction's plan ({points} E[S^2]/E[S] grid points)", mip_gap)
-            if result.report.status != UNPROVEN:
-                return result
+        resized = _resized(problem, evaluate(problem, extract_plan(relaxation))) if repairable else None
+        if resized is not None:
+            result = _with_incumbent(result, resized.plan, resized,
+                                     f"the routing of the relaxation's plan ({label}) with every pool at its least instance count", mip_gap)
+        else:
+            restriction = _build(problem, plan_data, _within_cost(plan_data, bounds, result.evaluation.cost_per_hour, customize),
+                                 plan_data.service_ratio_ms, ratio_levels=RatioLevels(grid, "top"), **settings)
+            restricted = _runner(restriction, solver, customize)(restriction, time_limit=time_limit_s, mip_gap=mip_gap)
+            result = replace(result, report=replace(result.report, seconds=result.report.seconds + restricted.seconds))
+            if restricted.has_solution:
+                plan = extract_plan(restriction)
+                result = _with_incumbent(result, plan, evaluate(problem, plan), f"the restriction's plan ({points} E[S^2]/E[S] grid points)", mip_gap)
+        if result.report.status != UNPROVEN:
+            return result
         grid, added = refine(relaxed_data, grid, _tabled_pools(relaxation))
         if not added:
             break
@@ -453,11 +466,9 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
         tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo)
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
-        if repairable and all(p.min_instances >= 0 for p in evaluation.pools):
-            # The model's routing with every pool at its least instance count under the batching model passes the evaluator.
-            resized = evaluate(problem, plan.with_instances([p.min_instances for p in evaluation.pools]))
-            if _passes(problem, resized) and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
-                repaired = (iteration, resized)
+        resized = _resized(problem, evaluation) if repairable else None
+        if resized is not None and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
+            repaired = (iteration, resized)
         if evaluation.meets_slo:
             result = MilpResult(plan, report, evaluation, iteration, not changed, history)
             if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
@@ -501,6 +512,16 @@ def _no_worse_than_sweep(problem: FleetProblem, result: MilpResult, max_pools: i
     if swept is None:
         return result
     return _with_incumbent(result, swept.plan, swept, "the sweep's plan: cheaper than the plans of the MILP's refreshed models", mip_gap)
+
+
+def _resized(problem: FleetProblem, evaluation: FleetEvaluation) -> FleetEvaluation | None:
+    """``evaluation``'s routing with every pool at its least instance count under the evaluator, scored, when that plan
+    meets the SLO and the instance's constraints; else None.  Only a candidate under the cost objective without a Python
+    hook (a hook may need more instances than the evaluator's least)."""
+    if any(p.min_instances < 0 for p in evaluation.pools):
+        return None
+    resized = evaluate(problem, evaluation.plan.with_instances([p.min_instances for p in evaluation.pools]))
+    return resized if _passes(problem, resized) else None
 
 
 def _passes(problem: FleetProblem, evaluation: FleetEvaluation) -> bool:
