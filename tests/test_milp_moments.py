@@ -10,6 +10,7 @@ scored by the evaluator at its least instance counts), and the bound is below ev
 from __future__ import annotations
 
 import numpy as np
+import pyomo.environ as pyo
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -87,6 +88,13 @@ def _check_against_brute_force(problem, steps: int) -> tuple[float, float]:
 def test_three_pools_split_k3_is_proven_at_the_brute_force_optimum(tmp_path):
     cost, brute = _check_against_brute_force(_three_pools(tmp_path, 20.0, 300.0), steps=4)
     assert cost == brute == 6.0  # 2 GPUs at 2,000 tokens, 4 at 4,000
+
+
+def test_with_a_python_hook_the_restrictions_plans_close_the_gap(tmp_path):
+    # A hook may need more instances than the evaluator's least, so the candidate plans come from the restriction.
+    problem = _three_pools(tmp_path, 20.0, 300.0)
+    result = milp_driver.solve_milp(problem, customize=lambda m: setattr(m, "cap", pyo.Constraint(expr=m.cost <= 100)))
+    assert result.evaluation.meets_slo and result.report.status == "optimal" and result.evaluation.cost_per_hour == 6.0
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ moment-ratio levels (models/fleet_moments.py), a grid of ``E[S^2]/E[S]`` per poo
 valid for every routing in the level's interval: at the interval's bottom a relaxation (its bound is a bound), at
 its top a restriction (its plans pass the evaluator).  The grid is refined where the relaxation's plan sits
 (milp_moments.py) until the relaxation's bound reaches a plan that passes the evaluator (LMSYS K = 3 split: two
-refinements under either TTFT rule).
+refinements under the paper rule, one under the fleetsim rule).
 
 Raising R_j only shrinks tables: ``a_max`` falls as R_j rises (``W99`` is
 linear in R_j), so a model whose R_j are all at least those of a solved model
@@ -203,8 +203,10 @@ def _close_moments_gap(problem: FleetProblem, result: MilpResult, plan_data: Fle
     """Close the gap the moments leave (``result``'s tables at its own pools' E[S^2]/E[S], its bound at each pool's least
     class ratio) with moment-ratio levels (models/fleet_moments.py), for at most ``MOMENT_ROUNDS`` grids
     (milp_moments.py): per grid, the relaxation (tables at the bottom of each interval, ``relaxed_data``'s floor levels)
-    gives the bound and its plan if that passes the evaluator; the restriction (tables at the top, ``plan_data``'s
-    floor levels) a plan that passes it; then the grid is refined where the relaxation's plan sits.  Stops when the gap
+    gives the bound and its plan if that passes the evaluator; a candidate plan comes from the relaxation's routing with
+    every pool at its least instance count under the evaluator (under the cost objective without a Python hook), else
+    from the restriction (tables at the top, ``plan_data``'s floor levels: every plan of it passes the evaluator's wait
+    rule); then the grid is refined where the relaxation's plan sits.  Stops when the gap
     is within the MIP gap, a solve is not proven optimal, or nothing is left to refine; the note then says what is
     left.  Each refinement only splits intervals, so no bound falls."""
     own = {_pool_index(plan_data, p.name): (1.0 + p.service_scv) * p.mean_service_ms for p in result.evaluation.pools if p.share > 0}
