@@ -41,6 +41,8 @@ Constraints (equation numbers refer to this docstring)
                         no-wait iteration time at level m within the SLO; milp_data.py ``level_caps``) and
                         D_jm adds (r_j - cap_jm) gpu_bound[j] so another level's row still relaxes to (3)
     (8) max_pools       sum_j open[j] <= K
+  (11), (12), (7')      optional moment-ratio levels (``ratio_levels``, models/fleet_moments.py): the Erlang table
+                        as a table in load and R_j = E[S^2]/E[S], a level binary per interval of R_j's grid
     cost                cost = sum_j price_j n[j]   ($/hour)
 
 Each family is one function below (``add_*``); :func:`build` lists them in
@@ -81,6 +83,7 @@ import numpy as np
 import pyomo.environ as pyo
 from numpy.typing import NDArray
 from optfleet.models.constraints import COST, start_user_constraints
+from optfleet.models.fleet_moments import RatioLevels, add_ratio_level_rows, ratio_tables, start_ratio_levels
 from optfleet.models.fleet_objectives import OBJECTIVES
 from optfleet.models.fleet_routing import ROUTING
 from optfleet.models.linear import weighted
@@ -140,7 +143,7 @@ def service_gpu_bounds(data: FleetMilpData) -> np.ndarray:
 
 def build(
     data: FleetMilpData, ratio_ms: np.ndarray, routing: str = "split", max_pools: int = 2, gpu_bounds: np.ndarray | None = None,
-    objective: str = COST, wait_tables: list[np.ndarray] | None = None,
+    objective: str = COST, wait_tables: list[np.ndarray] | None = None, ratio_levels: RatioLevels | None = None,
 ) -> pyo.ConcreteModel:
     """The MILP of ``data`` with Erlang tables at ``ratio_ms`` (one R_j per pool option), or with ``wait_tables``
     (``[n, level]`` per option, ``n < N_j``: the batching model's, optfleet/problems/fleet/milp_batching.py): the
@@ -149,6 +152,9 @@ def build(
     ``gpu_bounds[j]`` bounds ``n[j]`` (instances; default :func:`service_gpu_bounds`).  It is the mutable
     Param ``m.gpu_bound``, also the big-M of ``n_open`` and ``nbig_high``: a Python constraint that needs
     more instances in a pool raises it there (``m.gpu_bound[j] = 500``) before the solve.
+
+    ``ratio_levels`` (models/fleet_moments.py) replaces a graded pool's single table at ``ratio_ms[j]`` by one table per
+    interval of its ``E[S^2]/E[S]`` grid, chosen by rows (11), (12).
     """
     if routing not in ROUTING:
         raise ValueError(f"routing must be one of {tuple(ROUTING)}")
@@ -177,6 +183,15 @@ def build(
     add_gpu_count_link(m)
     m.wait_tables = (erlang_tables(data.pools, ratio_ms, data.problem.ttft_p99_ms, data.problem.rho_max, data.problem.ttft_quantile)
                      if wait_tables is None else wait_tables)
+    m.ratio_levels = ratio_levels
+    m.ratio_tables = {}
+    if ratio_levels is not None:
+        if wait_tables is not None:
+            raise ValueError("moment-ratio levels build their own Erlang tables: pass ratio_levels or wait_tables, not both")
+        m.ratio_tables = ratio_tables(m, ratio_levels)
+        for j, table in m.ratio_tables.items():
+            m.wait_tables[j] = table[:, :, 0]  # the largest of a graded pool's tables: what holds at every ratio level
+        add_ratio_level_rows(m, ratio_levels)
     add_wait_rows(m)
     add_pool_limit(m, max_pools)
     add_cost(m)
@@ -296,22 +311,30 @@ def add_gpu_count_link(m: pyo.ConcreteModel) -> None:
 def add_wait_rows(m: pyo.ConcreteModel) -> None:
     """(7) ``wait[j,m]``: the table ``m.wait_tables[j]`` of pool j (the Erlang-C table at ``R_j``,
     optfleet.queueing.erlang_tables) for the chosen count and level; the cap ``r_j = rho_max n_max_j`` per GPU
-    from ``N_j`` GPUs on."""
+    from ``N_j`` GPUs on.  With moment-ratio levels (models/fleet_moments.py) a graded pool gets rows (7') instead,
+    ``wait_by_ratio[j,m,l]``, one per floor level and ratio level, off unless both are chosen."""
+    graded = set(m.ratio_tables) if m.ratio_levels is not None else set()
+    m.wait = pyo.Constraint([key for key in m.level.keys() if key[0] not in graded],
+                            rule=lambda m, j, lv: _wait_row(m, j, lv, m.wait_tables[j][:, lv], 1 - m.level[j, lv]))
+    if graded:
+        keys = [(j, lv, r) for j, lv in m.level.keys() if j in graded for r in range(m.ratio_tables[j].shape[2])]
+        m.wait_by_ratio = pyo.Constraint(
+            keys, rule=lambda m, j, lv, r: _wait_row(m, j, lv, m.ratio_tables[j][:, lv, r], 2 - m.level[j, lv] - m.ratio_level[j, r]))
+
+
+def _wait_row(m: pyo.ConcreteModel, j: int, lv: int, column: np.ndarray, off: Any) -> Any:
+    """``a_j <= sum_q column[q] count[j,q] + cap_j nbig[j] + D off``: pool j's load within the table ``column`` (one
+    entry per instance count ``q < N_j``) at floor level ``lv``, relaxed to the cap (3) when ``off >= 1``."""
     data = m.data
-    problem = data.problem
-    tables = [table.tolist() for table in m.wait_tables]
-
-    def wait_rule(m, j, lv):
-        counts = range(1, data.pools[j].table_instances)
-        per_gpu_cap = problem.rho_max * data.pools[j].slots_per_instance
-        level_cap = float(data.gpu_caps(j)[lv])
-        table_load = sum(tables[j][q][lv] * m.count[j, q] for q in counts)
-        slack = max((per_gpu_cap * q - tables[j][q][lv] for q in counts), default=0.0)
-        # Another level chosen: the row relaxes to the cap (3); a level cap below it needs (cap - level cap) per GPU more.
-        slack = slack + (per_gpu_cap - level_cap) * m.gpu_bound[j] if level_cap < per_gpu_cap else slack
-        return m.load_erlangs[j] <= table_load + level_cap * m.nbig[j] + slack * (1 - m.level[j, lv])
-
-    m.wait = pyo.Constraint(list(m.level.keys()), rule=wait_rule)
+    counts = range(1, data.pools[j].table_instances)
+    per_gpu_cap = data.problem.rho_max * data.pools[j].slots_per_instance
+    level_cap = float(data.gpu_caps(j)[lv])
+    values = column.tolist()
+    table_load = sum(values[q] * m.count[j, q] for q in counts)
+    slack = max((per_gpu_cap * q - values[q] for q in counts), default=0.0)
+    # Another level chosen: the row relaxes to the cap (3); a level cap below it needs (cap - level cap) per GPU more.
+    slack = slack + (per_gpu_cap - level_cap) * m.gpu_bound[j] if level_cap < per_gpu_cap else slack
+    return m.load_erlangs[j] <= table_load + level_cap * m.nbig[j] + slack * off
 
 
 def add_pool_limit(m: pyo.ConcreteModel, max_pools: int) -> None:
@@ -451,6 +474,7 @@ def warm_start(m: pyo.ConcreteModel, plan: Any) -> None:
         level = lowest_floor_level(data, j, x, z)
         if level is not None:
             m.level[j, level].set_value(1)
+    start_ratio_levels(m)
     start_user_constraints(m)
 
 

@@ -21,6 +21,13 @@ classes (``FleetMilpData.least_ratio_ms``), and, under the fleetsim rule, each f
 of its interval.  Its own plan replaces the refreshed one when it passes the evaluator at a lower cost.
 On the shipped paper instances every pool is cap-bound and the bound equals the plan's cost.
 
+When that relaxation leaves a gap, it is the moments' (``_close_moments_gap``): the model is solved again with
+moment-ratio levels (models/fleet_moments.py), a grid of ``E[S^2]/E[S]`` per pool whose level binaries select a table
+valid for every routing in the level's interval: at the interval's bottom a relaxation (its bound is a bound), at
+its top a restriction (its plans pass the evaluator).  The grid is refined where the relaxation's plan sits
+(milp_moments.py) until the relaxation's bound reaches a plan that passes the evaluator (LMSYS K = 3 split: two
+refinements under the paper rule, one under the fleetsim rule).
+
 Raising R_j only shrinks tables: ``a_max`` falls as R_j rises (``W99`` is
 linear in R_j), so a model whose R_j are all at least those of a solved model
 is a restriction of it, and that model's bound holds for it.  Two things
@@ -54,12 +61,14 @@ from optfleet.errors import InfeasibleError, NoPlanFoundError, NoPlanInTimeError
 from optfleet.models import fleet as fleet_model
 from optfleet.models.constraints import COST
 from optfleet.models.fleet_constraints import LARGEST_BOUND
+from optfleet.models.fleet_moments import RatioLevels
 from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.heuristics.sweep import compression_hint
 from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, per_gpu_capacity, relaxation_data, tabled_data
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
+from optfleet.problems.fleet.milp_moments import PoolState, initial_grid, refine
 from optfleet.problems.fleet.milp_plan import extract_plan
 from optfleet.problems.fleet.open_set_bounds import ThresholdCaseBound, open_set_bounds, threshold_set_bounds
 from optfleet.problems.fleet.plan import Plan, PoolPlan
@@ -75,6 +84,7 @@ FEASIBILITY_TOLERANCE = 1e-6  # relative; HiGHS's primal feasibility tolerance i
 MOMENTS_GAP = ("optimal for the model at its own pools' E[S^2]/E[S]; the gap is what a routing with lower moments might save "
                "(the bound's tables are at the least E[S^2]/E[S] of a class each pool can hold)")
 FLOOR_RESOLUTIONS = (1, 2, 4, 8)  # fleetsim floor levels per prefill chunk, refined while the relaxation leaves a gap
+MOMENT_ROUNDS = 8  # E[S^2]/E[S] grids tried while the moments leave a gap (milp_moments.py)
 MIN_SOLVE_S = 1.0  # a batching table model's solve gets at least this much of what is left of the time limit
 # Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
 OPEN_SET_LIMIT = 20_000
@@ -170,7 +180,10 @@ def solve_milp(
             if result.report.status != UNPROVEN:
                 break
             if problem.ttft_rule != "fleetsim" or not _levels_leave_gap(result, relaxation(result.ratio_ms), time_limit_s, mip_gap, customize, solver):
-                result = replace(result, note=result.note or MOMENTS_GAP)
+                # The gap is the moments': close it with E[S^2]/E[S] levels in the model (models/fleet_moments.py).
+                plan_data = data if resolution == 1 else prepare_milp_data(problem, floor_resolution=resolution)
+                result = _close_moments_gap(problem, result, plan_data, relaxed_data, bounds, levels, routing=routing, max_pools=max_pools,
+                                            time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
                 break
         result = _no_worse_than_sweep(problem, result, max_pools, customize, mip_gap)
     else:
@@ -182,6 +195,83 @@ def solve_milp(
         result = _bound_by_relaxation(problem, result, relaxed, "batching model: occupancy cap and prefill floor, no wait table",
                                       time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
     return result
+
+
+def _close_moments_gap(problem: FleetProblem, result: MilpResult, plan_data: FleetMilpData, relaxed_data: FleetMilpData, bounds: np.ndarray,
+                       floor_label: str, *, routing: str, max_pools: int, time_limit_s: float | None, mip_gap: float | None,
+                       customize: Callable[[pyo.ConcreteModel], None] | None, solver: str) -> MilpResult:
+    """Close the gap the moments leave (``result``'s tables at its own pools' E[S^2]/E[S], its bound at each pool's least
+    class ratio) with moment-ratio levels (models/fleet_moments.py), for at most ``MOMENT_ROUNDS`` grids
+    (milp_moments.py): per grid, the relaxation (tables at the bottom of each interval, ``relaxed_data``'s floor levels)
+    gives the bound and its plan if that passes the evaluator; a candidate plan comes from the relaxation's routing with
+    every pool at its least instance count under the evaluator (under the cost objective without a Python hook), else
+    from the restriction (tables at the top, ``plan_data``'s floor levels: every plan of it passes the evaluator's wait
+    rule); then the grid is refined where the relaxation's plan sits.  Stops when the gap
+    is within the MIP gap, a solve is not proven optimal, or nothing is left to refine; the note then says what is
+    left.  Each refinement only splits intervals, so no bound falls."""
+    own = {_pool_index(plan_data, p.name): (1.0 + p.service_scv) * p.mean_service_ms for p in result.evaluation.pools if p.share > 0}
+    grid = initial_grid(relaxed_data, own)
+    repairable = not customize and FLEET_CONSTRAINTS.objective(problem.constraints) == COST
+    settings = dict(routing=routing, max_pools=max_pools, customize=customize)
+    for _ in range(MOMENT_ROUNDS):
+        points = sum(len(edges) for edges in grid if edges is not None)
+        label = f"{floor_label}each pool's wait table at the bottom of its E[S^2]/E[S] interval ({points} grid points)"
+        relaxation = _build(problem, relaxed_data, _within_cost(relaxed_data, bounds, result.evaluation.cost_per_hour, customize),
+                            relaxed_data.least_ratio_ms, ratio_levels=RatioLevels(grid, "bottom"), **settings)
+        bounded = _bound_by_relaxation(problem, result, relaxation, label, time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
+        if bounded.report.bound is None or (result.report.bound is not None and bounded.report.bound < result.report.bound - 1e-9 * abs(result.report.bound)):
+            break  # a relaxation not solved to optimality: the last proven bound stands
+        result = bounded
+        if result.report.status != UNPROVEN:
+            return result
+        resized = _resized(problem, evaluate(problem, extract_plan(relaxation))) if repairable else None
+        if resized is not None:
+            result = _with_incumbent(result, resized.plan, resized,
+                                     f"the routing of the relaxation's plan ({label}) with every pool at its least instance count", mip_gap)
+        else:
+            restriction = _build(problem, plan_data, _within_cost(plan_data, bounds, result.evaluation.cost_per_hour, customize),
+                                 plan_data.service_ratio_ms, ratio_levels=RatioLevels(grid, "top"), **settings)
+            restricted = _runner(restriction, solver, customize)(restriction, time_limit=time_limit_s, mip_gap=mip_gap)
+            result = replace(result, report=replace(result.report, seconds=result.report.seconds + restricted.seconds))
+            if restricted.has_solution:
+                plan = extract_plan(restriction)
+                result = _with_incumbent(result, plan, evaluate(problem, plan), f"the restriction's plan ({points} E[S^2]/E[S] grid points)", mip_gap)
+        if result.report.status != UNPROVEN:
+            return result
+        grid, added = refine(relaxed_data, grid, _tabled_pools(relaxation))
+        if not added:
+            break
+    return replace(result, note=result.note or MOMENTS_GAP)
+
+
+def _tabled_pools(model: pyo.ConcreteModel) -> list[PoolState]:
+    """The open pools of a solved model below their table size, with their load and own E[S^2]/E[S]."""
+    data = model.data
+    states = []
+    for j in model.ratio_levels.graded():
+        instances = int(round(pyo.value(model.n[j]))) if pyo.value(model.open[j]) > 0.5 else 0
+        if not 0 < instances < data.pools[j].table_instances:
+            continue
+        x, z = fleet_model.pool_shares(model, j)
+        first = float(np.dot(data.load[:, j], x) + np.dot(data.compressed_load[:, j], z))
+        second = float(np.dot(data.second_load[:, j], x) + np.dot(data.compressed_second_load[:, j], z))
+        if first > 0:
+            states.append(PoolState(j, instances, first, 1000.0 * second / first))
+    return states
+
+
+def _with_incumbent(result: MilpResult, plan: Plan, evaluation: FleetEvaluation, note: str, mip_gap: float | None) -> MilpResult:
+    """``result`` with ``plan`` as its incumbent when it passes the evaluator at a lower cost, against ``result``'s bound
+    (optimal when that gap is within the MIP gap); else ``result`` unchanged."""
+    if not evaluation.meets_slo or evaluation.cost_per_hour >= result.evaluation.cost_per_hour - 1e-9:
+        return result
+    report, cost = result.report, evaluation.cost_per_hour
+    gap = relative_gap(cost, report.bound) if report.bound is not None else None
+    status = report.status
+    if status in (OPTIMAL, UNPROVEN):
+        status = OPTIMAL if gap is not None and gap <= max(mip_gap or 0.0, 1e-9) + 1e-9 else UNPROVEN
+    return MilpResult(plan, replace(report, status=status, objective=cost, gap=gap), evaluation, result.iterations, result.converged,
+                      result.history, result.ratio_ms, note)
 
 
 def _within_cost(data: FleetMilpData, bounds: np.ndarray, cost_per_hour: float | None, customize: Callable[[pyo.ConcreteModel], None] | None) -> np.ndarray:
@@ -378,11 +468,9 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
         tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo)
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
-        if repairable and all(p.min_instances >= 0 for p in evaluation.pools):
-            # The model's routing with every pool at its least instance count under the batching model passes the evaluator.
-            resized = evaluate(problem, plan.with_instances([p.min_instances for p in evaluation.pools]))
-            if _passes(problem, resized) and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
-                repaired = (iteration, resized)
+        resized = _resized(problem, evaluation) if repairable else None
+        if resized is not None and (repaired is None or resized.cost_per_hour < repaired[1].cost_per_hour - 1e-9):
+            repaired = (iteration, resized)
         if evaluation.meets_slo:
             result = MilpResult(plan, report, evaluation, iteration, not changed, history)
             if best is None or evaluation.cost_per_hour < best.evaluation.cost_per_hour - 1e-9:
@@ -423,15 +511,19 @@ def _no_worse_than_sweep(problem: FleetProblem, result: MilpResult, max_pools: i
     missed the sweep's plan (their tables sit at their own pools' moments, and the relaxation's plan may fail the
     evaluator): the sweep's plan is then the result, against the relaxation's bound."""
     swept = _sweep_incumbent(problem, _sweep_plan(problem), max_pools, customize)
-    if swept is None or swept.cost_per_hour >= result.evaluation.cost_per_hour - 1e-9:
+    if swept is None:
         return result
-    report, cost = result.report, swept.cost_per_hour
-    gap = relative_gap(cost, report.bound) if report.bound is not None else None
-    status = report.status
-    if status in (OPTIMAL, UNPROVEN):
-        status = OPTIMAL if gap is not None and gap <= max(mip_gap or 0.0, 1e-9) + 1e-9 else UNPROVEN
-    return MilpResult(swept.plan, replace(report, status=status, objective=cost, gap=gap), swept, result.iterations, result.converged,
-                      result.history, result.ratio_ms, "the sweep's plan: cheaper than the plans of the MILP's refreshed models")
+    return _with_incumbent(result, swept.plan, swept, "the sweep's plan: cheaper than the plans of the MILP's refreshed models", mip_gap)
+
+
+def _resized(problem: FleetProblem, evaluation: FleetEvaluation) -> FleetEvaluation | None:
+    """``evaluation``'s routing with every pool at its least instance count under the evaluator, scored, when that plan
+    meets the SLO and the instance's constraints; else None.  Only a candidate under the cost objective without a Python
+    hook (a hook may need more instances than the evaluator's least)."""
+    if any(p.min_instances < 0 for p in evaluation.pools):
+        return None
+    resized = evaluate(problem, evaluation.plan.with_instances([p.min_instances for p in evaluation.pools]))
+    return resized if _passes(problem, resized) else None
 
 
 def _passes(problem: FleetProblem, evaluation: FleetEvaluation) -> bool:
@@ -478,13 +570,13 @@ def _still_failing(evaluation: FleetEvaluation, refreshes: int) -> NoPlanFoundEr
 
 def _build(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, ratio_ms: np.ndarray, *, routing: str, max_pools: int,
            customize: Callable[[pyo.ConcreteModel], None] | None, skip: int | None = None,
-           wait_tables: list[np.ndarray] | None = None) -> pyo.ConcreteModel:
-    """The model of ``data`` at ``R_j = ratio_ms`` (or with ``wait_tables``) with the instance's constraints (all but
-    ``skip``) and ``customize``."""
+           wait_tables: list[np.ndarray] | None = None, ratio_levels: RatioLevels | None = None) -> pyo.ConcreteModel:
+    """The model of ``data`` at ``R_j = ratio_ms`` (or with ``wait_tables``, or ``ratio_levels``) with the instance's
+    constraints (all but ``skip``) and ``customize``."""
     constraints = problem.constraints if skip is None else tuple(c for i, c in enumerate(problem.constraints) if i != skip)
     model = fleet_model.build(data, ratio_ms, routing=routing, max_pools=max_pools,
                               gpu_bounds=bounds if skip is None else gpu_bounds(data, constraints),
-                              objective=FLEET_CONSTRAINTS.objective(constraints), wait_tables=wait_tables)
+                              objective=FLEET_CONSTRAINTS.objective(constraints), wait_tables=wait_tables, ratio_levels=ratio_levels)
     FLEET_CONSTRAINTS.declare_all(model, problem.constraints, skip=skip)
     if customize is not None:
         customize(model)

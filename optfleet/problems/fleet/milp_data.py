@@ -122,6 +122,9 @@ class FleetMilpData:
     floor_allowance: NDArray[np.float64]
     service_ratio_ms: NDArray[np.float64]
     least_ratio_ms: NDArray[np.float64]  # per pool, the least E[S^2]/E[S] of any class it can hold (plain or compressed)
+    greatest_ratio_ms: NDArray[np.float64]  # per pool, the greatest such ratio: no mix of whole classes exceeds it
+    second_load: NDArray[np.float64]  # [k, j] lambda sum_{i in k} w_i S_j(i)^2 (erlang-seconds per unit routed): M2 of row (11)
+    compressed_second_load: NDArray[np.float64]  # the same for class k compressed into pool j
     floor_bound: str
     floor_resolution: int
     level_caps: tuple[NDArray[np.float64], ...] | None = None
@@ -205,6 +208,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     load = np.zeros((count, n_pools))
     can_compress = np.zeros((count, n_pools), dtype=bool)
     compressed_load = np.zeros((count, n_pools))
+    second_load = np.zeros((count, n_pools))
+    compressed_second_load = np.zeros((count, n_pools))
     prefill_load = np.zeros((count, n_pools))
     compressed_prefill_load = np.zeros((count, n_pools))
     compressed_floor_measure = np.zeros((count, n_pools, width))
@@ -212,6 +217,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     second = np.zeros(n_pools)
     first = np.zeros(n_pools)
     least_ratio_ms = np.zeros(n_pools)
+    greatest_ratio_ms = np.zeros(n_pools)
+
     def seconds(cfg: PoolConfig, l_in: NDArray[np.int64], l_out_: NDArray[np.int64]) -> NDArray[np.float64]:
         """Per request, the seconds its load counts (the slot model's service time, or the batching model's
         slot-seconds at the occupancy cap)."""
@@ -222,6 +229,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     for j, (window, cfg) in enumerate(zip(windows, configs, strict=True)):
         service = seconds(cfg, mix.l_in, l_out)
         load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service, minlength=count)
+        second_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service**2, minlength=count)
         prefill_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cfg.prefill_compute_ms(mix.l_in) / 1000.0, minlength=count)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
@@ -235,6 +243,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
             compressed_s = seconds(cfg, window - l_out[band], l_out[band])
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
+            compressed_second_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s**2, minlength=count)
             compressed_prefill_load[:, j] = problem.rate_rps * np.bincount(
                 class_of[band], weights=w[band] * cfg.prefill_compute_ms(window - l_out[band]) / 1000.0, minlength=count)
             compressed_floor_measure[:, j, :] = (_chunk_mass(class_of[band], k_comp, w[band], count, width) if mean_rule
@@ -243,6 +252,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         held = np.concatenate(ratios)
         held = held[np.isfinite(held)]
         least_ratio_ms[j] = held.min() if held.size else 0.0
+        greatest_ratio_ms[j] = held.max() if held.size else 0.0
     # Classes are uniform in compressibility (split by L_out) and never straddle a band edge
     # (every gamma multiple of every window is a cut point).
     ratio_ms = np.where(first > 0, 1000.0 * second / np.maximum(first, 1e-300), 0.0)
@@ -273,6 +283,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_allowance=allowance,
         service_ratio_ms=ratio_ms,
         least_ratio_ms=least_ratio_ms,
+        greatest_ratio_ms=greatest_ratio_ms,
+        second_load=second_load,
+        compressed_second_load=compressed_second_load,
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
