@@ -1,9 +1,9 @@
 """optfleet explain on the caching kind's hindsight LP (issue 39): duals by finite differences, the price of capacity,
-the capacity curve monotone, bad input."""
+the capacity curve monotone and warm (bad input and output: tests/test_explain_cli_kinds.py)."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 
 import optfleet
 from optfleet import api
-from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT, EXIT_OK
 from optfleet.problems.caching import explain as caching_explain
 from optfleet.problems.caching.hindsight import solve_hindsight
+from optfleet.sensitivity.run import PointSolver
 from optfleet.solvers.sensitivity import arrays_sensitivity
 from tests.support import REPO
 
@@ -95,22 +94,22 @@ def test_tel_never_rises_with_xi(xis):
     assert all(b <= a + 1e-9 for a, b in zip(tels, tels[1:]))
 
 
-@pytest.mark.parametrize("option, value", [
-    ("--curve", "capacity_tokens=0,100"),
-    ("--curve", "capacity_tokens=200:100:3"),
-    ("--curve", "rate_growth=1:2:3"),
-    ("--break-even", "percentile"),
-])
-def test_bad_options_exit_2_naming_the_option(option, value, capsys):
-    assert main(["explain", str(TINY), option, value, "--quiet"]) == EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    assert option in err and value.split("=")[0] in err
+def test_the_warm_capacity_session_gives_the_full_solves_optimum():
+    """One LP whose right-hand sides move (and is built again below its capacity) reaches the optimum TEL of a full
+    solve at every point, in any order; xi and forced caching have no warm path."""
+    question = small_question(300)
+    warm = caching_explain.session(question, "capacity_tokens")
+    for capacity in (300, 700, 1500, 200, 900, 0):
+        at = replace(question, capacity_tokens=capacity)
+        assert warm(at).objective == pytest.approx(caching_explain.solve(at).objective, rel=1e-12, abs=1e-9)
+    assert caching_explain.session(question, "xi_ms") is None
+    forced = replace(question, problem=replace(question.problem, forced_caching=True))
+    assert caching_explain.session(forced, "capacity_tokens") is None
 
 
-def test_json_is_one_document_and_plot_is_written(tmp_path, capsys):
-    png = tmp_path / "curves.png"
-    assert main(["explain", str(TINY), "--json", "--quiet", "--curve", "xi_ms=30,50,80", "--plot", str(png)]) == EXIT_OK
-    document = json.loads(capsys.readouterr().out)
-    assert document["kind"] == "caching" and document["plan"]["objective"] == pytest.approx(10.0)
-    assert {"binding", "shadow_prices", "curve:capacity_tokens", "curve:xi_ms"} <= set(document["tables"])
-    assert png.stat().st_size > 0
+def test_a_curve_point_at_the_instances_value_is_the_instances_solve():
+    explainer = caching_explain.explainer(small_question(300).problem)
+    question = explainer.subject  # the instance's first capacity, 1,000 tokens
+    base = caching_explain.solve(question)
+    solve_at = PointSolver(explainer, question, explainer.parameters["capacity_tokens"], base)
+    assert solve_at(1000) is base and solve_at(1001) is not base

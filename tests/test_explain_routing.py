@@ -1,9 +1,8 @@
 """optfleet explain on the routing kind's threshold design (issue 39): duals by finite differences, monotone curves,
-break-even, alternatives, bad input."""
+break-even, alternatives (bad input and output: tests/test_explain_cli_kinds.py)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -12,8 +11,6 @@ from hypothesis import strategies as st
 
 import optfleet
 from optfleet import api
-from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT, EXIT_OK
 from optfleet.problems.fleet.schema import NodeMultipleConstraint
 from optfleet.problems.routing import explain as routing_explain
 from optfleet.problems.routing.design import evaluate_design
@@ -114,24 +111,3 @@ def test_break_even_and_alternatives_on_two_gpu_types():
     assert list(alternatives["alternative"]) == ["no H100-SXM"]
     assert (alternatives["objective"] >= result.base.objective - 1e-9).all()
     assert "H100" not in alternatives.iloc[0]["plan"]
-
-
-@pytest.mark.parametrize("option, value", [
-    ("--curve", "percentile=0.9,1.0"),
-    ("--curve", "epsilon=0.1:0.1:3"),
-    ("--curve", "window=1:2:3"),
-    ("--break-even", "price:L40S"),
-])
-def test_bad_options_exit_2_naming_the_option(option, value, capsys):
-    assert main(["explain", str(TINY), option, value, "--quiet"]) == EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    assert option in err and value.split("=")[0] in err
-
-
-def test_json_is_one_document_and_plot_is_written(tmp_path, capsys):
-    png = tmp_path / "curves.png"
-    assert main(["explain", str(TINY), "--json", "--quiet", "--curve", "ttft_ms=2000,10000", "--plot", str(png)]) == EXIT_OK
-    document = json.loads(capsys.readouterr().out)
-    assert document["kind"] == "routing" and document["plan"]["objective"] == pytest.approx(20.0)
-    assert {"binding", "shadow_prices", "price_ranges", "curve:percentile", "curve:ttft_ms"} <= set(document["tables"])
-    assert png.stat().st_size > 0

@@ -22,7 +22,9 @@ its optimal vertex is whole), so HiGHS's duals and ranging apply to it directly,
   bind at C stays so above C).  Under forced caching C also moves the forced rows' right-hand sides and the
   columns' bounds (models/caching.py (5)), so that sum is not the price of capacity and is not shown;
 * **parameters**: ``capacity_tokens`` (C, rounded to whole tokens; the instance's capacities are the default
-  curve) and ``xi_ms`` (the TTFT tail threshold).  A request's arrival time does not enter the LP (only the order
+  curve) and ``xi_ms`` (the TTFT tail threshold).  A capacity curve is warm (:class:`CapacitySession`): one HiGHS
+  LP, built at the smallest capacity asked so far, whose rows' right-hand sides move to each new C; dual simplex
+  restarts from the previous point's basis (a right-hand side change keeps it dual feasible).  A request's arrival time does not enter the LP (only the order
   of events does), so there is no rate parameter; no break-even and no alternatives (one schedule, no named
   restriction).
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 
+import highspy
 import numpy as np
 import pandas as pd
 
@@ -40,6 +43,8 @@ from optfleet.problems.caching.kind import UNIT
 from optfleet.problems.caching.lp_data import prepare
 from optfleet.problems.caching.problem import CachingProblem
 from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.solvers.highs import HIGHS_STATUS, highs_session, pass_model
+from optfleet.solvers.report import OPTIMAL
 from optfleet.solvers.sensitivity import LpSensitivity, arrays_sensitivity
 
 SHOWN_ROWS = 10  # binding capacity rows listed one by one (the largest prices)
@@ -59,7 +64,8 @@ def explainer(problem: CachingProblem) -> Explainer:
     """The caching kind's sensitivity hooks for the hindsight LP at its first capacity (optfleet/sensitivity/explainer.py)."""
     question = Question(problem, problem.capacities_tokens[0])
     curves = (f"capacity_tokens={','.join(str(c) for c in problem.capacities_tokens)}",) if len(problem.capacities_tokens) > 1 else ()
-    return Explainer(UNIT, solve, analyse, parameters(question), lambda question, solved: [], default_curves=curves, subject=question)
+    return Explainer(UNIT, solve, analyse, parameters(question), lambda question, solved: [], default_curves=curves, subject=question,
+                     session=session)
 
 
 def solve(question: Question) -> Solved:
@@ -67,7 +73,53 @@ def solve(question: Question) -> Solved:
     from optfleet.problems.caching.runs import run_optimum
 
     run = run_optimum(question.problem, question.capacity_tokens)
-    return Solved(run.evaluation.tel_ms, run.optimum.report.status, schedule_label(run.kept_tokens), run)
+    return Solved(run.evaluation.tel_ms, run.optimum.report.status, schedule_label(run.kept_tokens), run.evaluation)
+
+
+def session(question: Question, parameter: str) -> CapacitySession | None:
+    """The warm path of a capacity curve (:class:`CapacitySession`); none for ``xi_ms`` (it changes every column's
+    bound and value) or under forced caching (C moves the forced rows and the columns' bounds)."""
+    if parameter != "capacity_tokens" or question.problem.forced_caching:
+        return None
+    return CapacitySession()
+
+
+class CapacitySession:
+    """The hindsight LP at one capacity after another in one HiGHS model (module docstring).
+
+    Without forced caching the columns and their bounds do not depend on C, and a row dropped at C as unable to
+    bind (its columns' bounds sum to at most C) cannot bind at a larger C either: the LP built at the smallest C
+    asked holds every row any larger C needs, each with right-hand side C.  A smaller C than the model's builds it
+    again.  Each point's schedule is scored by the kind's evaluator; a point whose LP is not optimal, whose vertex
+    is not whole, or whose evaluated TEL differs from the LP optimum is solved by :func:`solve` instead."""
+
+    def __init__(self) -> None:
+        self.data: lp.CacheLpData | None = None
+        self.highs: highspy.Highs | None = None
+
+    def __call__(self, question: Question) -> Solved:
+        from optfleet.problems.caching.evaluate import evaluate_schedule
+        from optfleet.problems.caching.hindsight import TEL_MATCH_RELATIVE
+
+        problem, capacity = question.problem, question.capacity_tokens
+        if self.data is None or capacity < self.data.capacity_tokens:
+            self.data = prepare(problem.trace, capacity, problem.ttft, problem.xi_ms)
+            with highs_session(keep_log=False) as (h, _):
+                h.setOptionValue("presolve", "off")  # as the kind's own LP path: presolve costs more than it saves here
+                pass_model(h, lp.highs_whole(self.data).pass_model_args, "the hindsight caching LP")
+            self.highs = h
+        data, h = self.data, self.highs
+        rows = np.arange(data.n_rows, dtype=np.int32)
+        h.changeRowsBounds(data.n_rows, rows, np.full(data.n_rows, -highspy.kHighsInf), np.full(data.n_rows, float(capacity)))
+        h.run()
+        if HIGHS_STATUS.get(h.getModelStatus()) != OPTIMAL:
+            return solve(question)
+        kept, integral = lp.kept_from_columns(data, np.asarray(h.getSolution().col_value, dtype=float))
+        evaluation = evaluate_schedule(problem.trace, kept, capacity, problem.ttft, problem.xi_ms, slo_ms=problem.slo_ms, policy="optimum")
+        lp_tel_ms = data.tel_constant_ms + float(h.getInfo().objective_function_value)
+        if not integral or abs(evaluation.tel_ms - lp_tel_ms) > TEL_MATCH_RELATIVE * max(1.0, abs(evaluation.tel_ms)):
+            return solve(question)
+        return Solved(evaluation.tel_ms, OPTIMAL, schedule_label(kept), evaluation)
 
 
 def schedule_label(kept_tokens: np.ndarray) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 import pyomo.environ as pyo
+from pyomo.core.expr.visitor import identify_variables
 
 from optfleet.errors import InfeasibleError
 from optfleet.instance.shared_schema import AvailabilityConstraint, MaxTypesConstraint
@@ -192,15 +193,21 @@ def _pool_name(model: pyo.ConcreteModel, j: int) -> str:
 
 
 def binding_frame(model: pyo.ConcreteModel, picked: dict[int, int]) -> pd.DataFrame:
-    """The mis-route row, each pool's sizing row and the declared constraints' rows, each with its slack and whether it binds."""
+    """The mis-route row, each pool's sizing row and the declared constraints' rows on the design's options (or on no
+    option: fleet-wide rows), each with its slack and whether it binds."""
     records = [{"pool": "design", "constraint": "mis-route probability within design.epsilon", "row": model.misroute.name,
                 "slack": row_slack(model.misroute), "slack_unit": "probability", "binds": row_binds(model.misroute)}]
     for j in picked.values():
         row = model.fewest[j]
         records.append({"pool": _pool_name(model, j), "constraint": "SLO sizing: at least the fewest instances meeting the TTFT SLO and rho_max",
                         "row": row.name, "slack": row_slack(row), "slack_unit": "instance", "binds": row_binds(row)})
+    chosen = {id(var) for j in picked.values() for var in (model.n[j], model.open[j])}
+    options = {id(var) for j in model.open for var in (model.n[j], model.open[j])}
     for declared in model.user_constraints:
         for row in declared.block.component_data_objects(pyo.Constraint, active=True):
+            touched = {id(var) for var in identify_variables(row.body)} & options
+            if touched and not touched & chosen:
+                continue  # a row of options the design does not use (e.g. a type indicator's link per option)
             index = row.parent_block().name.rsplit("_", 1)[-1]
             records.append({"pool": "fleet", "constraint": f"constraints[{index}] ({declared.kind.name}: {row.local_name})", "row": row.name,
                             "slack": row_slack(row), "slack_unit": "", "binds": row_binds(row)})
