@@ -38,6 +38,7 @@ import highspy
 import numpy as np
 import pandas as pd
 
+from optfleet.instance.shared_schema import MAX_TOKENS
 from optfleet.models import caching as lp
 from optfleet.problems.caching.kind import UNIT
 from optfleet.problems.caching.lp_data import prepare
@@ -132,8 +133,8 @@ def parameters(question: Question) -> dict[str, Parameter]:
     """``capacity_tokens`` and ``xi_ms`` (module docstring)."""
     problem = question.problem
     return {
-        "capacity_tokens": Parameter("capacity_tokens", "tokens", "cache capacity C (rounded to whole tokens)", question.capacity_tokens,
-                                     lambda q, v: replace(q, capacity_tokens=int(round(v)))),
+        "capacity_tokens": Parameter("capacity_tokens", "tokens", "cache capacity C (rounded to whole tokens; at most 2**53, as in an instance)", question.capacity_tokens,
+                                     lambda q, v: replace(q, capacity_tokens=int(round(v))), 0.0, MAX_TOKENS, open_interval=False),
         "xi_ms": Parameter("xi_ms", "ms", "TTFT tail threshold xi (TEL counts TTFT above it)", problem.xi_ms,
                            lambda q, v: replace(q, problem=replace(q.problem, xi_ms=v))),
     }
