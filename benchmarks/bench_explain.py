@@ -3,9 +3,11 @@
 For each case the exact method is solved once on the instance (its time is the median of ``--repeats`` runs), then
 a 10-point curve is computed (optfleet/sensitivity/run.py ``curve``): ``rate_growth`` from 1.0 to 1.5, or for the
 caching LP (no rate parameter: its LP depends on the order of events only) ``capacity_tokens`` over the instance's
-range.  The point at the instance's own value is its solve; the others are exact re-solves, warm where the kind
-declares a session (the caching LP's capacity: one HiGHS model, right-hand sides changed, dual simplex from the
-previous basis), else each a full solve with the kind's own warm start.  The ratio column is
+range, or for a routing design over a GPU catalog the price of its default break-even's GPU type (1.0x to 1.5x).
+The point at the instance's own value is its solve; the others are exact re-solves, warm where the kind declares a
+session (the caching LP's capacity: one HiGHS model, right-hand sides changed, dual simplex from the previous basis;
+the routing design's GPU price: one computed grid repriced), else each a full solve with the kind's own warm start.
+The ratio column is
 
     curve seconds / (10 x one solve's seconds)
 
@@ -41,6 +43,7 @@ CASES = (  # (instance, curve)
     ("instances/reserved/azure_2023_flash.yaml", RATE_CURVE),
     ("instances/routing/tiny.yaml", RATE_CURVE),
     ("instances/routing/azure_2023.yaml", RATE_CURVE),
+    ("instances/routing/azure_2023_catalog_mix.yaml", f"price:A100-80GB=2.21:3.315:{POINTS}"),  # its default break-even's price, to 1.5x
     ("instances/caching/tiny.yaml", f"capacity_tokens=100:200:{POINTS}"),
     ("instances/caching/sharegpt_like.yaml", f"capacity_tokens=1000:10000:{POINTS}"),
 )

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import optfleet
 from optfleet import api
-from optfleet.problems.fleet.schema import NodeMultipleConstraint
+from optfleet.problems.fleet.schema import BudgetConstraint, NodeMultipleConstraint
 from optfleet.problems.routing import explain as routing_explain
 from optfleet.problems.routing.design import evaluate_design
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity
@@ -111,3 +111,16 @@ def test_break_even_and_alternatives_on_two_gpu_types():
     assert list(alternatives["alternative"]) == ["no H100-SXM"]
     assert (alternatives["objective"] >= result.base.objective - 1e-9).all()
     assert "H100" not in alternatives.iloc[0]["plan"]
+
+
+def test_the_warm_price_session_gives_the_full_solves_design():
+    """Repricing one computed grid (and the budget's bounds) gives each price's full solve, plan and cost, including
+    where the budget leaves no design; the other parameters have no warm path."""
+    problem = hetero_problem(BudgetConstraint(kind="budget", max_cost_per_hour=19.5))
+    price = routing_explain.parameters(problem)["price:H100-SXM"]
+    warm = routing_explain.session(problem, "price:H100-SXM")
+    for value in (1.5, 1.74, 1.76, 3.0, 0.5):
+        at = price.apply(problem, value)
+        full, repriced = routing_explain.solve(at), warm(at)
+        assert (repriced.objective, repriced.plan, repriced.status) == (full.objective, full.plan, full.status)
+    assert routing_explain.session(problem, "rate_growth") is None

@@ -22,6 +22,8 @@ plan's values loaded, gives:
   ``ttft_ms`` (the fleet's P99 TTFT target), ``percentile`` (the TTFT target's percentile, slot model only),
   ``epsilon`` (design.epsilon) and ``price:<GPU>`` ($/GPU-hour); the P95 -> P99 curve (slot model) and the
   break-even of the second-cheapest GPU type's price by default;
+* **warm points**: a GPU price's curve and break-even reprice the options of one computed grid
+  (:class:`PriceSession`) instead of computing the grid again at every price;
 * **alternatives**: ``no <type>`` (an availability cap of 0 GPUs) per GPU type the design uses, and ``one GPU
   type`` (``max_types: 1``) when it uses two.
 """
@@ -54,23 +56,53 @@ def explainer(problem: RoutingProblem) -> Explainer:
     """The routing kind's sensitivity hooks for its threshold design (optfleet/sensitivity/explainer.py)."""
     slots = problem.fleet.service_model == "slots"
     return Explainer(COST_UNIT, solve, analyse, parameters(problem), alternatives, break_even=default_break_even(problem),
-                     default_curves=(P95_TO_P99,) if slots else ())
+                     default_curves=(P95_TO_P99,) if slots else (), session=session)
 
 
-def solve(problem: RoutingProblem) -> Solved:
+def solve(problem: RoutingProblem, prepared: tuple | None = None) -> Solved:
     """The design MILP's plan, its $/h as the kind's design evaluator scores it (design.py ``evaluate_design``, the
     one that scores every design method) and its label, e.g. ``C=2000 B=1400 gamma=1: short A100-80GB x7 + long
-    A100-80GB x13``."""
+    A100-80GB x13``.  ``prepared``: the design grid and data of ``problem`` when already computed."""
     from optfleet.problems.routing.design import evaluate_design
     from optfleet.problems.routing.design_milp import solve_design
 
     try:
-        candidate, report = solve_design(problem)
+        candidate, report = solve_design(problem, prepared)
     except InfeasibleError:
         return Solved(None, "infeasible", "", None)
     scored = evaluate_design(problem, candidate)
     status = report.status if scored.feasible else f"{report.status}, but the evaluator finds it infeasible"
     return Solved(scored.cost_per_hour, status, plan_label(candidate), candidate)
+
+
+def session(problem: RoutingProblem, parameter: str) -> PriceSession | None:
+    """The warm path of a GPU price's curve or break-even (:class:`PriceSession`); none for the other parameters
+    (they change the pools' sizing, which is the grid's work)."""
+    return PriceSession(parameter.removeprefix("price:")) if parameter.startswith("price:") else None
+
+
+class PriceSession:
+    """The design at one price of GPU type ``gpu`` after another, from one computed grid.
+
+    The grid (every rule's traffic and every option's fewest instances, design_milp.py ``design_data``: most of a
+    solve on a large stream) does not depend on prices.  Each point reprices the options of ``gpu``
+    (``price x tp`` per instance-hour, as the changed fleet prices its configurations), recomputes the instance
+    bounds the constraints derive from prices (a budget's), and solves the design MILP: only its cost
+    coefficients and those bounds differ from point to point."""
+
+    def __init__(self, gpu: str) -> None:
+        self.gpu = gpu
+        self.prepared: tuple | None = None
+
+    def __call__(self, problem: RoutingProblem) -> Solved:
+        from optfleet.problems.routing.design_milp import design_data, with_constraints
+
+        if self.prepared is None:
+            self.prepared = design_data(problem)
+        grid, data = self.prepared
+        price = design_prices(problem)[self.gpu]
+        pools = tuple(replace(o, cost_per_instance_hour=price * o.tp) if o.gpu_type == self.gpu else o for o in data.pools)
+        return solve(problem, (grid, with_constraints(replace(data, pools=pools), data.constraints)))
 
 
 def plan_label(candidate: DesignCandidate) -> str:
