@@ -35,7 +35,25 @@ Caching for LLM Inference, Zhang et al.): min ``sum_r e_r`` with ``e_r >= 0``
 and ``e_r >= alpha (input_r - H_r) + beta - xi`` (7); ``violations``: min
 ``sum_r v_r``, ``v_r`` binary, ``alpha (input_r - H_r) + beta - slo <= M_r
 v_r`` with ``M_r = alpha input_r + beta - slo`` (8; requests with ``M_r <= 0``
-never violate and get no row).  The capacity rows have the interval
+never violate and get no row).
+
+Queueing (the ``fcfs_server`` setting, optfleet.problems.prefix_cache.evaluate):
+one FCFS prefill server, request ``r`` arriving ``g_r = a_r - a_{r-1}`` ms
+after the one before, its prefill ``S_r = alpha (input_r - H_r) + beta``.
+Wait columns ``w_r >= 0``, ``w_0 = 0`` and
+
+    wait[r]:  w_r >= w_{r-1} + S_{r-1} - g_r          (r >= 1)                    (9)
+
+and ``TTFT_r = w_r + S_r`` in (7) and (8), with ``M_r = W0_r + alpha input_r +
+beta - slo`` in (8), ``W0`` the waits when nothing is cached (the largest:
+Lindley's recursion is non-decreasing in every ``S``).  This is exact, not a
+relaxation: for fixed hits the true waits (Lindley, ``w_r = max(0, w_{r-1} +
+S_{r-1} - g_r)``) are the smallest ``w`` meeting (9), by induction on ``r``,
+and (7) and (8) only get harder as any ``w_r`` grows, so some optimum has the
+true waits.  Hits do not change with the server (the replay serves requests
+one at a time in arrival order with the running request's path pinned, and
+no two prefills overlap), so (1)-(6) are unchanged and ``hit_tokens`` needs
+no wait columns.  The capacity rows have the interval
 structure of the caching kind's LP (totally unimodular); (3) and (5) break it,
 which is why this is a MILP.  ``relax=True`` gives its LP relaxation, a bound.
 
@@ -86,6 +104,18 @@ class PrefixMilpData:
     alpha_ms_per_token: float
     beta_ms: float
     threshold_ms: float                    # xi for ``tel``, the SLO for ``violations``
+    arrival_gap_ms: NDArray[np.float64] | None = None   # g_r of (9), g_0 = 0; None: no FCFS server (instantaneous service)
+    max_wait_ms: NDArray[np.float64] | None = None      # W0_r of (8) with the server
+
+    @property
+    def queueing(self) -> bool:
+        """Whether (9) applies: an FCFS server and a tail objective."""
+        return self.arrival_gap_ms is not None and self.objective != "hit_tokens"
+
+    def violation_big_ms(self) -> NDArray[np.float64]:
+        """``M_r`` of (8): the largest ``TTFT_r - slo`` (nothing cached, and the largest wait with the server)."""
+        worst = self.alpha_ms_per_token * self.input_tokens.astype(float) + self.beta_ms - self.threshold_ms
+        return worst + self.max_wait_ms if self.queueing and self.max_wait_ms is not None else worst
 
     @property
     def n_columns(self) -> int:
@@ -102,6 +132,8 @@ def build(data: PrefixMilpData, relax: bool = False) -> pyo.ConcreteModel:
     else:
         add_prefix_hit_rows(m, data)
     add_hit_tokens(m, data)
+    if data.queueing:
+        add_wait_rows(m, data)
     {"hit_tokens": add_hit_objective, "tel": add_tel_objective, "violations": add_violation_objective}[data.objective](m, data, relax)
     return m
 
@@ -144,6 +176,15 @@ def add_hit_tokens(m: pyo.ConcreteModel, data: PrefixMilpData) -> None:
     m.hit_tokens = pyo.Expression(m.R, rule=lambda m, r: pyo.quicksum(int(data.col_tokens[j]) * m.h[j] for j in columns_of_request[r]))
 
 
+def add_wait_rows(m: pyo.ConcreteModel, data: PrefixMilpData) -> None:
+    """(9): ``m.wait[r]`` (ms, ``m.wait[0]`` fixed at 0) at least the wait Lindley's recursion gives (``m.wait_row``)."""
+    m.wait = pyo.Var(m.R, domain=pyo.NonNegativeReals)
+    m.wait[0].fix(0.0)
+    gap = data.arrival_gap_ms
+    m.wait_row = pyo.Constraint(range(1, data.n_requests), rule=lambda m, r: m.wait[r] >= m.wait[r - 1] + data.alpha_ms_per_token * (
+        int(data.input_tokens[r - 1]) - m.hit_tokens[r - 1]) + data.beta_ms - float(gap[r]))
+
+
 def add_hit_objective(m: pyo.ConcreteModel, data: PrefixMilpData, relax: bool) -> None:
     """(6): maximise the total hit tokens ``m.total_hit_tokens``."""
     m.total_hit_tokens = pyo.Expression(expr=pyo.quicksum(m.hit_tokens[r] for r in m.R))
@@ -151,7 +192,8 @@ def add_hit_objective(m: pyo.ConcreteModel, data: PrefixMilpData, relax: bool) -
 
 
 def _excess_ms(m: pyo.ConcreteModel, data: PrefixMilpData, r: int) -> pyo.Expression:
-    return data.alpha_ms_per_token * (int(data.input_tokens[r]) - m.hit_tokens[r]) + data.beta_ms - data.threshold_ms
+    prefill_ms = data.alpha_ms_per_token * (int(data.input_tokens[r]) - m.hit_tokens[r]) + data.beta_ms
+    return (m.wait[r] + prefill_ms if data.queueing else prefill_ms) - data.threshold_ms
 
 
 def add_tel_objective(m: pyo.ConcreteModel, data: PrefixMilpData, relax: bool) -> None:
@@ -164,7 +206,7 @@ def add_tel_objective(m: pyo.ConcreteModel, data: PrefixMilpData, relax: bool) -
 
 def add_violation_objective(m: pyo.ConcreteModel, data: PrefixMilpData, relax: bool) -> None:
     """(8): ``m.violated[r]`` covers ``TTFT_r > slo`` (``m.violation_row``), minimise ``m.violations``."""
-    big = data.alpha_ms_per_token * data.input_tokens.astype(float) + data.beta_ms - data.threshold_ms
+    big = data.violation_big_ms()
     at_risk = [r for r in range(data.n_requests) if big[r] > 0]
     m.violated = pyo.Var(at_risk, domain=pyo.UnitInterval if relax else pyo.Binary)
     m.violation_row = pyo.Constraint(at_risk, rule=lambda m, r: _excess_ms(m, data, r) <= float(big[r]) * m.violated[r])
@@ -181,17 +223,19 @@ def extract(m: pyo.ConcreteModel, data: PrefixMilpData, n_occurrences: int) -> N
 
 
 def highs_lp_arrays(data: PrefixMilpData) -> tuple:
-    """Positional arguments of ``highspy.Highs.passModel`` for the LP relaxation of (1)-(8), capacity as (2').
+    """Positional arguments of ``highspy.Highs.passModel`` for the LP relaxation of (1)-(9), capacity as (2').
 
-    Columns: ``y`` (n), then ``h`` (n, ``any`` only), then ``o`` (one per request), then ``e`` (``tel``) or ``v``
-    (``violations``, requests with ``M_r > 0``).  Rows: (2') per request, then (3) or (5) pairs (and ``h <= y``
-    for ``any``), then (7) or (8) per request.  The objective sense is HiGHS's (1 minimise, -1 maximise).
+    Columns: ``y`` (n), then ``h`` (n, ``any`` only), then ``o`` (one per request), then ``w`` (one per request, with
+    queueing), then ``e`` (``tel``) or ``v`` (``violations``, requests with ``M_r > 0``).  Rows: (2') per request,
+    then (3) or (5) pairs (and ``h <= y`` for ``any``), then (9) per request after the first (with queueing), then
+    (7) or (8) per request.  The objective sense is HiGHS's (1 minimise, -1 maximise).
     """
     n, n_req = data.n_columns, data.n_requests
     hit_vars = data.eviction != "leaves"
     h0 = n if hit_vars else 0                     # first h column (h is y under ``leaves``)
     o0 = n + (n if hit_vars else 0)
-    t0 = o0 + n_req                               # first e or v column
+    w0 = o0 + n_req                               # first w column (with queueing)
+    t0 = w0 + (n_req if data.queueing else 0)     # first e or v column
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
@@ -226,6 +270,17 @@ def highs_lp_arrays(data: PrefixMilpData) -> tuple:
         lower += [-np.inf] * n
         upper += [0.0] * n
         row += n
+    prefill_ms = data.alpha_ms_per_token * data.input_tokens.astype(float) + data.beta_ms   # with nothing cached
+    if data.queueing:
+        # (9): w_r - w_{r-1} + alpha H_{r-1} >= alpha input_{r-1} + beta - g_r, rows for r = 1 .. n_req - 1
+        later = k[1:]
+        add(row + later - 1, w0 + later, np.ones(n_req - 1))
+        add(row + later - 1, w0 + later - 1, -np.ones(n_req - 1))
+        feeds = data.col_hit_request < n_req - 1
+        add(row + data.col_hit_request[feeds], h0 + j[feeds], data.alpha_ms_per_token * data.col_tokens[feeds])
+        lower += (prefill_ms[:-1] - data.arrival_gap_ms[1:]).tolist()
+        upper += [np.inf] * (n_req - 1)
+        row += n_req - 1
     cost = np.zeros(t0)
     n_tail = 0
     sense, offset = 1, 0.0
@@ -233,17 +288,20 @@ def highs_lp_arrays(data: PrefixMilpData) -> tuple:
         cost[h0:h0 + n] = data.col_tokens
         sense = -1
     else:
-        # (7): e_r + alpha H_r >= alpha input_r + beta - xi;  (8): M_r v_r + alpha H_r >= alpha input_r + beta - slo
-        need = data.alpha_ms_per_token * data.input_tokens.astype(float) + data.beta_ms - data.threshold_ms
-        requests = np.arange(n_req) if data.objective == "tel" else np.flatnonzero(need > 0)
+        # (7): e_r + alpha H_r (- w_r) >= alpha input_r + beta - xi;  (8): M_r v_r + alpha H_r (- w_r) >= alpha input_r + beta - slo
+        need = prefill_ms - data.threshold_ms
+        big = data.violation_big_ms()
+        requests = np.arange(n_req) if data.objective == "tel" else np.flatnonzero(big > 0)
         n_tail = len(requests)
         slot = np.full(n_req, -1)
         slot[requests] = np.arange(n_tail)
-        tail_coefficient = np.ones(n_tail) if data.objective == "tel" else need[requests]
+        tail_coefficient = np.ones(n_tail) if data.objective == "tel" else big[requests]
         add(row + np.arange(n_tail), t0 + np.arange(n_tail), tail_coefficient)
         hit_row = slot[data.col_hit_request]
         on = hit_row >= 0
         add(row + hit_row[on], h0 + j[on], data.alpha_ms_per_token * data.col_tokens[on])
+        if data.queueing:
+            add(row + np.arange(n_tail), w0 + requests, -np.ones(n_tail))
         lower += need[requests].tolist()
         upper += [np.inf] * n_tail
         row += n_tail
@@ -251,7 +309,10 @@ def highs_lp_arrays(data: PrefixMilpData) -> tuple:
     cost = np.concatenate([cost, np.ones(n_tail)])
     col_lower = np.zeros(n_col)
     col_upper = np.ones(n_col)
-    col_upper[o0:t0] = data.capacity_blocks
+    col_upper[o0:w0] = data.capacity_blocks
+    if data.queueing:
+        col_upper[w0] = 0.0                   # w_0 = 0: the first request never waits
+        col_upper[w0 + 1:t0] = np.inf
     if data.objective == "tel":
         col_upper[t0:] = np.inf
     r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)

@@ -55,6 +55,7 @@ from typing import Any
 import highspy
 import numpy as np
 import pyomo.environ as pyo
+from numpy.typing import NDArray
 from optfleet.solvers.console import solver_console
 from optfleet.solvers.report import (
     ERROR,
@@ -274,20 +275,10 @@ def solve_cases(
         raise ValueError("solve_cases minimises; the model's objective maximises")
     start = time.perf_counter()
     try:
-        form, integer = _compile(model, warm_start)
+        compiled = _CaseArrays.of(model, groups, warm_start)
     except InfeasibleConstraintException as exc:
         return _trivially_infeasible(exc, start)
-    columns = form.columns
-    index = {id(var): i for i, var in enumerate(columns)}
-    args = _pass_model_args(form, integer)
-    group_columns = [np.array([index[id(v)] for v in group if id(v) in index], dtype=np.int64) for group in groups]
-
-    def fixed_of(case: Sequence[int]) -> np.ndarray:
-        fixed = np.zeros(len(columns), dtype=bool)
-        for g in case:
-            fixed[group_columns[g]] = True
-        return np.flatnonzero(fixed)
-
+    columns, args, group_columns, fixed_of = compiled.columns, compiled.args, compiled.group_columns, compiled.fixed
     start_values = np.array([float(v.value) for v in columns]) if warm_start else None
     fitting = [] if start_values is None else [g for g, cols in enumerate(group_columns) if np.all(np.abs(start_values[cols]) <= START_ZERO)]
     first = None if start_values is None else next((c for c, case in enumerate(cases) if set(case) <= set(fitting)), None)
@@ -384,6 +375,58 @@ def solve_cases(
             f"{len(queue)} left {left}; each HiGHS run below\n")
     text += log.text
     return SolveReport(status, objective_value, bound, gap, seconds, "highs", text, counts)
+
+
+@dataclass(frozen=True)
+class _CaseArrays:
+    """A model compiled once for solving case by case: its columns, its ``passModel`` arguments and each group's
+    column indices."""
+
+    columns: list
+    args: tuple
+    group_columns: list[np.ndarray]
+
+    @classmethod
+    def of(cls, model: pyo.ConcreteModel, groups: Sequence[Sequence[Any]], warm_start: bool = False) -> _CaseArrays:
+        form, integer = _compile(model, warm_start)
+        index = {id(var): i for i, var in enumerate(form.columns)}
+        group_columns = [np.array([index[id(v)] for v in group if id(v) in index], dtype=np.int64) for group in groups]
+        return cls(form.columns, _pass_model_args(form, integer), group_columns)
+
+    def fixed(self, case: Sequence[int]) -> np.ndarray:
+        """The columns case ``case`` fixes at 0 (those of its groups)."""
+        fixed = np.zeros(len(self.columns), dtype=bool)
+        for g in case:
+            fixed[self.group_columns[g]] = True
+        return np.flatnonzero(fixed)
+
+
+def case_optima(model: pyo.ConcreteModel, groups: Sequence[Sequence[Any]], cases: Sequence[Sequence[int]], *,
+                mip_gap: float | None = None) -> NDArray[np.float64]:
+    """Each case's own optimum (cases as in :func:`solve_cases`; +inf for a case with no solution), every case solved
+    in full with no pruning and no cutoff: the brute force that bounds on cases are checked against.  The model is
+    compiled once.  A RuntimeError when a case ends neither optimal nor infeasible (e.g. unbounded)."""
+    objective = next(model.component_data_objects(pyo.Objective, active=True))
+    if objective.sense != pyo.minimize:
+        raise ValueError("case_optima minimises; the model's objective maximises")
+    try:
+        compiled = _CaseArrays.of(model, groups)
+    except InfeasibleConstraintException:
+        return np.full(len(cases), np.inf)
+    optima = np.full(len(cases), np.inf)
+    with highs_session(mip_gap=mip_gap, keep_log=False) as (h, _):
+        for c, case in enumerate(cases):
+            reduced = _without_columns(compiled.args, compiled.fixed(case))
+            if reduced is None:
+                continue
+            pass_model(h, reduced[0], f"a case of model {model.name!r}")
+            h.run()
+            status = h.getModelStatus()
+            if status == highspy.HighsModelStatus.kOptimal:
+                optima[c] = float(h.getInfo().objective_function_value)
+            elif status != highspy.HighsModelStatus.kInfeasible:
+                raise RuntimeError(f"case {c} of model {model.name!r} ended {h.modelStatusToString(status)}")
+    return optima
 
 
 def _relaxation_bound(h: highspy.Highs, case_args: tuple, cutoff: float, what: str) -> float:

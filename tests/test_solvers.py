@@ -11,7 +11,7 @@ import pytest
 
 from optfleet.errors import InputError
 from optfleet.solvers import solve
-from optfleet.solvers.highs import _compile, _pass_model_args, _without_columns, solve_cases, start_is_feasible
+from optfleet.solvers.highs import _compile, _pass_model_args, _without_columns, case_optima, solve_cases, start_is_feasible
 
 pytestmark = pytest.mark.solved
 
@@ -182,6 +182,21 @@ def test_cases_cover_a_model_and_agree_with_the_whole_solve():
     assert [round(pyo.value(m.x[i])) for i in range(4)] == [0, 1, 0, 1]
     infeasible = solve_cases(m, [[m.x[i]] for i in range(4)], [[0, 1, 2]])  # one binary left: cannot reach two
     assert infeasible.status == "infeasible" and infeasible.objective is None
+
+
+def test_case_optima_solves_every_case_in_full():
+    # The cases of the test above, whose optima are 3 (x1 + x3), 5 (x2 + x3) and 5 (x0 + x1), each plus y at its
+    # lower bound 1; leaving one binary cannot reach two, and a case fixing y at 0, outside its bounds, has nothing.
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(4), domain=pyo.Binary)
+    m.y = pyo.Var(bounds=(1, 2))
+    m.two = pyo.Constraint(expr=sum(m.x[i] for i in range(4)) == 2)
+    m.cost = pyo.Objective(expr=4 * m.x[0] + 1 * m.x[1] + 3 * m.x[2] + 2 * m.x[3] + m.y)
+    groups = [[m.x[i]] for i in range(4)] + [[m.y]]
+    optima = case_optima(m, groups, [[0], [1], [2, 3], [0, 1, 2], [4]])
+    assert optima.tolist() == pytest.approx([4.0, 6.0, 6.0, np.inf, np.inf])
+    for case, optimum in zip([[0], [1], [2, 3]], optima, strict=False):
+        assert solve_cases(m, groups, [case]).objective == pytest.approx(optimum)
 
 
 def test_cases_go_best_first_and_a_case_bounded_at_or_above_the_incumbent_is_never_solved():

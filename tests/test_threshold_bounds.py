@@ -17,7 +17,7 @@ from optfleet.problems.fleet.milp import covering_sets, open_set_cases, solve_mi
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.open_set_bounds import ThresholdCaseBound, threshold_set_bounds
 from optfleet.problems.fleet.problem import FleetProblem
-from optfleet.solvers.highs import solve_cases
+from optfleet.solvers.highs import case_optima, solve_cases
 
 from support import FLEET_INSTANCES
 
@@ -49,13 +49,10 @@ def bounds_and_optima(data: FleetMilpData, max_pools: int = 3) -> tuple[np.ndarr
     model = fleet_model.build(data, data.service_ratio_ms, routing="threshold", max_pools=max_pools)
     split = open_set_cases(model)
     sets = covering_sets(data, max_pools)
-    optima = []
-    for closed in split.cases:
-        report = solve_cases(model, split.groups, [closed], mip_gap=1e-9)
-        optima.append(report.objective if report.has_solution else np.inf)
+    optima = case_optima(model, split.groups, split.cases, mip_gap=1e-9)
     caps = np.array([pyo.value(model.gpu_bound[j]) for j in range(len(data.pools))], dtype=np.float64)
     inflow = ThresholdCaseBound(data, model.wait_tables, caps)
-    return sets, np.array(optima), threshold_set_bounds(data, sets, model.wait_tables, caps), np.array([inflow(chosen) for chosen in sets])
+    return sets, optima, threshold_set_bounds(data, sets, model.wait_tables, caps), np.array([inflow(chosen) for chosen in sets])
 
 
 @pytest.fixture(scope="module")

@@ -377,7 +377,12 @@ class DisaggregatedPool:
             out.append(f"KV link utilisation {self.link_utilisation(x):.4g} > rho_max {t.rho_max:g} ({self.link.gb_per_s:g} GB/s)")
         if not out:
             ttft = self.ttft_p99_ms(x, decode)
-            if ttft > t.ttft_p99_ms * (1 + 1e-9):
+            if not math.isfinite(ttft):
+                queue = ("decode" if decode.load >= 1.0 else
+                         f"decode admission, mean batch {decode.batch_mean:.4g} >= {self.max_batch} batch slots"
+                         if decode.batch_mean >= self.max_batch else "the prefill wait")
+                out.append(f"P99 TTFT unbounded > {t.ttft_p99_ms:g} ms (a queue without a steady state: {queue})")
+            elif ttft > t.ttft_p99_ms * (1 + 1e-9):
                 out.append(f"P99 TTFT {ttft:.4g} ms > {t.ttft_p99_ms:g} ms")
         return out
 

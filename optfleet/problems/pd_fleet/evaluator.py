@@ -10,7 +10,8 @@ its GPU pair.  A pool with traffic and no choice is a violation.  Then over the 
 
 and every instance constraint is re-checked by its registered check (constraints.py).  ``binding`` names, per pool,
 what breaks with one instance fewer of each role.  The verdict lists every violation in words; ``feasible`` means
-none.  The analytic model's approximations (analytic.APPROXIMATIONS) are carried by every evaluation.
+none.  Every evaluation carries the approximations of the models that scored its pools: the analytic model's
+(analytic.APPROXIMATIONS) for disaggregated pools, :data:`AGGREGATED_APPROXIMATION` for aggregated ones.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ from optfleet.problems.pd_fleet.problem import AggregatedOption, Config, DecodeO
 from optfleet.problems.pd_fleet.sizing import AggregatedState, aggregated_minimum, aggregated_states, disaggregated_pool
 
 TOLERANCE = 1e-7  # relative slack on the caps (solver tolerances)
+
+AGGREGATED_APPROXIMATION = ("aggregated pools: the fleet kind's continuous-batching model (approximate; its P99 TPOT ran "
+                            "25-39 % below the simulator with long prompts or an 8,192-token budget: check with optfleet "
+                            "simulate)")
+"""What is approximate in an aggregated pool's figures (docs/guide/pd-fleet.md, "Not yet here")."""
+
+
+def approximations_of(modes: set[str]) -> tuple[str, ...]:
+    """The approximations behind pools of these modes: the analytic model's for disaggregated pools, the batching
+    model's for aggregated ones."""
+    return (APPROXIMATIONS if "disaggregated" in modes else ()) + ((AGGREGATED_APPROXIMATION,) if "aggregated" in modes else ())
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,8 @@ def evaluate(problem: PdProblem, plan: PdPlan) -> PdEvaluation:
     known = all(problem.power_of(g) is not None for g in gpus)
     power = sum(count * (problem.power_of(g) or 0.0) for g, count in gpus.items()) if known else None
     violations = tuple(f"{p.label}: {v}" for p in pools for v in p.violations)
-    evaluation = PdEvaluation(plan, pools, sum(p.cost_per_hour for p in pools), gpus, power, (), violations)
+    evaluation = PdEvaluation(plan, pools, sum(p.cost_per_hour for p in pools), gpus, power, (), violations,
+                              approximations_of({p.mode for p in pools}))
     return _with_constraint_checks(problem, evaluation) if problem.constraints else evaluation
 
 

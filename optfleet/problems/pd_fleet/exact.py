@@ -32,7 +32,7 @@ from optfleet.models.pd_fleet import PdCandidates, PdSolution
 from optfleet.problems.pd_fleet.constraints import PD_CONSTRAINTS, describe_constraint
 from optfleet.problems.pd_fleet.evaluator import PdEvaluation, evaluate
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan, PoolPlan
-from optfleet.problems.pd_fleet.problem import PdProblem
+from optfleet.problems.pd_fleet.problem import Config, PdProblem
 from optfleet.problems.pd_fleet.sizing import (AggregatedCandidate, PairCandidate, aggregated_candidates,
                                                disaggregated_pool, pair_candidates)
 from optfleet.solvers import SolveReport, solve
@@ -53,19 +53,29 @@ class PdSolveResult:
     evaluation: PdEvaluation
     report: SolveReport
     seconds: float
+    candidates: PdCandidates
+    solution: PdSolution
 
 
 def candidates(problem: PdProblem) -> tuple[tuple[AggregatedCandidate, ...], tuple[PairCandidate, ...]]:
     """Every pool's candidates (sizing.py), computed once for a problem's pools, options, links and SLO: they do not
     depend on the constraints, so ``problem.with_constraints(...)`` reuses them."""
-    key = (id(problem.pools), id(problem.aggregated), id(problem.prefill), id(problem.decode), problem.link_default_gb_per_s,
-           tuple(sorted(problem.link_pairs_gb_per_s.items())), problem.ttft_p99_ms, problem.tpot_p99_ms, problem.rho_max)
+    key = (id(problem.pools), _sizing_key(problem.aggregated), _sizing_key(problem.prefill), _sizing_key(problem.decode),
+           problem.link_default_gb_per_s, tuple(sorted(problem.link_pairs_gb_per_s.items())), problem.ttft_p99_ms,
+           problem.tpot_p99_ms, problem.rho_max)
     cached = _CANDIDATES.get(key)
     if cached is None:
         if len(_CANDIDATES) >= _CANDIDATES_KEPT:
             _CANDIDATES.clear()
         cached = _CANDIDATES[key] = (problem, tuple(aggregated_candidates(problem)), tuple(pair_candidates(problem)))
     return cached[1], cached[2]
+
+
+def _sizing_key(options: tuple[Config, ...]) -> tuple:
+    """What of ``options`` the sizing reads: each option's label (GPU, TP, budget or batch) and its engine -- not its
+    price, so a problem with other prices (``optfleet explain``'s price curves) reuses the sizing.  The cache holds
+    the problem it sized, so the engines' ids stay unique while their entries live."""
+    return tuple((o.label, id(o.engine), id(getattr(o, "factory", None))) for o in options)
 
 
 def solve_pd(problem: PdProblem, *, aggregated_only: bool = False, method: str = "milp", time_limit_s: float | None = None,
@@ -98,11 +108,12 @@ def solve_pd(problem: PdProblem, *, aggregated_only: bool = False, method: str =
         if wider is None:
             break
         bounds = wider
-    plan = to_plan(problem, cands, model_lib.extract(model), method)
+    solution = model_lib.extract(model)
+    plan = to_plan(problem, cands, solution, method)
     evaluation = evaluate(problem, plan)
     if not evaluation.feasible:
         raise RuntimeError(f"internal error: the MILP's plan fails the evaluator: {'; '.join(evaluation.violations)}")
-    return PdSolveResult(plan, evaluation, report, time.perf_counter() - began)
+    return PdSolveResult(plan, evaluation, report, time.perf_counter() - began, cands, solution)
 
 
 def cheapest_per_pool(problem: PdProblem, cands: PdCandidates) -> PdSolution:
@@ -116,6 +127,14 @@ def cheapest_per_pool(problem: PdProblem, cands: PdCandidates) -> PdSolution:
     for cost, pool, choice in sorted(agg_costs + pair_costs, key=lambda item: item[0], reverse=True):
         choices[pool] = choice  # the cheapest is written last
     return PdSolution(choices)
+
+
+def solved_model(problem: PdProblem, result: PdSolveResult) -> pyo.ConcreteModel:
+    """The MILP of ``result`` (its candidates and count bounds, the instance's constraints) with its solution loaded,
+    for sensitivity (optfleet/problems/pd_fleet/explain.py); a ``customize`` hook of the solve is not replayed."""
+    model = _model(problem, result.candidates, None)
+    model_lib.warm_start(model, result.solution)
+    return model
 
 
 def _model(problem: PdProblem, cands: PdCandidates, customize, skip: int | None = None) -> pyo.ConcreteModel:
@@ -184,8 +203,21 @@ def _explain(problem: PdProblem, cands: PdCandidates, customize) -> str:
 
     if customize is not None and feasible(None, None):
         return "the constraints added in Python (customize) exclude every plan; without them the instance is feasible"
-    culprits = [describe_constraint(i, c) for i, c in enumerate(problem.constraints) if feasible(i, customize)]
+    culprits = [describe_constraint(i, c).removesuffix(")") + _whole_instances(problem, c) + ")"
+                for i, c in enumerate(problem.constraints) if feasible(i, customize)]
     if culprits:
-        return "every pool has options that meet the SLO, but " + " or ".join(culprits) + " excludes every plan (without it the instance is feasible)"
+        return (f"every pool has options that meet the SLO, but {' or '.join(culprits)} excludes every plan (without "
+                f"{'it' if len(culprits) == 1 else 'any one of them'} the instance is feasible)")
     return "every pool has options that meet the SLO, but the constraints together exclude every plan: " + \
         "; ".join(describe_constraint(i, c) for i, c in enumerate(problem.constraints))
+
+
+def _whole_instances(problem: PdProblem, constraint) -> str:
+    """Why a ``fixed`` count no plan can reach is unreachable: every option of its GPU type holds a multiple of some
+    GPUs (the TP degrees' gcd), and the count is not one; "" otherwise."""
+    if constraint.kind != "fixed" or constraint.gpus == 0:
+        return ""
+    step = math.gcd(*(o.tp for o in (*problem.aggregated, *problem.prefill, *problem.decode) if o.gpu == constraint.gpu))
+    if step > 1 and constraint.gpus % step:
+        return f"; every {constraint.gpu} option holds a multiple of {step} GPUs, and {constraint.gpus:,} is not one"
+    return ""

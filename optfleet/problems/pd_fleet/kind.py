@@ -17,7 +17,7 @@ from typing import Any
 
 from optfleet.errors import InfeasibleError
 from optfleet.problems.pd_fleet.analytic import APPROXIMATIONS
-from optfleet.problems.pd_fleet.evaluator import evaluate
+from optfleet.problems.pd_fleet.evaluator import approximations_of, evaluate
 from optfleet.problems.pd_fleet.grid import GRID, SPLITWISE_GRID, splitwise_grid
 from optfleet.problems.pd_fleet.problem import PdProblem, prepare
 from optfleet.problems.pd_fleet.rule_plans import DYNAMO_SLA, RULE_OF_METHOD, XPYD_RATIO, rule_plan
@@ -105,7 +105,8 @@ def facts(problem: PdProblem) -> dict[str, Any]:
             "pool_rates_rps": [p.rate_rps for p in problem.pools], "aggregated_options": [o.label for o in problem.aggregated],
             "prefill_options": [o.label for o in problem.prefill], "decode_options": [o.label for o in problem.decode],
             "performance_source": problem.performance_source, "splitwise_grid": f"{GRID} x {GRID}",
-            "approximations": list(APPROXIMATIONS)}
+            "approximations": list(approximations_of({mode for mode, options in (("aggregated", problem.aggregated),
+                                                                                 ("disaggregated", problem.prefill)) if options}))}
 
 
 def describe(problem: PdProblem) -> str:
@@ -132,5 +133,6 @@ KIND = ProblemKind(
     facts=facts,
     result_json=result_json,
     simulate=lazy("optfleet.problems.pd_fleet.simulate.outcome", "simulate_instance"),
+    explain=lazy("optfleet.problems.pd_fleet.explain", "explainer"),
     overrides={"time_limit_s": "solve.time_limit_s", "solver": "solve.solver", "mip_gap": "solve.mip_gap", "method": "solve.method"},
 )

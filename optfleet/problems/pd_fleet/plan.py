@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optfleet.errors import InputError
+from optfleet.problems.pd_fleet.analytic import MAX_INSTANCES
 from optfleet.problems.pd_fleet.problem import AggregatedOption, DecodeOption, PdProblem, PrefillOption
 
 
@@ -85,11 +86,17 @@ def plan_from_dict(problem: PdProblem, data: dict[str, Any]) -> PdPlan:
 
 
 def _of_type(problem: PdProblem, label: Any, kind: type, field: str) -> None:
+    role = kind.__name__.removesuffix("Option").lower()
+    if label is None:
+        raise InputError(field, label, f"is missing: give the label of a {role} option of this instance")
     if not isinstance(problem.option(str(label), field), kind):
-        raise InputError(field, label, f"is not a {kind.__name__.removesuffix('Option').lower()} option")
+        raise InputError(field, label, f"is not {'an' if role[0] in 'aeiou' else 'a'} {role} option")
 
 
 def _count(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(field, value, "must be an integer >= 1")
+    if value > MAX_INSTANCES:
+        raise InputError(field, value, f"above the limit of {MAX_INSTANCES:,} instances of one role (the most the pool "
+                         "model counts; the simulator keeps a state per instance)")
     return value

@@ -187,6 +187,7 @@ class PdProblem:
 def prepare(loaded: LoadedInstance) -> PdProblem:
     """Check the cross-field rules of a loaded ``kind: pd_fleet`` instance and build the problem (module docstring)."""
     spec: PdFleetSpec = loaded.spec
+    _check_blocks(spec)
     model = _model(spec, loaded.resolve)
     windows = tuple(spec.pools.windows_tokens)
     pools = _pools(loaded, windows)
@@ -210,18 +211,32 @@ def prepare(loaded: LoadedInstance) -> PdProblem:
     return PdProblem(
         name=spec.name, rate_rps=spec.workload.rate_rps, model=model, pools=pools, aggregated=aggregated, prefill=prefill,
         decode=decode, gpus=gpus, link_default_gb_per_s=spec.links.default_gb_per_s,
-        link_pairs_gb_per_s=_link_pairs(spec), ttft_p99_ms=spec.slo.ttft_p99_ms, tpot_p99_ms=spec.slo.tpot_p99_ms,
+        link_pairs_gb_per_s=_link_pairs(spec, prefill, decode), ttft_p99_ms=spec.slo.ttft_p99_ms, tpot_p99_ms=spec.slo.tpot_p99_ms,
         rho_max=spec.slo.rho_max, constraints=_checked_constraints(spec, gpus), method=spec.solve.method,
         time_limit_s=spec.solve.time_limit_s, mip_gap=spec.solve.mip_gap, solver=spec.solve.solver,
         description=spec.description, performance_source=spec.performance.source,
     )
 
 
+def _check_blocks(spec: PdFleetSpec) -> None:
+    """A model, both roles or neither, and some option left; each refused naming the field to add or change (in the
+    schema these rules named the whole document)."""
+    if spec.model is None and spec.config_json is None:
+        raise InputError("model", None, "is missing: give model (a catalog name: optfleet catalog lists them) or config_json "
+                         "(a Hugging Face model's config.json)")
+    if (spec.prefill is None) != (spec.decode is None):
+        raise InputError("decode" if spec.decode is None else "prefill", None,
+                         "is missing: a disaggregated pool needs both prefill and decode; give both or neither")
+    if spec.prefill is None and (spec.aggregated is None or not spec.aggregated.enabled):
+        field, value = ("aggregated", None) if spec.aggregated is None else ("aggregated.enabled", False)
+        raise InputError(field, value, "no option left: give aggregated (enabled), or prefill and decode")
+
+
 def _model(spec: PdFleetSpec, resolve: Callable[[str], Path]) -> ModelSpec:
     """The served model: read from ``config_json`` (``model`` then names it), else the catalog's ``model``."""
     if spec.config_json is not None:
         return model_from_hf_config(resolve(spec.config_json, "config_json"), name=spec.model, field="config_json")
-    assert spec.model is not None  # the schema asks for one of the two
+    assert spec.model is not None  # _check_blocks asks for one of the two
     return get_model(spec.model, field="model")
 
 
@@ -245,9 +260,12 @@ def _pools(loaded: LoadedInstance, windows: tuple[int, ...]) -> tuple[PoolTraffi
 
 
 def _distinct_configs(spec: PdFleetSpec) -> set[tuple[str, int]]:
+    """The distinct (catalog GPU name, TP) pairs of every offered role; an unknown GPU is refused naming its field
+    (``prefill.gpus[0]``)."""
     aggregated = spec.aggregated if spec.aggregated is not None and spec.aggregated.enabled else None
-    blocks = [b for b in (aggregated, spec.prefill, spec.decode) if b is not None]
-    return {(get_gpu(g).name, tp) for b in blocks for g in b.gpus for tp in b.tp}
+    blocks = [(role, b) for role, b in (("aggregated", aggregated), ("prefill", spec.prefill), ("decode", spec.decode))
+              if b is not None]
+    return {(get_gpu(g, f"{role}.gpus[{i}]").name, tp) for role, b in blocks for i, g in enumerate(b.gpus) for tp in b.tp}
 
 
 def _gpu_types(spec: PdFleetSpec, configs: set[tuple[str, int]]) -> dict[str, GpuType]:
@@ -282,8 +300,9 @@ def _aggregated(spec: PdFleetSpec, model: ModelSpec, gpus: dict[str, GpuType], e
         budgets = -(-windows[-1] // budget)
         if budgets > MAX_BUDGETS_PER_PROMPT:
             raise InputError(f"aggregated.max_num_batched_tokens[{i}]", budget,
-                             f"splits a {windows[-1]:,}-token prompt into {budgets:,} budgets; the batching model takes at most "
-                             f"{MAX_BUDGETS_PER_PROMPT}")
+                             f"splits a prompt filling the largest window (pools.windows_tokens: {windows[-1]:,} tokens) into "
+                             f"{budgets:,} budgets; the batching model takes at most {MAX_BUDGETS_PER_PROMPT}: raise the budget or "
+                             "lower the window")
     for gi, gpu_name in enumerate(block.gpus):
         gpu = get_gpu(gpu_name, f"aggregated.gpus[{gi}]").name
         for ti, tp in enumerate(block.tp):
@@ -333,10 +352,17 @@ def _require_fit(model: ModelSpec, gpu: str, tp: int, window: int, field: str) -
         raise InputError(field, tp, f"{model.name} on {tp} x {gpu} at {window:,} tokens: {fit.infeasible_reason}")
 
 
-def _link_pairs(spec: PdFleetSpec) -> dict[tuple[str, str], float]:
+def _link_pairs(spec: PdFleetSpec, prefill: tuple[PrefillOption, ...], decode: tuple[DecodeOption, ...]) -> dict[tuple[str, str], float]:
+    """The per-pair bandwidths; a pair twice, or naming a GPU type no option of its role uses (a typo would leave the
+    default bandwidth in force, silently), is refused naming the field."""
     pairs = {}
     for i, pair in enumerate(spec.links.pairs):
         key = (get_gpu(pair.prefill_gpu, f"links.pairs[{i}].prefill_gpu").name, get_gpu(pair.decode_gpu, f"links.pairs[{i}].decode_gpu").name)
+        for role, options, name, field in (("prefill", prefill, key[0], "prefill_gpu"), ("decode", decode, key[1], "decode_gpu")):
+            types = sorted({o.gpu for o in options})
+            if name not in types:
+                raise InputError(f"links.pairs[{i}].{field}", getattr(pair, field),
+                                 f"is not a GPU type of any {role} option here; {role} types: {', '.join(types) or 'none'}")
         if key in pairs:
             raise InputError(f"links.pairs[{i}]", f"{key[0]} -> {key[1]}", "appears twice; give each pair once")
         pairs[key] = float(pair.gb_per_s)

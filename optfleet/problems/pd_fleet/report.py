@@ -27,7 +27,7 @@ def render_plan(problem: PdProblem, evaluation: PdEvaluation, report: SolveRepor
     """Headline, one row per pool, what binds, the constraints and the model's approximations."""
     plan = evaluation.plan
     power = "" if evaluation.power_w is None else f", {numbers.significant(evaluation.power_w)} W"
-    gpus = " + ".join(f"{n} {g}" for g, n in evaluation.gpus.items() if n) or "no GPUs"
+    gpus = " + ".join(f"{n:,} {g}" for g, n in evaluation.gpus.items() if n) or "no GPUs"
     blocks: list[tables.Block] = [
         f"instance {problem.name}: {numbers.significant(problem.rate_rps, 6)} req/s of {problem.model.name}, P99 TTFT <= "
         f"{problem.ttft_p99_ms:g} ms, P99 TPOT <= {problem.tpot_p99_ms:g} ms, rho_max {problem.rho_max:g}",
@@ -45,7 +45,8 @@ def render_plan(problem: PdProblem, evaluation: PdEvaluation, report: SolveRepor
     if evaluation.checks:
         blocks += ["", "constraints:"]
         blocks += [f"  {'ok  ' if c.holds else 'FAIL'} {c.label}: {c.detail}" for c in evaluation.checks]
-    blocks += ["", "approximate (analytic pool model): " + "; ".join(evaluation.approximations)]
+    if evaluation.approximations:
+        blocks += ["", "approximate: " + "; ".join(evaluation.approximations)]
     return tables.page(blocks)
 
 

@@ -13,14 +13,15 @@ sized as the fleet kind sizes a pool under ``preset: engine, service_model: batc
 pair of a prefill configuration (``prefill:``: GPU type, TP, token budget) and a decode configuration
 (``decode:``: GPU type, TP, max batch), whose KV caches cross a link of ``links:`` GB/s.  Lists are candidates;
 the MILP chooses.  Only what one field can check is checked here; cross-field rules (TP against the model, max
-batch against KV capacity, GPU names in constraints) are checked in problem.py, naming the field.
+batch against KV capacity, GPU names in constraints, a model or config_json, both roles or neither, some option
+left) are checked in problem.py, naming the field.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from optfleet.instance.shared_schema import (AvailabilityConstraint, GpuCount, GpuMixConstraint, GpusPerInstance, Integer, Real,
                                              Strict, Tokens, at_most)
@@ -37,9 +38,21 @@ BandwidthGbPerS = Annotated[Real, Field(ge=1e-3), at_most(1e6, "GB/s", "a thousa
 """A link bandwidth in GB/s (1e9 bytes per second): at least 1 MB/s (a link of 0 GB/s never delivers a KV cache, and
 1e-300 GB/s overflowed the transfer times' moments)."""
 
-TpList = Annotated[list[Annotated[GpusPerInstance, Field(ge=1)]], Field(min_length=1)]
-GpuList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
+def _each_once(values: list) -> list:
+    """A candidate list names each candidate once (the error is then on the list's own field, ``decode.gpus``)."""
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise ValueError(f"lists {value!r} twice; give each candidate once")
+    return values
+
+
+EachOnce = AfterValidator(_each_once)
+TpList = Annotated[list[Annotated[GpusPerInstance, Field(ge=1)]], Field(min_length=1), EachOnce]
+GpuList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1), EachOnce]
 MaxBatch = Annotated[Integer, Field(ge=1), at_most(MAX_BATCH, "sequences", "far above any engine's batch limit")]
+TokenBudgets = Annotated[list[Annotated[Tokens, Field(gt=0)]], Field(min_length=1), EachOnce]
 
 
 class PdPoolsSpec(Strict):
@@ -77,35 +90,27 @@ class RoleOptionsSpec(Strict):
     tp: TpList = [1]
     """Tensor-parallel degrees offered for every GPU type of the role."""
 
-    @model_validator(mode="after")
-    def _each_once(self) -> "RoleOptionsSpec":
-        for name in type(self).model_fields:
-            values = getattr(self, name)
-            if isinstance(values, list) and len(set(values)) != len(values):
-                raise ValueError(f"{name} lists each candidate once (got {values})")
-        return self
-
 
 class AggregatedSpec(RoleOptionsSpec):
     """Aggregated options: instances that prefill and decode together, every GPU x TP x token budget listed."""
 
     enabled: bool = True
     """``false`` offers no aggregated option (every pool is then disaggregated)."""
-    max_num_batched_tokens: list[Annotated[Tokens, Field(gt=0)]] = Field([8192], min_length=1)
+    max_num_batched_tokens: TokenBudgets = [8192]
     """Token budgets per iteration offered (vLLM's name): the prefill chunk of the aggregated engine."""
 
 
 class PrefillSpec(RoleOptionsSpec):
     """Prefill options: every GPU x TP x token budget listed; an instance prefills one prompt at a time in chunks."""
 
-    token_budget: list[Annotated[Tokens, Field(gt=0)]] = Field([8192], min_length=1)
+    token_budget: TokenBudgets = [8192]
     """Prompt tokens per prefill iteration offered (the chunk): a prompt of L tokens takes ceil(L / budget) iterations."""
 
 
 class DecodeSpec(RoleOptionsSpec):
     """Decode options: every GPU x TP x max batch listed."""
 
-    max_batch: list[MaxBatch] = Field([256], min_length=1)
+    max_batch: Annotated[list[MaxBatch], Field(min_length=1), EachOnce] = [256]
     """Most sequences one decode instance runs at once (vLLM's max_num_seqs); must fit the KV cache at each window."""
 
 
@@ -138,10 +143,10 @@ class GpuOverrideSpec(Strict):
 
     gpu: str
     """The GPU type, by catalog name."""
-    cost_per_gpu_hour: Real | None = Field(None, gt=0.0)
-    """Price of one GPU in $ per hour, replacing the catalog's."""
-    power_w: Real | None = Field(None, gt=0.0)
-    """Power of one GPU in watts, replacing the catalog's datasheet TDP."""
+    cost_per_gpu_hour: Annotated[Real, Field(gt=0.0), at_most(1e6, "$ per GPU-hour", "a million dollars an hour per GPU is a typo")] | None = None
+    """Price of one GPU in $ per hour, replacing the catalog's (at most 1e6: 1e308 overflowed the plan's cost)."""
+    power_w: Annotated[Real, Field(gt=0.0), at_most(1e6, "W per GPU", "a megawatt per GPU is a typo; a B200 draws 1 kW")] | None = None
+    """Power of one GPU in watts, replacing the catalog's datasheet TDP (at most 1e6: 1e308 overflowed the plan's power)."""
 
 
 class PdSolveSpec(Strict):
@@ -224,13 +229,3 @@ class PdFleetSpec(Strict):
     """Budget, power, availability, GPU-mix and fixed-count constraints, over both roles and every pool."""
     solve: PdSolveSpec = PdSolveSpec()
     """The default method and the MILP's options."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "PdFleetSpec":
-        if self.model is None and self.config_json is None:
-            raise ValueError("give model (a catalog name: optfleet catalog lists them) or config_json (a Hugging Face model's config.json)")
-        if (self.prefill is None) != (self.decode is None):
-            raise ValueError("give both prefill and decode (a disaggregated pool needs both roles) or neither")
-        if self.prefill is None and (self.aggregated is None or not self.aggregated.enabled):
-            raise ValueError("no option left: give aggregated (enabled), or prefill and decode")
-        return self

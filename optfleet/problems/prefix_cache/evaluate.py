@@ -18,9 +18,22 @@ offending occurrence and is a producer's bug):
 
 Hits: request ``r`` hits the longest prefix of its path whose previous
 occurrences are all kept, ``h_r`` blocks; its hit tokens are those blocks'
-tokens.  With ``TTFT`` from the caching kind's engine model
-(:class:`~optfleet.problems.caching.evaluate.TtftModel`, the prefill of the
-missed suffix: ``alpha * (input_tokens - hit_tokens) + beta``),
+tokens.  Its prefill takes the caching kind's engine model
+(:class:`~optfleet.problems.caching.evaluate.TtftModel`), the prefill of the
+missed suffix: ``S_r = alpha * (input_tokens - hit_tokens) + beta`` ms.
+
+Service (the ``fcfs_server`` setting).  Without it service is instantaneous
+and ``TTFT_r = S_r``.  With it the cache serves one FCFS prefill server:
+request ``r`` starts at ``start_r = max(a_r, finish_{r-1})`` and finishes at
+``finish_r = start_r + S_r`` (``a_r`` its arrival), so ``TTFT_r = W_r + S_r``
+with the wait ``W_r = start_r - a_r`` of Lindley's recursion
+``W_r = max(0, W_{r-1} + S_{r-1} - (a_r - a_{r-1}))`` (Lindley, 1952), solved
+in closed form as ``finish_r = C_r + max_{k <= r} (a_k - C_{k-1})`` with
+``C_r = S_0 + .. + S_r`` (:func:`fcfs_wait_ms`).  The hit is the one found
+when the request starts: the replay (optfleet.problems.prefix_cache.replay)
+serves requests in that order, one at a time, with the running request's
+path pinned, so the schedule ``kept`` does not depend on the times.
+
 ``TEL(xi) = sum_r max(TTFT_r - xi, 0)`` (Tail-Optimized Caching for LLM
 Inference, Zhang et al.) and the SLO violations ``#{r : TTFT_r > slo}``.
 """
@@ -49,6 +62,7 @@ class PrefixEvaluation:
     tel_ms: float
     mean_ttft_ms: float
     percentile_ttft_ms: dict[int, float]
+    wait_ms: NDArray[np.float64]           # queueing before the prefill (zeros without the FCFS server)
     slo_ms: float
     violations: int
     peak_occupancy_blocks: int
@@ -104,21 +118,33 @@ def orphaned(trace: BlockTrace, kept: NDArray[np.bool_]) -> NDArray[np.bool_]:
     return bad
 
 
+def fcfs_wait_ms(arrival_s: NDArray[np.float64], service_ms: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Waits ``W_r`` of one FCFS server, requests in arrival order (module docstring): ``finish_r = C_r + max_{k <= r}
+    (a_k - C_{k-1})`` and ``W_r = finish_r - S_r - a_r``, clipped at 0 against rounding."""
+    arrival_ms = 1000.0 * np.asarray(arrival_s, dtype=float)
+    done = np.cumsum(service_ms)
+    finish_ms = done + np.maximum.accumulate(arrival_ms - (done - service_ms))
+    return np.maximum(finish_ms - service_ms - arrival_ms, 0.0)
+
+
 def evaluate_schedule(trace: BlockTrace, kept: ArrayLike, capacity_blocks: int, eviction: str, ttft: TtftModel, xi_ms: float,
-                      slo_ms: float | None = None, policy: str = "schedule") -> PrefixEvaluation:
-    """Check ``kept`` and score it (module docstring); ``slo_ms`` defaults to ``xi_ms``."""
+                      slo_ms: float | None = None, policy: str = "schedule", fcfs_server: bool = False) -> PrefixEvaluation:
+    """Check ``kept`` and score it (module docstring); ``slo_ms`` defaults to ``xi_ms``; ``fcfs_server`` adds the FCFS
+    prefill server's queueing to every TTFT."""
     kept = check_schedule(trace, kept, capacity_blocks, eviction, policy)
     hit_blocks = hit_blocks_of(trace, kept)
     cumulative = np.concatenate([[0], np.cumsum(trace.occ_tokens)])
     hit_tokens = cumulative[trace.path_start[:-1] + hit_blocks] - cumulative[trace.path_start[:-1]]
-    ttft_ms = ttft.ttft_ms(trace.input_tokens - hit_tokens)
+    prefill_ms = ttft.ttft_ms(trace.input_tokens - hit_tokens)
+    wait_ms = fcfs_wait_ms(trace.arrival_s, prefill_ms) if fcfs_server else np.zeros(len(trace))
+    ttft_ms = wait_ms + prefill_ms
     slo = xi_ms if slo_ms is None else slo_ms
     total_input = int(trace.input_tokens.sum())
     return PrefixEvaluation(
         policy=policy, hit_blocks=hit_blocks, hit_tokens=hit_tokens.astype(np.int64), ttft_ms=ttft_ms,
         hit_tokens_total=int(hit_tokens.sum()), hit_rate=float(hit_tokens.sum() / total_input) if total_input else 0.0,
         tel_ms=float(np.maximum(ttft_ms - xi_ms, 0.0).sum()), mean_ttft_ms=float(ttft_ms.mean()),
-        percentile_ttft_ms={p: float(np.quantile(ttft_ms, p / 100, method="inverted_cdf")) for p in PERCENTILES},
+        percentile_ttft_ms={p: float(np.quantile(ttft_ms, p / 100, method="inverted_cdf")) for p in PERCENTILES}, wait_ms=wait_ms,
         slo_ms=float(slo), violations=int(np.count_nonzero(ttft_ms > slo)),
         peak_occupancy_blocks=int(occupancy_blocks(trace, kept).max(initial=0)), capacity_blocks=int(capacity_blocks),
     )

@@ -11,6 +11,11 @@ relaxation's schedule is its point rounded down (``y > 1/2`` kept, then
 repaired: see :func:`repair`), so its objective is a feasible value and its
 bound the LP optimum; its gap is an upper bound on how far that rounding is
 from the optimum.
+
+With ``fcfs_server`` (one FCFS prefill server, optfleet.problems.prefix_cache.evaluate) the models add the wait rows
+(9) of models/prefix_cache.py: the optimum is still exact for the server's semantics (the running request's path
+pinned over its prefill, hits found at the start of service), not a relaxation of them, and the LP relaxation still a
+bound.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from numpy.typing import NDArray
 from optfleet.models import caching as interval_lp
 from optfleet.models import prefix_cache as milp
 from optfleet.problems.caching.evaluate import TtftModel
-from optfleet.problems.prefix_cache.evaluate import PrefixEvaluation, evaluate_schedule, occupancy_blocks, orphaned
+from optfleet.problems.prefix_cache.evaluate import PrefixEvaluation, evaluate_schedule, fcfs_wait_ms, occupancy_blocks, orphaned
 from optfleet.problems.prefix_cache.trace import BlockTrace
 from optfleet.solvers import SolveReport, solve
 from optfleet.solvers.highs import HIGHS_STATUS, highs_session, pass_model
@@ -42,7 +47,7 @@ def objective_value(evaluation: PrefixEvaluation, objective: str) -> float:
 
 
 def prepare(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: str, ttft: TtftModel, threshold_ms: float,
-            closure: str = "full") -> milp.PrefixMilpData:
+            closure: str = "full", fcfs_server: bool = False) -> milp.PrefixMilpData:
     """The numbers of models/prefix_cache.py (1)-(8); capacity rows that can never bind are dropped
     (:func:`optfleet.models.caching.binding_rows`, the caching kind's interval LP's rule).
 
@@ -53,11 +58,14 @@ def prepare(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: s
     When every pair joins gaps that end in the same request (``any``, or ``parent_gap``) and the objective is
     ``tel`` or ``violations``, the gaps ending at a request that meets the threshold with nothing cached
     (``alpha input + beta <= threshold``) are left out: they take space and change no term, so some optimum
-    keeps none of them and the optimum is unchanged."""
+    keeps none of them and the optimum is unchanged.  With ``fcfs_server`` (models/prefix_cache.py (9)) a hit also
+    shortens the waits after it, so this is done only when no request waits even with nothing cached (``W0 = 0``).
+    """
     occurrence = np.flatnonzero(trace.occ_next >= 0)
     same_request_pairs = eviction != "leaves" or closure != "full"
-    if same_request_pairs and objective != "hit_tokens":
-        worst_ms = ttft.alpha_ms_per_token * trace.input_tokens.astype(float) + ttft.beta_ms
+    worst_ms = ttft.ttft_ms(trace.input_tokens)
+    max_wait_ms = fcfs_wait_ms(trace.arrival_s, worst_ms) if fcfs_server else np.zeros(len(trace))
+    if same_request_pairs and objective != "hit_tokens" and not max_wait_ms.any():
         occurrence = occurrence[worst_ms[trace.occ_request[trace.occ_next[occurrence]]] > threshold_ms]
     following = trace.occ_next[occurrence]
     first_event, hit_request = trace.occ_request[occurrence], trace.occ_request[following]
@@ -72,7 +80,9 @@ def prepare(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: s
         col_occurrence=occurrence, col_first_event=first_event, col_hit_request=hit_request, col_tokens=trace.occ_tokens[following],
         col_first_row=first_row, col_end_row=end_row, row_event=row_event, row_capacity=row_capacity,
         pair_child=child, pair_parent=parent, input_tokens=trace.input_tokens,
-        alpha_ms_per_token=ttft.alpha_ms_per_token, beta_ms=ttft.beta_ms, threshold_ms=threshold_ms)
+        alpha_ms_per_token=ttft.alpha_ms_per_token, beta_ms=ttft.beta_ms, threshold_ms=threshold_ms,
+        arrival_gap_ms=1000.0 * np.diff(trace.arrival_s, prepend=trace.arrival_s[0]) if fcfs_server else None,
+        max_wait_ms=max_wait_ms if fcfs_server else None)
 
 
 def _closure_pairs(trace: BlockTrace, occurrence: NDArray[np.int64], column_of: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -133,11 +143,12 @@ class PrefixHindsight(FromSolveReport):
 
 def solve_hindsight(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: str, ttft: TtftModel, xi_ms: float,
                     slo_ms: float | None = None, *, relax: bool = False, time_limit_s: float | None = None, mip_gap: float = 0.0,
-                    customize: Callable[[pyo.ConcreteModel], None] | None = None) -> PrefixHindsight:
-    """Solve models/prefix_cache.py for ``objective`` at ``capacity_blocks`` (module docstring)."""
+                    customize: Callable[[pyo.ConcreteModel], None] | None = None, fcfs_server: bool = False) -> PrefixHindsight:
+    """Solve models/prefix_cache.py for ``objective`` at ``capacity_blocks`` (module docstring); ``fcfs_server`` adds
+    the FCFS prefill server's waits, (9) there (exact, not a relaxation)."""
     start = time.perf_counter()
     slo = xi_ms if slo_ms is None else slo_ms
-    data = prepare(trace, capacity_blocks, eviction, objective, ttft, xi_ms if objective == "tel" else slo)
+    data = prepare(trace, capacity_blocks, eviction, objective, ttft, xi_ms if objective == "tel" else slo, fcfs_server=fcfs_server)
     label = "hindsight LP relaxation" if relax else "hindsight MILP"
     model = milp.build(data, relax=relax) if data.n_columns else None
     if customize is not None and model is not None:
@@ -145,7 +156,7 @@ def solve_hindsight(trace: BlockTrace, capacity_blocks: int, eviction: str, obje
     if model is None or is_fixed(model.objective.expr):
         # Nothing to decide (no block is used twice, or no schedule changes the objective): keeping nothing is optimal.
         kept = np.zeros(len(trace.occ_block), dtype=bool)
-        evaluation = evaluate_schedule(trace, kept, capacity_blocks, eviction, ttft, xi_ms, slo, policy=label)
+        evaluation = evaluate_schedule(trace, kept, capacity_blocks, eviction, ttft, xi_ms, slo, policy=label, fcfs_server=fcfs_server)
         value = objective_value(evaluation, objective)
         report = SolveReport(OPTIMAL, value, value, 0.0, time.perf_counter() - start, "none")
         return PrefixHindsight(kept, evaluation, report, relax, 0, 0)
@@ -155,7 +166,7 @@ def solve_hindsight(trace: BlockTrace, capacity_blocks: int, eviction: str, obje
     kept = milp.extract(model, data, len(trace.occ_block))
     if relax:
         kept = repair(trace, kept, capacity_blocks, eviction)
-    evaluation = evaluate_schedule(trace, kept, capacity_blocks, eviction, ttft, xi_ms, slo, policy=label)
+    evaluation = evaluate_schedule(trace, kept, capacity_blocks, eviction, ttft, xi_ms, slo, policy=label, fcfs_server=fcfs_server)
     value = objective_value(evaluation, objective)
     bound = solved.objective if relax and solved.status == OPTIMAL else solved.bound
     if SENSE[objective] == "max" and bound is not None:
@@ -181,13 +192,14 @@ class LpBound:
 
 
 def lp_bound(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: str, ttft: TtftModel, xi_ms: float,
-             slo_ms: float | None = None, *, closure: str = "parent_gap", time_limit_s: float | None = None) -> LpBound:
+             slo_ms: float | None = None, *, closure: str = "parent_gap", time_limit_s: float | None = None, fcfs_server: bool = False) -> LpBound:
     """The LP relaxation of models/prefix_cache.py solved from arrays (:func:`optfleet.models.prefix_cache.highs_lp_arrays`)
     by HiGHS: a bound on the hindsight optimum (upper on hit tokens, lower on TEL and violations).  With the
     default ``closure="parent_gap"`` the ``leaves`` closure is relaxed further (:func:`prepare`): still a bound."""
     start = time.perf_counter()
     slo = xi_ms if slo_ms is None else slo_ms
-    data = prepare(trace, capacity_blocks, eviction, objective, ttft, xi_ms if objective == "tel" else slo, closure=closure)
+    data = prepare(trace, capacity_blocks, eviction, objective, ttft, xi_ms if objective == "tel" else slo, closure=closure,
+                   fcfs_server=fcfs_server)
     args = milp.highs_lp_arrays(data)
     build_s = time.perf_counter() - start
     start = time.perf_counter()
@@ -207,19 +219,20 @@ def lp_bound(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: 
 
 
 def solve_lp_bound(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: str, ttft: TtftModel, xi_ms: float,
-                   slo_ms: float | None = None, *, time_limit_s: float | None = None) -> PrefixHindsight:
+                   slo_ms: float | None = None, *, time_limit_s: float | None = None, fcfs_server: bool = False) -> PrefixHindsight:
     """:func:`lp_bound` as a method's result: the LP optimum as ``bound``, and as the schedule the better (by the
     evaluator's ``objective``) of its rounded point and, for ``tel`` and ``violations``, the hit-token LP's rounded
     point (a TEL LP's point is often fractional, so rounding it loses much: on the full Mooncake traces the rounded
     hit-token schedule had the lower TEL at most capacities, benchmarks/results/prefix_cache.md).  Without a solved
     LP the schedule keeps nothing and there is no bound."""
     start = time.perf_counter()
-    result = lp_bound(trace, capacity_blocks, eviction, objective, ttft, xi_ms, slo_ms, time_limit_s=time_limit_s)
+    result = lp_bound(trace, capacity_blocks, eviction, objective, ttft, xi_ms, slo_ms, time_limit_s=time_limit_s, fcfs_server=fcfs_server)
     candidates = [result.kept if result.kept is not None else np.zeros(len(trace.occ_block), dtype=bool)]
     if objective != "hit_tokens":
-        hits = lp_bound(trace, capacity_blocks, eviction, "hit_tokens", ttft, xi_ms, slo_ms, time_limit_s=time_limit_s)
+        hits = lp_bound(trace, capacity_blocks, eviction, "hit_tokens", ttft, xi_ms, slo_ms, time_limit_s=time_limit_s, fcfs_server=fcfs_server)
         candidates += [] if hits.kept is None else [hits.kept]
-    scored = [evaluate_schedule(trace, kept, capacity_blocks, eviction, ttft, xi_ms, slo_ms, policy="hindsight LP relaxation")
+    scored = [evaluate_schedule(trace, kept, capacity_blocks, eviction, ttft, xi_ms, slo_ms, policy="hindsight LP relaxation",
+                                fcfs_server=fcfs_server)
               for kept in candidates]
     sign = -1.0 if SENSE[objective] == "max" else 1.0
     best = min(range(len(scored)), key=lambda i: sign * objective_value(scored[i], objective))

@@ -43,6 +43,7 @@ def run(problem: PrefixCacheProblem, method: str, progress: Progress) -> list[Me
         e = schedule.evaluation
         columns: dict[str, Any] = {"description": schedule.description, "hit_rate": e.hit_rate, "mean_ttft_ms": e.mean_ttft_ms,
                                    "p90_ttft_ms": e.percentile_ttft_ms[90], "p99_ttft_ms": e.percentile_ttft_ms[99], "tel_ms": e.tel_ms,
+                                   "mean_wait_ms": float(e.wait_ms.mean()),
                                    "violations": e.violations, "peak_occupancy_blocks": e.peak_occupancy_blocks}
         report = None if schedule.hindsight is None else schedule.hindsight.report
         results.append(MethodResult(method, schedule.kept, e, schedule.seconds, objective=objective_value(e, problem.objective),
@@ -75,7 +76,7 @@ def facts(problem: PrefixCacheProblem) -> dict[str, Any]:
         "trace": {"source": problem.trace_source, "requests": len(trace), "blocks": trace.n_blocks, "block_tokens": trace.block_tokens,
                   "reused_block_occurrences": trace.reuse_occurrences},
         "ttft": {"alpha_ms_per_token": problem.ttft.alpha_ms_per_token, "beta_ms": problem.ttft.beta_ms},
-        "xi_ms": problem.xi_ms, "slo_ms": problem.slo_ms, "objective": problem.objective, "eviction": problem.eviction,
+        "prefill_server": "fcfs" if problem.fcfs_server else "none", "xi_ms": problem.xi_ms, "slo_ms": problem.slo_ms, "objective": problem.objective, "eviction": problem.eviction,
         "capacities_blocks": list(problem.capacities_blocks),
     }
 

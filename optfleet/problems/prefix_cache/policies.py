@@ -1,4 +1,4 @@
-"""Eviction policies of a prefix-tree KV cache: vLLM's LRU, SGLang's leaf LRU, LFU and T-LRU on trees.
+"""Eviction policies of a prefix-tree KV cache: vLLM's LRU, SGLang's leaf LRU, LFU, T-LRU and its oracle variants on trees.
 
 A policy gives every resident block a key when a request touches it;
 :func:`~optfleet.problems.prefix_cache.replay.replay` evicts the block with
@@ -29,6 +29,31 @@ a block is never evicted before its descendants.
   request.  Under the leaves setting a surplus block with a resident child
   waits until it is a leaf.  ``Q_hat`` defaults to the trace's mean of new
   tokens per request (tokens in blocks no earlier request had).
+
+The two oracle variants of the seed paper (the caching kind's
+``end-aware-t-lru`` and ``length-aware-t-lru``), read on a tree.  A block
+that occurs again later brings its ancestors with it (a path holds every
+ancestor), so the blocks of ``r``'s path that are ever used again are a
+prefix, its first ``u_r`` blocks (:func:`reused_depth`); ``r``'s
+*continuation* is the request of the next occurrence of its block ``b_{u_r}``,
+the next request that reuses the most of ``r``'s path
+(:func:`continuation`).  On a conversation trace ``u_r`` is the whole path
+while the conversation goes on, and the prefix other conversations share
+(a system prompt) after its last turn.
+
+* ``end-aware-t-lru``: the keep tier is the first ``min(ceil(b /
+  block_tokens), u_r)`` blocks: T-LRU told which blocks will never be used
+  again (the paper's bit "this conversation has ended" becomes "how much of
+  this path is used again").
+* ``length-aware-t-lru``: T-LRU with the exact length of the continuation
+  ``r'``: ``Q = input_tokens[r'] - L`` in the budget, so ``b = clip(ceil(
+  input_tokens[r'] - s), 0, L)``, the fewest cached tokens that bring ``r'``
+  within ``xi`` (``Q_hat`` when ``r`` has no continuation).
+
+ET-LRU (the paper's Algorithm 2) has no tree version here: its eviction
+key ranks a conversation's tokens by the survival of the next prompt length
+and cuts its cached prefix step by step, and a tree's shared prefixes have
+no single next prompt.
 """
 
 from __future__ import annotations
@@ -37,6 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from optfleet.errors import InputError
 from optfleet.problems.caching.evaluate import TtftModel
@@ -108,14 +134,31 @@ def mean_new_tokens(trace: BlockTrace) -> float:
     return float(trace.occ_tokens[first].sum() / len(trace))
 
 
+def reused_depth(trace: BlockTrace) -> NDArray[np.int64]:
+    """``u_r``: how many blocks of request ``r``'s path occur again later (they are its first ``u_r``; module docstring)."""
+    return np.bincount(trace.occ_request, weights=trace.occ_next >= 0, minlength=len(trace)).astype(np.int64)
+
+
+def continuation(trace: BlockTrace) -> NDArray[np.int64]:
+    """``r'``: the request of the next occurrence of ``r``'s deepest block used again (-1 when ``u_r = 0``)."""
+    depth = reused_depth(trace)
+    following = np.full(len(trace), -1, dtype=np.int64)
+    has = depth > 0
+    deepest = trace.path_start[:-1][has] + depth[has] - 1
+    following[has] = trace.occ_request[trace.occ_next[deepest]]
+    return following
+
+
 class TLRU(RadixPolicy):
-    """T-LRU on a tree: surplus tier beyond the TEL-safe budget, evicted first (module docstring)."""
+    """T-LRU on a tree: surplus tier beyond the TEL-safe budget, evicted first (module docstring).
+
+    Subclasses change the next request's new tokens (:meth:`next_new_tokens`) or the keep tier (:meth:`keep_blocks`)."""
 
     name = "t-lru"
 
     def __init__(self, q_hat_tokens: float | None = None) -> None:
         if q_hat_tokens is not None and not q_hat_tokens >= 0:
-            raise InputError("policies.t-lru.q_hat_tokens", q_hat_tokens, "must be >= 0")
+            raise InputError(f"policies.{self.name}.q_hat_tokens", q_hat_tokens, "must be >= 0")
         self.q_hat_tokens = q_hat_tokens
 
     def bind(self, context: RadixContext) -> None:
@@ -123,8 +166,16 @@ class TLRU(RadixPolicy):
         trace = context.trace
         self.q_hat = mean_new_tokens(trace) if self.q_hat_tokens is None else float(self.q_hat_tokens)
         safe = float(context.ttft.safe_uncached_tokens(context.xi_ms))
-        budget_tokens = tel_safe_budget_tokens(trace.input_tokens, np.full(len(trace), self.q_hat), safe)
-        self._budget_blocks = -(-budget_tokens // trace.block_tokens)
+        budget_tokens = tel_safe_budget_tokens(trace.input_tokens, self.next_new_tokens(trace), safe)
+        self._budget_blocks = self.keep_blocks(trace, -(-budget_tokens // trace.block_tokens))
+
+    def next_new_tokens(self, trace: BlockTrace) -> NDArray[np.float64]:
+        """Per request, the ``Q`` of its budget: ``Q_hat`` for T-LRU."""
+        return np.full(len(trace), self.q_hat)
+
+    def keep_blocks(self, trace: BlockTrace, budget_blocks: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Per request, how many leading blocks of its path go to the keep tier: the budget's for T-LRU."""
+        return budget_blocks
 
     def key(self, block: int, occurrence: int, stamp: int) -> tuple:
         trace = self.context.trace
@@ -135,4 +186,27 @@ class TLRU(RadixPolicy):
         return f"{self.name} (Q_hat {self.q_hat:,.1f} tokens)" if hasattr(self, "q_hat") else self.name
 
 
-POLICIES: dict[str, Callable[..., RadixPolicy]] = {"lru": LRU, "leaf-lru": LeafLRU, "lfu": LFU, "t-lru": TLRU}
+class EndAwareTLRU(TLRU):
+    """T-LRU that knows which blocks of a path are used again: keep tier ``min(budget, u_r)`` (module docstring)."""
+
+    name = "end-aware-t-lru"
+
+    def keep_blocks(self, trace: BlockTrace, budget_blocks: NDArray[np.int64]) -> NDArray[np.int64]:
+        return np.minimum(budget_blocks, reused_depth(trace))
+
+
+class LengthAwareTLRU(TLRU):
+    """T-LRU with the exact input length of each request's continuation (module docstring)."""
+
+    name = "length-aware-t-lru"
+
+    def next_new_tokens(self, trace: BlockTrace) -> NDArray[np.float64]:
+        estimate = super().next_new_tokens(trace)
+        following = continuation(trace)
+        has = following >= 0
+        estimate[has] = trace.input_tokens[following[has]] - trace.input_tokens[has]
+        return estimate
+
+
+POLICIES: dict[str, Callable[..., RadixPolicy]] = {"lru": LRU, "leaf-lru": LeafLRU, "lfu": LFU, "t-lru": TLRU,
+                                                   EndAwareTLRU.name: EndAwareTLRU, LengthAwareTLRU.name: LengthAwareTLRU}

@@ -44,6 +44,7 @@ class PrefixCacheProblem:
     hindsight: bool = True
     lp_bound: bool = True
     time_limit_s: float | None = None
+    fcfs_server: bool = False              # one FCFS prefill server: TTFT = wait + prefill
 
 
 def prepare(loaded: LoadedInstance) -> PrefixCacheProblem:
@@ -69,4 +70,5 @@ def prepare(loaded: LoadedInstance) -> PrefixCacheProblem:
         capacities_blocks=capacities, eviction=spec.eviction, ttft=TtftModel(spec.ttft.alpha_ms_per_token, spec.ttft.beta_ms),
         xi_ms=spec.xi_ms, slo_ms=spec.xi_ms if spec.slo_ms is None else spec.slo_ms, objective=spec.objective, policies=policies,
         hindsight=spec.hindsight.enabled, lp_bound=spec.hindsight.lp_bound, time_limit_s=spec.hindsight.time_limit_s,
+        fcfs_server=spec.prefill_server == "fcfs",
     )

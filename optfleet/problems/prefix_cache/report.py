@@ -27,8 +27,9 @@ def render_problem(problem: PrefixCacheProblem) -> str:
     return "\n".join([
         f"instance {problem.name}: {len(trace):,} requests, {trace.n_blocks:,} distinct blocks, {trace.reuse_occurrences:,} block reuses "
         f"({problem.trace_source})",
-        f"  mean input {trace.input_tokens.mean():,.1f} tokens; TTFT = {problem.ttft.alpha_ms_per_token:g} ms/token x missed prompt tokens "
-        f"+ {problem.ttft.beta_ms:g} ms; TEL threshold xi {problem.xi_ms:g} ms, SLO {problem.slo_ms:g} ms",
+        f"  mean input {trace.input_tokens.mean():,.1f} tokens; prefill = {problem.ttft.alpha_ms_per_token:g} ms/token x missed prompt "
+        f"tokens + {problem.ttft.beta_ms:g} ms; TTFT = {'FCFS wait + prefill (one prefill server)' if problem.fcfs_server else 'prefill'}; "
+        f"TEL threshold xi {problem.xi_ms:g} ms, SLO {problem.slo_ms:g} ms",
         f"  eviction: {problem.eviction}; capacities: {capacities}",
         f"  objective: {problem.objective}; policies: {', '.join(p.label for p in problem.policies)}",
     ])
@@ -56,6 +57,8 @@ def _capacity_table(problem: PrefixCacheProblem, capacity: int, rows: list[dict[
         head += (f"; LP relaxation bound {tables.objective(relaxation.report.bound, relaxation.objective_unit)} (row {LP_BOUND_METHOD}: "
                  f"status {relaxation.status.replace('_', ' ')} is the LP's; its objective is the LP's point rounded to a schedule)")
     extra = [c for c in EXTRA if not (c.key == "tel_ms" and problem.objective == "tel")]  # the objective column shows it
+    if problem.fcfs_server:
+        extra.append(Column("mean_wait_ms", "mean wait ms", tables.fixed(1), MEDIUM))
     return [head, tables.comparison_table(rows, extra), *tables.notes(rows)]
 
 

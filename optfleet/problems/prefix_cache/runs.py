@@ -46,7 +46,7 @@ def run_method(problem: PrefixCacheProblem, method: str, progress: Progress) -> 
             progress(f"{method} at {c:,} blocks", i, len(capacities))
             solver = solve_lp_bound if method == LP_BOUND_METHOD else solve_hindsight
             h = solver(problem.trace, c, problem.eviction, problem.objective, problem.ttft, problem.xi_ms, problem.slo_ms,
-                       time_limit_s=problem.time_limit_s)
+                       time_limit_s=problem.time_limit_s, fcfs_server=problem.fcfs_server)
             verdict = "proven optimal" if h.proven_optimal else f"{h.report.status.replace('_', ' ')}"
             what = "LP relaxation (bound; its point rounded to a schedule)" if h.relaxed else "hindsight MILP"
             runs.append(ScheduleRun(c, h.kept, h.evaluation, h.report.seconds, f"{what}, {verdict}", h))
@@ -67,5 +67,6 @@ def run_method(problem: PrefixCacheProblem, method: str, progress: Progress) -> 
 
 
 def _scored(problem: PrefixCacheProblem, capacity: int, kept: NDArray[np.bool_], seconds: float, description: str, label: str) -> ScheduleRun:
-    evaluation = evaluate_schedule(problem.trace, kept, capacity, problem.eviction, problem.ttft, problem.xi_ms, problem.slo_ms, policy=label)
+    evaluation = evaluate_schedule(problem.trace, kept, capacity, problem.eviction, problem.ttft, problem.xi_ms, problem.slo_ms, policy=label,
+                                   fcfs_server=problem.fcfs_server)
     return ScheduleRun(capacity, kept, evaluation, seconds, description)

@@ -26,7 +26,7 @@ from optfleet.problems.caching.schema import TtftSpec
 
 OPTIMUM_METHOD = "optimum"        # the hindsight MILP
 LP_BOUND_METHOD = "lp-bound"      # its LP relaxation: a bound, and the relaxed point rounded to a schedule
-BUILT_IN_POLICIES = ("lru", "leaf-lru", "lfu", "t-lru")
+BUILT_IN_POLICIES = ("lru", "leaf-lru", "lfu", "t-lru", "end-aware-t-lru", "length-aware-t-lru")
 
 
 class TraceFileSpec(Strict):
@@ -57,10 +57,11 @@ class PlainPolicySpec(_PolicyBase):
 
 
 class TLruSpec(_PolicyBase):
-    """T-LRU on trees (optfleet.problems.prefix_cache.policies)."""
+    """T-LRU on trees and its oracle variants (optfleet.problems.prefix_cache.policies)."""
 
-    name: Literal["t-lru"]
-    """The policy."""
+    name: Literal["t-lru", "end-aware-t-lru", "length-aware-t-lru"]
+    """The policy: ``t-lru``; ``end-aware-t-lru`` (knows which blocks are used again) or ``length-aware-t-lru`` (knows the
+    next request's length), both oracles."""
     q_hat_tokens: Annotated[Real, TOKEN_LIMIT] | None = Field(None, ge=0.0)
     """Estimate of the next request's new tokens (default: the trace's mean of new tokens per request)."""
 
@@ -105,7 +106,10 @@ class PrefixCacheInstanceSpec(Strict):
     eviction: Literal["leaves", "any"] = "leaves"
     """``leaves``: only blocks without a resident child are evicted (SGLang, vLLM); ``any``: any block."""
     ttft: TtftSpec
-    """The TTFT model, ``alpha_ms_per_token * missed prompt tokens + beta_ms``."""
+    """The prefill time, ``alpha_ms_per_token * missed prompt tokens + beta_ms``: the TTFT without queueing."""
+    prefill_server: Literal["none", "fcfs"] = "none"
+    """``none``: instantaneous service, TTFT = prefill; ``fcfs``: one FCFS prefill server per cache, TTFT = wait +
+    prefill, the running request's blocks pinned until its prefill ends (the hindsight optimum includes the waits)."""
     xi_ms: Real = Field(ge=0.0)
     """The tail threshold xi in ms: TEL sums each request's TTFT above it."""
     slo_ms: Real | None = Field(None, ge=0.0)

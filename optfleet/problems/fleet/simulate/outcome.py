@@ -58,7 +58,7 @@ class SimulationOutcome:
             f"instance {self.instance}: plan {self.plan.method}: {pools}, {routing}"
             + (f", serves {100 * self.plan.served_share:.2f} %" if self.plan.served_share < 1 else ""),
             *(routing_blocks(self.plan) if self.plan.rules is not None else []),
-            f"{r.mode} mode, {r.requests:,} requests x {r.reps} replications (seed {r.seed}); warm-up discarded: "
+            f"{r.mode} mode, {r.requests:,} requests x {r.reps} replication{'s' if r.reps != 1 else ''} (seed {r.seed}); warm-up discarded: "
             + (f"the first floor({r.warmup_share:g} (N - 1)) = {int(r.warmup_share * (r.requests - 1)):,} arrivals of each run "
                f"(about {100 * r.warmup_share:.0f} %)" if r.mode == "slots"
                else f"at least the first {100 * r.warmup_share:.0f} % of the run's time (longer when a pool needs it to fill)")

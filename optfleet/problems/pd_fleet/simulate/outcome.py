@@ -19,6 +19,7 @@ share of measured requests meeting both targets (P99 TTFT and P99 TPOT of the in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,14 @@ from optfleet import numbers, tables
 from optfleet.errors import InfeasibleError, InputError
 from optfleet.problems.fleet.simulate.batching import simulate_batching
 from optfleet.problems.fleet.simulate.outcome import plan_document
-from optfleet.problems.fleet.simulate.run import PERCENTILES, check_run_size, mean_ci95, request_tpot_ms, tpot_summary
+from optfleet.problems.fleet.simulate.run import (MAX_SIMULATED_REQUESTS, PERCENTILES, check_run_size, mean_ci95, request_tpot_ms,
+                                                   tpot_summary)
 from optfleet.problems.pd_fleet.evaluator import PdEvaluation, PoolEvaluation, evaluate
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan, PdPlan, plan_from_dict
 from optfleet.problems.pd_fleet.problem import AggregatedOption, DecodeOption, PdProblem, PoolTraffic, PrefillOption
 from optfleet.problems.pd_fleet.roles import DecodeRole, PrefillRole
 from optfleet.problems.pd_fleet.simulate.metrics import busy_seconds
-from optfleet.problems.pd_fleet.simulate.pool import DEFAULT_WARMUP_SHARE, simulate_pool
+from optfleet.problems.pd_fleet.simulate.pool import DEFAULT_WARMUP_SHARE, MAX_POOL_REQUESTS, simulate_pool
 from optfleet.problems.pd_fleet.sizing import disaggregated_pool
 from optfleet.progress import Progress
 from optfleet.results import json_safe
@@ -89,7 +91,7 @@ class PdSimulationOutcome:
             pairs += [(f"{role} utilisation", value, UTILISATIONS[role]) for role, value in e.utilisation.items()]
             for metric, analytic, figure in pairs:
                 simulated, half = p.metrics.get(figure, (float("nan"), float("nan")))
-                error = None if not analytic or analytic != analytic else (simulated - analytic) / analytic
+                error = None if not analytic or not math.isfinite(analytic) else (simulated - analytic) / analytic
                 rows.append({"pool": e.index, "mode": e.mode, "metric": metric, "analytic": analytic, "simulated": simulated,
                              "ci95": half, "rel_error": error, "requests": p.metrics["requests"][0]})
         return rows
@@ -119,11 +121,13 @@ class PdSimulationOutcome:
         return tables.page([
             f"instance {self.instance}: plan {self.plan.method}: {self.evaluation.describe()} "
             f"(${self.evaluation.cost_per_hour:,.2f}/h; evaluator: {verdict})",
-            f"{self.requests:,} requests per pool x {self.reps} replications (seed {self.seed}); the first "
+            f"{self.requests:,} requests per pool x {self.reps} replication{'s' if self.reps != 1 else ''} (seed {self.seed}); the first "
             f"{100 * DEFAULT_WARMUP_SHARE:g} % of each run's arrivals left out; {spread}",
             "",
             "analytic (evaluator) vs simulated (rel. error: (simulated - analytic) / analytic, - where the analytic value is 0):",
             tables.Table(COMPARISON_COLUMNS, self.comparison),
+            *(["analytic -: unbounded (a queue without a steady state: the evaluator's verdict above says which)"]
+              if any(r["analytic"] is not None and not math.isfinite(r["analytic"]) for r in self.comparison) else []),
             "",
             f"attainment: share of measured requests with TTFT <= {self.ttft_target_ms:g} ms and TPOT <= {self.tpot_target_ms:g} ms",
             tables.Table(ATTAINMENT_COLUMNS, self.attainment),
@@ -133,7 +137,8 @@ class PdSimulationOutcome:
 COMPARISON_COLUMNS = [
     tables.Column("pool", "pool", tables.text, tables.KEY), tables.Column("mode", "mode", tables.text, tables.MEDIUM),
     tables.Column("metric", "metric", tables.text, tables.KEY),
-    tables.Column("analytic", "analytic", tables.number(4), tables.KEY),
+    tables.Column("analytic", "analytic", lambda v: numbers.significant(None if v is not None and not math.isfinite(v) else v, 4),
+                  tables.KEY),
     tables.Column("simulated", "simulated", tables.number(4), tables.KEY),
     tables.Column("ci95", "95 % half-width", tables.number(2), tables.MEDIUM),
     tables.Column("rel_error", "rel. error %", lambda v: numbers.fixed(None if v is None else 100 * v, 1), tables.HIGH),
@@ -157,6 +162,15 @@ def simulate_instance(loaded: Any, *, method: str | None = None, plan: PdPlan | 
         raise InputError("--mode", mode, "pd_fleet has one simulator (disaggregated pools by stage, aggregated ones by "
                          "continuous batching); leave --mode out")
     check_run_size(requests, reps, requests_field="--requests", reps_field="--reps")
+    if requests > MAX_POOL_REQUESTS:
+        raise InputError("--requests", requests, f"above the limit of {MAX_POOL_REQUESTS:,} requests per replication of a "
+                         "pd_fleet pool (a disaggregated pool's run holds every request's stage times at once); use more "
+                         "--reps instead")
+    busy = sum(1 for pool in problem.pools if pool.busy)
+    if requests * reps * busy > MAX_SIMULATED_REQUESTS:
+        raise InputError("--requests", requests, f"{requests:,} requests x {reps:,} replications x {busy} pools with traffic "
+                         f"= {requests * reps * busy:,} simulated requests, above the limit of {MAX_SIMULATED_REQUESTS:,} "
+                         "(every pool is simulated at these sizes); use fewer requests or replications")
     if seed < 0:
         raise InputError("--seed", seed, "must be >= 0")
     if plan is None:

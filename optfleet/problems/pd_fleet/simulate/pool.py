@@ -74,7 +74,7 @@ class PoolSimulation:
         targets = f"targets: TTFT {_target(self.ttft_target_ms)}, TPOT {_target(self.tpot_target_ms)}"
         return tables.page([
             f"{self.prefill_instances}P{self.decode_instances}D pool at {self.rate_rps:g} req/s: {self.requests:,} requests x {self.reps} "
-            f"replications (seed {self.seed}), the first {100 * self.warmup_share:g} % of arrivals left out; {spread}",
+            f"replication{'s' if self.reps != 1 else ''} (seed {self.seed}), the first {100 * self.warmup_share:g} % of arrivals left out; {spread}",
             tables.Table(LATENCY_COLUMNS, latencies),
             tables.Table(ROLE_COLUMNS, roles),
             *([f"attainment ({targets}): " + ", ".join(met)] if met else []),
