@@ -1,8 +1,13 @@
 """Benchmark: a 10-point parametric curve of ``optfleet explain`` against 10 times one exact solve, in one run.
 
 For each case the exact method is solved once on the instance (its time is the median of ``--repeats`` runs), then
-the curve ``rate_growth`` at 10 values from 1.0 to 1.5 is computed (optfleet/sensitivity/run.py ``curve``: one
-exact re-solve per value, each with the kind's own warm start).  The ratio column is
+a 10-point curve is computed (optfleet/sensitivity/run.py ``curve``): ``rate_growth`` from 1.0 to 1.5, or for the
+caching LP (no rate parameter: its LP depends on the order of events only) ``capacity_tokens`` over the instance's
+range, or for a routing design over a GPU catalog the price of its default break-even's GPU type (1.0x to 1.5x).
+The point at the instance's own value is its solve; the others are exact re-solves, warm where the kind declares a
+session (the caching LP's capacity: one HiGHS model, right-hand sides changed, dual simplex from the previous basis;
+the routing design's GPU price: one computed grid repriced), else each a full solve with the kind's own warm start.
+The ratio column is
 
     curve seconds / (10 x one solve's seconds)
 
@@ -27,19 +32,24 @@ from optfleet.sensitivity.api import explainer_of
 from optfleet.sensitivity.run import curve, parse_curve
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = (
-    "instances/fleet/toy_hetero.yaml",
-    "instances/fleet/azure_2023.yaml",
-    "instances/fleet/azure_2023_catalog.yaml",
-    "instances/profiled/melange_example.yaml",
-    "instances/reserved/tiny.yaml",
-    "instances/reserved/azure_2023_flash.yaml",
-)
 POINTS = 10
-CURVE = f"rate_growth=1:1.5:{POINTS}"
+RATE_CURVE = f"rate_growth=1:1.5:{POINTS}"
+CASES = (  # (instance, curve)
+    ("instances/fleet/toy_hetero.yaml", RATE_CURVE),
+    ("instances/fleet/azure_2023.yaml", RATE_CURVE),
+    ("instances/fleet/azure_2023_catalog.yaml", RATE_CURVE),
+    ("instances/profiled/melange_example.yaml", RATE_CURVE),
+    ("instances/reserved/tiny.yaml", RATE_CURVE),
+    ("instances/reserved/azure_2023_flash.yaml", RATE_CURVE),
+    ("instances/routing/tiny.yaml", RATE_CURVE),
+    ("instances/routing/azure_2023.yaml", RATE_CURVE),
+    ("instances/routing/azure_2023_catalog_mix.yaml", f"price:A100-80GB=2.21:3.315:{POINTS}"),  # its default break-even's price, to 1.5x
+    ("instances/caching/tiny.yaml", f"capacity_tokens=100:200:{POINTS}"),
+    ("instances/caching/sharegpt_like.yaml", f"capacity_tokens=1000:10000:{POINTS}"),
+)
 
 
-def measure(path: str, repeats: int) -> dict:
+def measure(path: str, spec: str, repeats: int) -> dict:
     loaded = api.load(ROOT / path)
     explainer = explainer_of(loaded)
     subject = loaded.problem if explainer.subject is None else explainer.subject
@@ -50,11 +60,13 @@ def measure(path: str, repeats: int) -> dict:
         times.append(time.perf_counter() - start)
     one = statistics.median(times)
     start = time.perf_counter()
-    frame = curve(explainer, subject, parse_curve(CURVE, explainer), base)
+    request = parse_curve(spec, explainer)
+    frame = curve(explainer, subject, request, base)
     seconds = time.perf_counter() - start
-    return {"instance": path, "kind": loaded.kind.name, "one_solve_s": one, "curve_s": seconds, "points": POINTS,
+    return {"instance": path, "kind": loaded.kind.name, "curve": spec, "one_solve_s": one, "curve_s": seconds, "points": POINTS,
             "ratio_to_10_solves": seconds / (POINTS * one), "plan_changes": int(frame["plan_changes"].sum()),
-            "objective_from": float(frame["objective"].iloc[0]), "objective_to": float(frame["objective"].iloc[-1])}
+            "objective_from": float(frame["objective"].iloc[0]), "objective_to": float(frame["objective"].iloc[-1]),
+            "warm": explainer.session is not None and explainer.session(subject, request.parameter) is not None}
 
 
 def main() -> None:
@@ -63,16 +75,16 @@ def main() -> None:
     add_output_option(parser)
     args = parser.parse_args()
     rows = []
-    for path in CASES:
-        row = measure(path, args.repeats)
+    for path, spec in CASES:
+        row = measure(path, spec, args.repeats)
         rows.append(row)
         print(f"{path}: one solve {row['one_solve_s']:.3f} s, {POINTS}-point curve {row['curve_s']:.2f} s, "
               f"ratio to {POINTS} solves {row['ratio_to_10_solves']:.2f}, plan changes {row['plan_changes']}")
-    columns = ("instance", "kind", "one solve (s)", f"{POINTS}-point curve (s)", f"curve / ({POINTS} x one solve)", "plan changes",
-               "objective at 1.0x", "at 1.5x")
-    table = [(r["instance"], r["kind"], f"{r['one_solve_s']:.3f}", f"{r['curve_s']:.2f}", f"{r['ratio_to_10_solves']:.2f}",
-              str(r["plan_changes"]), f"{r['objective_from']:,.2f}", f"{r['objective_to']:,.2f}") for r in rows]
-    write_results(output_folder(args), "explain", {"curve": CURVE, "rows": rows}, columns, table)
+    columns = ("instance", "kind", "curve", "warm session", "one solve (s)", f"{POINTS}-point curve (s)", f"curve / ({POINTS} x one solve)",
+               "plan changes", "objective at first value", "at last value")
+    table = [(r["instance"], r["kind"], r["curve"], "yes" if r["warm"] else "no", f"{r['one_solve_s']:.3f}", f"{r['curve_s']:.2f}",
+              f"{r['ratio_to_10_solves']:.2f}", str(r["plan_changes"]), f"{r['objective_from']:,.2f}", f"{r['objective_to']:,.2f}") for r in rows]
+    write_results(output_folder(args), "explain", {"rows": rows}, columns, table)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ which the basis stays optimal (HiGHS ``col_cost_dn/up``).  Infinite ends are ``i
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -98,25 +98,34 @@ def fixed_lp_sensitivity(model: pyo.ConcreteModel, continuous: Iterable[pyo.Var]
         start = time.perf_counter()
         form, integer = _compile(model, warm_start=False)
         args = _pass_model_args(form, np.zeros_like(integer))
-        with highs_session() as (h, log):
-            pass_model(h, args, f"the fixed LP of model {model.name!r}")
-            h.run()
-            status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
-            solution = h.getSolution()
-            ranging_status, ranging = h.getRanging() if status == OPTIMAL else (None, None)
-        seconds = time.perf_counter() - start
-        if status != OPTIMAL:
-            report = SolveReport(status, None, None, None, seconds, "highs", log.text, {"solver_runs": 1})
-            return LpSensitivity(report, (), ())
-        objective = float(h.getInfo().objective_function_value)
-        report = SolveReport(OPTIMAL, objective, objective, 0.0, seconds, "highs", log.text, {"solver_runs": 1})
-        values = np.asarray(solution.col_value, dtype=np.float64)
-        for var, value in zip(form.columns, values, strict=True):
-            var.set_value(float(value), skip_validation=True)
-        ranged = ranging_status == highspy.HighsStatus.kOk
-        rows = tuple(_rows(form, args, solution, ranging if ranged else None))
-        columns = tuple(_columns(form, args, solution, ranging if ranged else None))
-    return LpSensitivity(report, rows, columns)
+        found = arrays_sensitivity(args, [entry.constraint.name for entry in form.rows], [var.name for var in form.columns],
+                                   f"the fixed LP of model {model.name!r}", start)
+        if found.report.status == OPTIMAL:
+            for var, column in zip(form.columns, found.columns, strict=True):
+                var.set_value(column.value, skip_validation=True)
+    return found
+
+
+def arrays_sensitivity(args: tuple, row_names: Sequence[str], column_names: Sequence[str], what: str,
+                       start: float | None = None) -> LpSensitivity:
+    """Duals and ranges of the LP given as ``highspy.Highs.passModel`` arguments (``args``: num_col, num_row, num_nz,
+    format, sense, offset, cost, col_lower, col_upper, row_lower, row_upper, ...; continuous), its rows and columns
+    named by ``row_names`` and ``column_names`` (module docstring).  ``start`` is the clock reading the report's
+    seconds count from (default: now)."""
+    start = time.perf_counter() if start is None else start
+    with highs_session() as (h, log):
+        pass_model(h, args, what)
+        h.run()
+        status = HIGHS_STATUS.get(h.getModelStatus(), ERROR)
+        solution = h.getSolution()
+        ranging_status, ranging = h.getRanging() if status == OPTIMAL else (None, None)
+        objective = float(h.getInfo().objective_function_value) if status == OPTIMAL else None
+    seconds = time.perf_counter() - start
+    if status != OPTIMAL:
+        return LpSensitivity(SolveReport(status, None, None, None, seconds, "highs", log.text, {"solver_runs": 1}), (), ())
+    report = SolveReport(OPTIMAL, objective, objective, 0.0, seconds, "highs", log.text, {"solver_runs": 1})
+    ranged = ranging if ranging_status == highspy.HighsStatus.kOk else None
+    return LpSensitivity(report, tuple(_rows(row_names, args, solution, ranged)), tuple(_columns(column_names, args, solution, ranged)))
 
 
 @contextmanager
@@ -148,25 +157,28 @@ def _finite(value: float) -> float:
     return float(value) if abs(value) < HIGHS_INFINITY else float(np.sign(value) * np.inf)
 
 
-def _rows(form, args: tuple, solution, ranging) -> Iterator[RowSensitivity]:
-    row_lower, row_upper = args[9], args[10]
-    for i, entry in enumerate(form.rows):
+def _rows(names: Sequence[str], args: tuple, solution, ranging) -> Iterator[RowSensitivity]:
+    row_lower, row_upper = np.asarray(args[9], dtype=np.float64), np.asarray(args[10], dtype=np.float64)
+    for i, name in enumerate(names):
         activity = float(solution.row_value[i])
-        kind = entry.bound_type
-        bound = float(row_upper[i] if kind >= 0 else row_lower[i])
-        sense = "==" if kind == 0 else ("<=" if kind > 0 else ">=")
-        slack = 0.0 if kind == 0 else (bound - activity if kind > 0 else activity - bound)
+        lower, upper = row_lower[i], row_upper[i]
+        if lower == upper:
+            sense, bound, slack = "==", float(upper), 0.0
+        elif abs(upper) < HIGHS_INFINITY:  # a ranged row reads as its upper bound (the model's rows are one-sided)
+            sense, bound, slack = "<=", float(upper), float(upper) - activity
+        else:
+            sense, bound, slack = ">=", float(lower), activity - float(lower)
         low = _finite(ranging.row_bound_dn.value_[i]) if ranging is not None else float("nan")
         high = _finite(ranging.row_bound_up.value_[i]) if ranging is not None else float("nan")
-        yield RowSensitivity(entry.constraint.name, sense, activity, bound, max(slack, 0.0), float(solution.row_dual[i]), low, high)
+        yield RowSensitivity(name, sense, activity, bound, max(slack, 0.0), float(solution.row_dual[i]), low, high)
 
 
-def _columns(form, args: tuple, solution, ranging) -> Iterator[ColumnSensitivity]:
+def _columns(names: Sequence[str], args: tuple, solution, ranging) -> Iterator[ColumnSensitivity]:
     cost = args[6]
-    for i, var in enumerate(form.columns):
+    for i, name in enumerate(names):
         low = _finite(ranging.col_cost_dn.value_[i]) if ranging is not None else float("nan")
         high = _finite(ranging.col_cost_up.value_[i]) if ranging is not None else float("nan")
-        yield ColumnSensitivity(var.name, float(solution.col_value[i]), float(cost[i]), float(solution.col_dual[i]), low, high)
+        yield ColumnSensitivity(name, float(solution.col_value[i]), float(cost[i]), float(solution.col_dual[i]), low, high)
 
 
 def row_slack(row: Any) -> float:

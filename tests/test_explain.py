@@ -198,14 +198,16 @@ def test_a_bad_curve_is_refused_with_the_reason(spec, says, capsys):
 def test_a_kind_without_explain_is_refused_naming_every_kind_that_has_it(capsys):
     assert main(["explain", str(FLEET_INSTANCES.parent / "capacity_plan" / "tiny.yaml"), "--quiet"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "capacity_plan" in err and "it covers: fleet, profiled_fleet, reserved" in err
+    covered = err.split("it covers: ", 1)[1]
+    assert "capacity_plan" in err and all(kind in covered for kind in ("fleet", "profiled_fleet", "reserved", "routing", "caching"))
 
 
 def test_the_help_names_each_kinds_curve_parameters(capsys):
     with pytest.raises(SystemExit):
         main(["explain", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for parameter in ("rate_growth", "ttft_ms", "percentile", "rho_max", "max_utilisation", "unit_price", "price:<GPU type>"):
+    for parameter in ("rate_growth", "ttft_ms", "percentile", "rho_max", "max_utilisation", "unit_price", "price:<GPU type>",
+                      "epsilon", "capacity_tokens", "xi_ms"):
         assert parameter in text, parameter
 
 

@@ -13,7 +13,12 @@ A kind's ``explain(problem) -> Explainer`` hook returns:
   fewer), each solved exactly to find near-optimal plans;
 * ``default_curves``: curves the report shows unasked (e.g. ``percentile=0.95,0.99``: the cost of P95 -> P99);
 * ``subject`` (optional): what the hooks take as ``problem`` when it is not the prepared problem itself (e.g. the
-  reserved kind's question: the problem and the percentile asked).
+  reserved kind's question: the problem and the percentile asked);
+* ``session(problem, parameter) -> solve_at | None`` (optional): a warm re-solver for the points of one parameter's
+  curve or break-even.  ``solve_at(changed_problem) -> Solved`` gives what ``solve`` gives, but keeps one model
+  between calls and changes only its bounds or costs, so the solver restarts from the previous point's basis (e.g.
+  the caching LP's capacity rows).  None for a parameter the kind has no warm path for: each point is then solved
+  by ``solve``.
 """
 
 from __future__ import annotations
@@ -83,3 +88,4 @@ class Explainer:
     break_even: tuple[str, ...] = field(default=())
     default_curves: tuple[str, ...] = field(default=())
     subject: Any = None
+    session: Callable[[Any, str], Callable[[Any], Solved] | None] | None = None

@@ -17,7 +17,7 @@ from optfleet.results import json_safe
 
 TITLES = {
     "binding": "Binding constraints: each row of the plan with its slack (0 = binds)",
-    "shadow_prices": "Shadow prices: d(cost)/d(bound) of the fixed-integer LP, and the bound's range with the same basis",
+    "shadow_prices": "Shadow prices: d(objective)/d(bound) of the LP (a MILP's with its integer plan fixed), and the bound's range with the same basis",
     "price_ranges": "Price ranges of the fixed-integer LP: the prices over which its basis stays optimal (not the MILP's plan: see break-even)",
     "break_even": "Break-even: the value at which the exact plan changes (re-solved; low = last value with the same plan)",
     "alternatives": "Near-optimal alternatives: named restrictions solved exactly",

@@ -16,8 +16,12 @@ ranges: optfleet/sensitivity/explainer.py) and, by re-solving the exact method o
 * **alternatives**: the kind's named restrictions (no GPU of type T, one pool fewer), each solved exactly, with
   its cost over the optimum in percent and whether that is within ``within_pct``.
 
-Each re-solve is a full exact solve of the changed instance (the kind's own warm start, e.g. the fleet's sweep
-plan, applies); benchmarks/bench_explain.py measures a 10-point curve against one solve.
+Each point of a curve or a break-even scan is an exact solve of the changed instance.  A value equal to the
+instance's own (e.g. ``rate_growth`` 1) is the instance's solve, not solved again.  Where the kind declares a
+warm ``session`` for the parameter (optfleet/sensitivity/explainer.py; the caching LP's capacity), the points
+are solved in one model whose bounds change from point to point, the solver restarting from the previous basis;
+otherwise each is a full solve (with the kind's own warm start, e.g. the fleet's sweep plan).
+benchmarks/bench_explain.py measures a 10-point curve against one solve.
 """
 
 from __future__ import annotations
@@ -116,15 +120,31 @@ def check_values(parameter: Parameter, values: Sequence[float], option: str, tex
             raise InputError(option, text, f"{parameter.name} = {value:g} is outside {brackets}")
 
 
+class PointSolver:
+    """The exact solve at values of one parameter (module docstring): the instance's own solve at its current value,
+    the kind's warm session where it has one, else the kind's ``solve``."""
+
+    def __init__(self, explainer: Explainer, problem: Any, parameter: Parameter, base: Solved) -> None:
+        self.explainer, self.problem, self.parameter, self.base = explainer, problem, parameter, base
+        self.warm = explainer.session(problem, parameter.name) if explainer.session is not None else None
+
+    def __call__(self, value: float) -> Solved:
+        if value == self.parameter.current and not self.parameter.another_question:
+            return self.base
+        changed = self.parameter.apply(self.problem, value)
+        return self.warm(changed) if self.warm is not None else self.explainer.solve(changed)
+
+
 def curve(explainer: Explainer, problem: Any, request: CurveRequest, base: Solved, progress: Progress = silent) -> pd.DataFrame:
     """The optimum at each value of the request's parameter; ``plan_changes`` is True where the plan differs from the
     previous value's (the first value: from the instance's plan, or None when the parameter asks another question than
     the instance's)."""
     parameter = explainer.parameters[request.parameter]
+    solve_at = PointSolver(explainer, problem, parameter, base)
     records, previous, compared = [], base.plan, not parameter.another_question
     for i, value in enumerate(request.values):
         progress(f"curve {parameter.name}", i, len(request.values))
-        solved = explainer.solve(parameter.apply(problem, value))
+        solved = solve_at(value)
         records.append({parameter.name: value, "objective": solved.objective, "status": solved.status, "plan": solved.plan,
                         "plan_changes": solved.plan != previous if compared else None})
         previous, compared = solved.plan, True
@@ -136,6 +156,7 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
     records = []
     for name in names:
         parameter = explainer.parameters[name]
+        solve_at = PointSolver(explainer, problem, parameter, base)
         progress(f"break-even {name}", 0, 1)
         low = high = other = None
         for factors in (SCAN_FACTORS, tuple(1 / f for f in SCAN_FACTORS)):  # up first, then down
@@ -144,7 +165,7 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
                 value = parameter.current * factor
                 if not parameter.holds(value):
                     break  # the scan leaves the parameter's domain (e.g. rho_max above 1)
-                solved = explainer.solve(parameter.apply(problem, value))
+                solved = solve_at(value)
                 if solved.plan != base.plan:
                     high, other = value, solved
                     break
@@ -154,7 +175,7 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
         if high is not None:
             for _ in range(BISECTIONS):
                 middle = (low + high) / 2
-                solved = explainer.solve(parameter.apply(problem, middle))
+                solved = solve_at(middle)
                 if solved.plan != base.plan:
                     high, other = middle, solved
                 else:

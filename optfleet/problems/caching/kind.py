@@ -127,4 +127,5 @@ KIND = ProblemKind(
     result_json=result_json,
     overrides={"time_limit_s": "hindsight.time_limit_s", "solver": "hindsight.solver"},
     plot=lazy("optfleet.problems.caching.plot", "plot_ttft_cdf"),
+    explain=lazy("optfleet.problems.caching.explain", "explainer"),
 )

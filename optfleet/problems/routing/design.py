@@ -220,10 +220,10 @@ def sized_instances(problem: RoutingProblem, config: PoolConfig, l_in: np.ndarra
     if fleet.service_model == "batching":
         workload = batching_workload([config], [(l_in, l_out, weight)], np.array([rate]))
         return int(min_instances_batching(workload, [config], fleet.ttft_p99_ms, problem.rho_max, fleet.tpot_targets)[0])
-    stats = pool_stats(config, l_in, l_out, weight, fleet.ttft_rule)
+    stats = pool_stats(config, l_in, l_out, weight, fleet.ttft_rule, fleet.ttft_quantile)
     tpot = fleet.tpot_targets.min_instances(rate, stats.mean_prefill_compute_ms, config.window_step_ms, config.tpot_bound_ms)
     return int(size_pools(rate, stats.mean_service_ms, stats.service_scv, stats.ttft_floor_ms, config.slots_per_instance,
-                          fleet.ttft_p99_ms, problem.rho_max, tpot))
+                          fleet.ttft_p99_ms, problem.rho_max, tpot, quantile=fleet.ttft_quantile))
 
 
 def design_ratios(problem: RoutingProblem) -> np.ndarray:

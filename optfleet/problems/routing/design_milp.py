@@ -59,9 +59,12 @@ def with_constraints(data: DesignData, specs: tuple, base: np.ndarray | None = N
     return replace(data, upper=np.asarray(upper, dtype=np.int64), constraints=tuple(specs))
 
 
-def solve_design(problem: RoutingProblem) -> tuple[DesignCandidate, SolveReport]:
-    """The least-cost design (models/routing_design.py); InfeasibleError, with the reason, when there is none."""
-    grid, data = design_data(problem)
+def solve_design(problem: RoutingProblem, prepared: tuple[list[tuple[int, int, float]], DesignData] | None = None
+                 ) -> tuple[DesignCandidate, SolveReport]:
+    """The least-cost design (models/routing_design.py); InfeasibleError, with the reason, when there is none.
+    ``prepared`` is :func:`design_data`'s result for ``problem`` when the caller holds it (explain's price curves
+    reprice the options of one computed grid)."""
+    grid, data = design_data(problem) if prepared is None else prepared
     served = {(o.candidate, o.pool) for o in data.pools} | data.empty
     servable = [c for c in range(len(grid)) if (c, 0) in served and (c, 1) in served]
     if not servable:

@@ -239,4 +239,5 @@ KIND = ProblemKind(
     facts=facts,
     result_json=result_json,
     overrides=SOLVE_BLOCK_OVERRIDES,
+    explain=lazy("optfleet.problems.routing.explain", "explainer"),
 )
