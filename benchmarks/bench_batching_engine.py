@@ -10,7 +10,13 @@ dispatcher):
   the model was not developed on;
 * **calibration**: Llama-3-70B on H100 TP4 (NVIDIA's measured coefficients for vLLM, as the affine source) with
   3,000-token prompts on 3 and 6 GPUs, the cases the dispatcher's ``c_d^2`` and the slot chain's jump were measured
-  on (so agreement there is by construction).
+  on (so agreement there is by construction);
+* **long prompts** (``--family long``, written to batching_engine_long_prompts.json/.md): the aggregated pools of the
+  pd_fleet instances at their shipped plans (the fleet's batching model and simulator, as ``optfleet simulate`` runs
+  them), the RAG pool at 1, 2 and 4 instances with the load per instance held, and controlled variants on Llama-3-70B
+  H100 x8 (roofline): prompts uniform on +-25 % around 4k, 8k and 16k tokens (answers 4 % of the request), token
+  budgets 2048 and 8192, at a prompt-compute share ``rho = lambda E[P]`` of 0.25 and 0.5 per instance on 2 instances.
+  The family the model's TPOT law is not yet calibrated on (docs/guide/engine-model.md).
 
 Per pool: utilisation (slot occupancy), P99 TTFT and P99 TPOT, model against the simulated mean, with the targets of
 issue 33 (utilisation within 5 %, P99 TTFT and P99 TPOT within 10 %; a pool too lightly loaded for the run to pin
@@ -19,14 +25,17 @@ shows the interval and the requests measured), and the SLO attainment the simula
 
 Writes benchmarks/out/ (benchmarks/results/ with --publish): batching_engine.json/.md.
 Run: python benchmarks/bench_batching_engine.py [--requests 400000] [--reps 3]
+     python benchmarks/bench_batching_engine.py --family long [--requests 30000] [--reps 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 import optfleet
@@ -34,6 +43,10 @@ from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.simulate import simulate_plan
+from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan
+from optfleet.problems.pd_fleet.problem import PdProblem, PoolTraffic
+from optfleet.problems.pd_fleet.simulate.outcome import simulate_choice
+from optfleet.problems.pd_fleet.sizing import aggregated_states
 
 from output import add_output_option, output_folder, write_results
 
@@ -52,6 +65,15 @@ OFF_PLAN = [
 MEASURED_70B_TP4 = {"base_ms": 14.9456, "per_seq_ms": 0.039484, "per_kv_token_ms": 2.77179e-05, "per_prefill_token_ms": 0.058731,
                     "per_prefill_pair_ms": 9.8174e-07}
 CALIBRATION = [(3, 6.0), (6, 12.0), (3, 8.0)]  # (instances, req/s)
+# (pd_fleet instance, pool index, aggregated option, instances): the aggregated pools of the shipped MILP plans
+PD_AGGREGATED = [("rag_long_prompt", 0, "agg H100-SXM x8 B2048", 2), ("llama70b_h100", 0, "agg H100-SXM x8 B8192", 1),
+                 ("llama70b_h100", 1, "agg H100-SXM x8 B8192", 1), ("chat", 0, "agg H100-SXM B2048", 2)]
+RAG_INSTANCES = (1, 4)  # the RAG pool also at these counts, the load per instance held (2 is its plan, above)
+VARIANT_PROMPTS = (4096, 8192, 16384)  # prompt tokens, uniform on +-25 % around these
+VARIANT_BUDGETS = (2048, 8192)
+VARIANT_RHO = (0.25, 0.5)  # prompt compute per instance, lambda E[P]
+VARIANT_INSTANCES = 2
+VARIANT_OUTPUT_FRACTION = 0.04
 
 
 def calibration_document(rate_rps: float) -> dict:
@@ -115,13 +137,92 @@ def all_rows(requests: int, reps: int) -> list[dict]:
     return rows
 
 
+def pd_rows(label: str, problem: PdProblem, pool: PoolTraffic, option: str, instances: int, requests: int, reps: int) -> list[dict]:
+    """Model against simulation of an aggregated pd_fleet pool: the fleet's batching model as pd_fleet sizes it
+    (``aggregated_states``) and the fleet's batching simulator as ``optfleet simulate`` runs it (``simulate_choice``)."""
+    start = time.perf_counter()
+    state = aggregated_states(problem, pool, problem.option(option), [instances])[0]
+    model_s = time.perf_counter() - start
+    sim = simulate_choice(problem, pool, AggregatedPoolPlan(option, instances), requests=requests, reps=reps, seed=0)
+    rho = pool.rate_rps / instances * float(pool.weight @ problem.option(option).pool(pool.window_tokens).step.prefill_compute_ms(pool.l_in)) / 1000.0
+    row = {"case": "long prompts", "instance": label, "pool": f"{pool.index} {option}", "window": pool.window_tokens, "gpus": instances,
+           "rho": rho, "model_seconds": model_s, "requests": sim["requests"][0], "ttft_attainment": sim["ttft_attainment"][0],
+           "tpot_attainment": sim["tpot_attainment"][0]}
+    model = {"utilisation": state.utilisation, "ttft_p99_ms": state.ttft_p99_ms, "tpot_p99_ms": state.tpot_p99_ms, "tpot_mean_ms": state.tpot_mean_ms}
+    simulated = {"utilisation": sim["slot_occupancy"], "ttft_p99_ms": sim["ttft_p99_ms"], "tpot_p99_ms": sim["tpot_p99_ms"],
+                 "tpot_mean_ms": sim["tpot_mean_ms"]}
+    for metric, value in model.items():
+        mean, half = simulated[metric]
+        row[metric] = {"model": value, "simulated": mean, "ci95": half, "error": value / mean - 1.0,
+                       "within": abs(value / mean - 1.0) <= TARGETS.get(metric, 0.10) or abs(value - mean) <= half}
+    print(row, flush=True)
+    return [row]
+
+
+def variant_pool(pool: PoolTraffic, step, prompt_tokens: int, rho: float, instances: int) -> PoolTraffic:
+    """``pool`` with prompts uniform on ``prompt_tokens`` +-25 % (9 atoms; answers ``VARIANT_OUTPUT_FRACTION`` of the
+    request) at the rate that gives each of ``instances`` instances a prompt-compute share ``rho = lambda E[P]``."""
+    l_in = np.rint(np.linspace(0.75, 1.25, 9) * prompt_tokens).astype(np.int64)
+    l_out = np.maximum(np.rint(l_in * VARIANT_OUTPUT_FRACTION / (1.0 - VARIANT_OUTPUT_FRACTION)), 1).astype(np.int64)
+    weight = np.full(len(l_in), 1.0 / len(l_in))
+    rate_rps = rho * instances / (float(weight @ step.prefill_compute_ms(l_in)) / 1000.0)
+    return dataclasses.replace(pool, l_in=l_in, l_out=l_out, weight=weight, rate_rps=rate_rps)
+
+
+def long_prompt_rows(requests: int, reps: int) -> list[dict]:
+    """The long-prompts family (module docstring)."""
+    rows = []
+    problems = {stem: optfleet.load(ROOT / "instances" / "pd_fleet" / f"{stem}.yaml").problem for stem, *_ in PD_AGGREGATED}
+    for stem, index, option, instances in PD_AGGREGATED:
+        rows += pd_rows(stem, problems[stem], problems[stem].pools[index], option, instances, requests, reps)
+    rag = problems["rag_long_prompt"]
+    stem, index, option, planned = PD_AGGREGATED[0]
+    for instances in RAG_INSTANCES:
+        pool = dataclasses.replace(rag.pools[index], rate_rps=rag.pools[index].rate_rps * instances / planned)
+        rows += pd_rows(f"{stem}, load per instance held", rag, pool, option, instances, requests, reps)
+    for prompt in VARIANT_PROMPTS:
+        pool = next(p for p in rag.pools if p.window_tokens >= 1.25 * prompt / (1.0 - VARIANT_OUTPUT_FRACTION))
+        for budget in VARIANT_BUDGETS:
+            option = f"agg H100-SXM x8 B{budget}"
+            step = rag.option(option).pool(pool.window_tokens).step
+            for rho in VARIANT_RHO:
+                rows += pd_rows(f"70B H100 x8, prompts {prompt:,} +-25 %, rho {rho:g}", rag, variant_pool(pool, step, prompt, rho, VARIANT_INSTANCES),
+                                option, VARIANT_INSTANCES, requests, reps)
+    return rows
+
+
+def publish_long_prompts(folder: Path, rows: list[dict], requests: int, reps: int) -> None:
+    """Print and write batching_engine_long_prompts.json/.md."""
+    def cell(row: dict, metric: str, digits: int) -> list[str]:
+        m = row[metric]
+        return [f"{m['model']:.{digits}f}", f"{m['simulated']:.{digits}f} +- {m['ci95']:.{digits}f}",
+                f"{100 * m['error']:+.1f} %" + ("" if m["within"] else " (out)")]
+
+    lines = [[r["instance"], r["pool"], str(r["gpus"]), f"{r['rho']:.2f}", f"{r['requests']:,.0f}", *cell(r, "utilisation", 3),
+              *cell(r, "ttft_p99_ms", 0), *cell(r, "tpot_mean_ms", 1), *cell(r, "tpot_p99_ms", 1),
+              f"{100 * r['ttft_attainment']:.2f} / {100 * r['tpot_attainment']:.2f}"] for r in rows]
+    for line in lines:
+        print(" | ".join(line))
+    within = sum(all(r[m]["within"] for m in TARGETS) for r in rows)
+    print(f"long prompts: {within} of {len(rows)} pools within every target")
+    write_results(folder, "batching_engine_long_prompts", {"requests": requests, "reps": reps, "targets": TARGETS, "pools": rows, "within": within},
+                  ["instance", "pool", "GPUs", "rho", "requests measured", "utilisation model", "simulated", "error", "P99 TTFT model ms",
+                   "simulated ms", "error", "mean TPOT model ms", "simulated ms", "error", "P99 TPOT model ms", "simulated ms", "error",
+                   "attainment TTFT / TPOT %"], lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400_000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--family", choices=("published", "long"), default="published",
+                        help="the shipped, off-plan and calibration cases (batching_engine.*) or the long-prompts family")
     add_output_option(parser)
     args = parser.parse_args()
     folder = output_folder(args)
+    if args.family == "long":
+        publish_long_prompts(folder, long_prompt_rows(args.requests, args.reps), args.requests, args.reps)
+        return 0
     rows = all_rows(args.requests, args.reps)
 
     def cell(row: dict, metric: str, digits: int) -> list[str]:
