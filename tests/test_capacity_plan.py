@@ -381,3 +381,139 @@ def test_rolling_horizon_keeps_the_reserved_cap_across_windows():
     problem = tiny(rolling__window_periods=2, rolling__step_periods=1, gpus__0__reserved__max_gpus=6)
     evaluation = evaluate(problem, rolling_horizon(problem))
     assert evaluation.feasible, evaluation.violations
+
+
+# --- reservations already held ----------------------------------------------------------------------------------
+
+HELD = [{"gpu_type": "A100", "gpus": 2, "start_period": 0, "term_periods": 3, "model": "chat", "price_per_gpu_hour": 1.0},
+        {"gpu_type": "H100", "gpus": 1, "start_period": 3, "end_period": 9, "price_per_gpu_hour": 2.0},
+        {"gpu_type": "A100", "gpus": 1, "start_period": 0, "end_period": 6, "model": "batch"}]
+"""Two GPUs pinned to chat on the A100 in periods 0-2, one unpinned H100 in periods 3-5 (its term runs past the
+horizon: clipped), one A100 pinned to batch all day."""
+
+
+def brute_force_with_held(problem) -> float:
+    """brute_force with each type's purchases sized for ``use - P - sum_m min(u_m, Q_m)``: the GPUs in use beyond the
+    unpinned reservations held (``P``) and the pinned ones each model uses (``Q``), per-model use computed by
+    running gpus_in_use on each model alone."""
+    table, held = problem.table, problem.held
+    n_models, periods = len(problem.model_names), problem.periods
+    choices = []
+    for m in range(n_models):
+        for t in range(periods):
+            options = [(g, x) for g in range(len(problem.offers)) if table.instances[m, g, t] > 0
+                       for x in range(table.instances[m, g, t], table.instances[m, g].max() + 1)]
+            choices.append(options or [(-1, 0)])
+    best = np.inf
+    for pick in itertools.product(*choices):
+        gpu_type = np.array([g for g, _ in pick]).reshape(n_models, periods)
+        instances = np.array([x for _, x in pick]).reshape(n_models, periods)
+        alone = [gpus_in_use(problem, np.where(np.arange(n_models)[:, None] == m, gpu_type, -1), instances) for m in range(n_models)]
+        beyond = sum(alone) - held.pool - sum(np.minimum(alone[m], held.pinned[m]) for m in range(n_models))
+        best = min(best, sum(_cheapest_purchases(problem, g, np.maximum(beyond[g], 0)) for g in range(len(problem.offers))))
+    return best
+
+
+@pytest.mark.parametrize("reservations", [
+    [{"gpu_type": "A100", "gpus": 2, "start_period": 1, "term_periods": 1}],
+    [{"gpu_type": "H100", "gpus": 2, "start_period": 0, "end_period": 2, "model": "batch"},
+     {"gpu_type": "A100", "gpus": 1, "start_period": 0, "end_period": 1, "model": "chat"}],
+], ids=["pool", "pinned"])
+def test_milp_equals_brute_force_with_reservations_held(reservations):
+    problem = tiny(periods=2, gpus__0__reserved__term_periods=2, reservations=reservations)
+    schedule, report = solve_milp(problem)
+    assert report.status == "optimal" and report.bound is not None
+    evaluation = evaluate(problem, schedule)
+    assert evaluation.feasible, evaluation.violations
+    assert evaluation.total_cost == pytest.approx(report.objective, rel=1e-9)
+    assert report.objective == pytest.approx(brute_force_with_held(problem), rel=1e-9)
+    assert report.objective < solve_milp(tiny(periods=2, gpus__0__reserved__term_periods=2))[1].objective - 1.0
+
+
+def _hand_schedule_with_held(problem) -> Schedule:
+    """chat on A100, batch on H100 (needs as in the hand-worked schedule above); A100: 3 reserved at 0, 5 at 3 (with
+    chat's 2 held in periods 0-2: 5 in every period); H100: 1 on demand in period 0, spot 3, 3, 3, 0, 2, 2."""
+    needs = problem.table.instances
+    return Schedule(gpu_type=np.array([[0] * 6, [1] * 6]), instances=np.array([needs[0, 0], needs[1, 1]]),
+                    reserved_starts=np.array([[3, 0, 0, 5, 0, 0], [0] * 6]),
+                    on_demand_gpus=np.array([[0] * 6, [1, 0, 0, 0, 0, 0]]),
+                    spot_gpus=np.array([[0] * 6, [3, 3, 3, 0, 2, 2]]))
+
+
+def test_evaluator_on_a_hand_worked_schedule_with_reservations_held():
+    """Needs: chat 2 3 4 5 4 3 on A100, batch 3 2 2 1 2 2 on H100.  A100: 2 held for chat in 0-2 + reserved 3, 3, 3,
+    5, 5, 5 = 5 in every period; batch's pinned A100 idles (chat may not use it).  H100: the unpinned one held in 3-5
+    leaves 3 2 2 0 1 1 to buy: on demand 1 in period 0 and spot relied on 2 of 3 (0.972), none, 1 of 2 (0.99).
+    Cost: reserved 8 x $14.40 = $115.20, on demand $14, spot 13 x $6 = $78: $207.20.  Sunk (not in it): 2 GPUs x $1 x
+    4 h x 3 periods + 1 x $2 x 4 h x 3 periods (clipped to the horizon) = $48."""
+    problem = tiny(models__0__load_time_s=0, evaluation__samples=4000, reservations=HELD)
+    assert problem.held.pool.tolist() == [[0] * 6, [0, 0, 0, 1, 1, 1]]
+    assert problem.held.pinned[0].tolist() == [[2, 2, 2, 0, 0, 0], [0] * 6] and problem.held.pinned[1, 0].tolist() == [1] * 6
+    e = evaluate(problem, _hand_schedule_with_held(problem))
+    assert e.feasible, e.violations
+    assert e.total_cost == pytest.approx(207.2)
+    assert e.cost_by_option == pytest.approx({"reserved": 115.2, "on_demand": 14.0, "spot": 78.0})
+    assert e.cost_by_model == pytest.approx({"chat": 115.2, "batch": 92.0, "unassigned": 0.0})
+    assert e.sunk_cost == pytest.approx(48.0)
+    exact = [binom.sf(1, 3, 0.9)] * 3 + [1.0, binom.sf(0, 2, 0.9), binom.sf(0, 2, 0.9)]
+    assert e.attainment[1] == pytest.approx(exact, abs=0.02)
+    without = evaluate(tiny(models__0__load_time_s=0), _hand_schedule_with_held(problem)).violations
+    assert any(v.startswith("period 2, A100") for v in without) and any(v.startswith("period 3, H100") for v in without), without
+
+
+def test_the_rules_buy_only_beyond_the_reservations_held():
+    """Every rule's plan costs no more with the reservations held than without them; greedy_packing (the rule that
+    keeps to the caps) stays feasible; the perfect-system count buys exactly the GPUs in use beyond the held ones
+    its models may use (chat's 2 A100s in periods 0-2, batch's A100, the unpinned H100 in 3-5)."""
+    from optfleet.problems.capacity_plan import baselines
+
+    with_held, without = tiny(reservations=HELD), tiny()
+    for rule in (baselines.per_period_on_demand, baselines.reserve_percentile, baselines.greedy_packing, baselines.static_peak,
+                 baselines.spot_fallback):
+        assert evaluate(with_held, rule(with_held)).total_cost <= evaluate(without, rule(without)).total_cost + 1e-9, rule.__name__
+    assert evaluate(with_held, baselines.greedy_packing(with_held)).feasible
+    plan = baselines.per_period_on_demand(with_held)
+    chat, batch = (gpus_in_use(with_held, np.where(np.arange(2)[:, None] == m, plan.gpu_type, -1), plan.instances) for m in (0, 1))
+    usable_a100 = np.minimum(chat[0], [2, 2, 2, 0, 0, 0]) + np.minimum(batch[0], 1)
+    expected = np.ceil(chat + batch - 1e-9 - [usable_a100, [0, 0, 0, 1, 1, 1]]).clip(0).astype(int)
+    assert plan.on_demand_gpus.tolist() == expected.tolist()
+    assert evaluate(with_held, baselines.per_period_on_demand(with_held)).cost_by_option["on_demand"] < \
+        evaluate(without, baselines.per_period_on_demand(without)).cost_by_option["on_demand"]
+
+
+@pytest.mark.parametrize(("reservation", "field", "says"), [
+    ({"gpu_type": "A100", "gpus": 1, "start_period": 6, "term_periods": 2}, "reservations[0].start_period", "outside the horizon"),
+    ({"gpu_type": "A100", "gpus": -1, "term_periods": 2}, "reservations.0.gpus", "-1"),
+    ({"gpu_type": "B200", "gpus": 1, "term_periods": 2}, "reservations[0].gpu_type", "not a GPU type"),
+    ({"gpu_type": "A100", "gpus": 1, "term_periods": 2, "model": "llama"}, "reservations[0].model", "not a model"),
+    ({"gpu_type": "A100", "gpus": 1, "end_period": 3, "term_periods": 3}, "reservations[0]", "exactly one of end_period"),
+    ({"gpu_type": "A100", "gpus": 1, "start_period": 3, "end_period": 2}, "reservations[0].end_period", "not after start_period"),
+], ids=["outside-horizon", "negative", "unknown-type", "unknown-model", "end-and-term", "end-before-start"])
+def test_bad_reservations_exit_2_naming_the_field(tmp_path, capsys, reservation, field, says):
+    document = yaml.safe_load(TINY.read_text())
+    document["reservations"] = [reservation]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert main(["solve", str(path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_overlapping_reservations_of_a_model_exit_2_and_adjoining_or_unpinned_ones_add_up(tmp_path, capsys):
+    """chat's A100s in periods 0-2 and 2-4 share period 2: refused, naming the later entry.  Periods 0-2 and 3-5
+    adjoin; unpinned ones overlap freely; the same periods pinned to another model or type are not an overlap."""
+    first = {"gpu_type": "A100", "gpus": 2, "start_period": 0, "end_period": 3, "model": "chat"}
+    document = yaml.safe_load(TINY.read_text())
+    document["reservations"] = [first, {"gpu_type": "H100", "gpus": 1, "end_period": 6},
+                                {"gpu_type": "A100", "gpus": 1, "start_period": 2, "term_periods": 3, "model": "chat"}]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: reservations[2] = 'chat on A100, periods 2-4'"), err
+    assert "overlaps reservations[0] (periods 0-2)" in err[0] and "in periods 2-2" in err[0], err
+    fine = [first, {**first, "start_period": 3, "end_period": 6}, {**first, "model": "batch"}, {**first, "gpu_type": "H100"},
+            {"gpu_type": "A100", "gpus": 1, "end_period": 6}, {"gpu_type": "A100", "gpus": 2, "end_period": 2}]
+    problem = tiny(reservations=fine)
+    assert problem.held.pinned[0, 0].tolist() == [2] * 6 and problem.held.pool[0].tolist() == [3, 3, 1, 1, 1, 1]

@@ -3,7 +3,8 @@
 ``prepare(loaded)`` reads the demand (demand.py), builds the capacity table from the fleet kind's sizing
 (capacity.py) and turns prices per GPU-hour into prices per GPU-period.  It checks the rules that span fields,
 each naming its field: unique model and type names, a purchase option per type, reservation terms within the
-horizon, one spot cap per period, known type names in ``tp`` and ``constraints``.  A model that no GPU type can
+horizon, one spot cap per period, known type names in ``tp`` and ``constraints``, reservations already held within
+the horizon and not overlapping (held.py).  A model that no GPU type can
 serve is an InfeasibleError naming the model and each type's reason.
 """
 
@@ -19,6 +20,7 @@ from optfleet.hardware.catalog import get_gpu
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.capacity_plan.capacity import CapacityTable, capacity_table
 from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, read_forecast, trace_rates
+from optfleet.problems.capacity_plan.held import HeldGpus, held_gpus
 from optfleet.problems.capacity_plan.schema import CapacityPlanInstanceSpec, GpuTypeSpec
 from optfleet.problems.capacity_plan.spot import counted_spot
 
@@ -57,6 +59,8 @@ class CapacityProblem:
     load_fraction: NDArray[np.float64]
     """``lambda_m = load_time_s / period_seconds``: the share of a period a GPU spends loading model ``m`` when it
     starts serving it."""
+    held: HeldGpus
+    """The reservations already held (held.py): capacity in their periods, sunk cost."""
 
     @property
     def name(self) -> str:
@@ -81,7 +85,8 @@ class CapacityProblem:
         table = replace(self.table, instances=self.table.instances[:, :, start:stop])
         kept = [c for c in self.spec.constraints if budget or c.kind != "budget"]
         spec = self.spec.model_copy(update={"periods": stop - start, "constraints": kept})
-        return replace(self, spec=spec, rates_rps=self.rates_rps[:, start:stop], table=table, offers=offers)
+        return replace(self, spec=spec, rates_rps=self.rates_rps[:, start:stop], table=table, offers=offers,
+                       held=self.held.window(start, stop))
 
 
 def prepare(loaded: LoadedInstance) -> CapacityProblem:
@@ -89,6 +94,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
     spec: CapacityPlanInstanceSpec = loaded.spec
     _check_names(spec)
     models = [m.name for m in spec.models]
+    held = held_gpus(spec.reservations, models, [g.name for g in spec.gpus], spec.periods, spec.period_hours)
     demand = spec.demand
     given = [k for k in ("forecast_file", "generator", "traces") if getattr(demand, k) is not None]
     if len(given) != 1:
@@ -106,7 +112,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
     if np.any(load > 1.0):
         m = int(np.argmax(load > 1.0))
         raise InputError(f"models[{m}].load_time_s", spec.models[m].load_time_s, f"is longer than a period ({spec.period_hours:g} h)")
-    return CapacityProblem(spec, rates, table, offers, load)
+    return CapacityProblem(spec, rates, table, offers, load, held)
 
 
 def _check_names(spec: CapacityPlanInstanceSpec) -> None:

@@ -39,7 +39,8 @@ class ReservedOptionSpec(Strict):
     upfront_per_gpu: Annotated[Real, Field(ge=0.0), at_most(1e9, "$ per GPU", "a typo")] = 0.0
     """A one-off payment per reserved GPU when the reservation starts, $."""
     max_gpus: GpuCount | None = Field(None, ge=0)
-    """Most reserved GPUs of this type held at once (left out: no cap)."""
+    """Most reserved GPUs of this type that the plan buys held at once (left out: no cap); the reservations
+    already held (``reservations``) are on top of it."""
 
 
 class OnDemandOptionSpec(Strict):
@@ -142,12 +143,35 @@ class DemandSpec(Strict):
     Azure 2023 included): its requests counted per period from its first request, over the period's seconds."""
 
 
+class HeldReservationSpec(Strict):
+    """GPUs already reserved before the plan is made (a contract signed earlier): they count as capacity in their
+    periods, cost the plan nothing (their cost is sunk: reported beside the plan's cost, never in it) and new
+    reservations are bought on top.  Periods ``start_period`` to ``end_period - 1`` (or ``start_period +
+    term_periods - 1``); periods past the horizon are neither planned nor reported."""
+
+    gpu_type: str
+    """The GPU type held (a ``gpus[].name``)."""
+    gpus: Annotated[Integer, Field(ge=0), at_most(MAX_SPOT_GPUS, "GPUs", "a typo")]
+    """How many GPUs of the type the reservation holds in each of its periods."""
+    start_period: Integer = Field(0, ge=0)
+    """The first period held (0: the horizon's first); a reservation that began before the horizon starts at 0."""
+    end_period: Integer | None = Field(None, ge=1)
+    """The first period no longer held (exclusive); give it or ``term_periods``.  It may lie past the horizon."""
+    term_periods: Integer | None = Field(None, ge=1)
+    """How many periods are held from ``start_period``; give it or ``end_period``."""
+    model: str | None = None
+    """The model the GPUs are pinned to (a ``models[].name``): only it may use them; left out, any model may."""
+    price_per_gpu_hour: Price = 0.0
+    """What a held GPU costs per hour, $: only for the sunk cost reported beside the plan's (not optimised)."""
+
+
 class BudgetConstraint(Strict):
     """Cap on the plan's total cost over the horizon."""
 
     kind: Literal["budget"]
     max_cost: Annotated[Real, Field(gt=0.0), at_most(1e15, "$", "a typo")]
-    """The most the plan may cost over the horizon, $ (reservations at their full term)."""
+    """The most the plan may cost over the horizon, $ (reservations at their full term; the reservations already
+    held are sunk and not counted)."""
 
 
 UserConstraint = Annotated[BudgetConstraint | GpuMixConstraint, Field(discriminator="kind")]
@@ -216,6 +240,8 @@ class CapacityPlanInstanceSpec(Strict):
     """The GPU types and their purchase options."""
     demand: DemandSpec
     """Each model's arrival rate per period."""
+    reservations: list[HeldReservationSpec] = []
+    """GPUs already reserved when the plan is made (sunk cost; new purchases are bought on top)."""
     constraints: list[UserConstraint] = []
     """Budget (total $) and GPU-mix (a type's share of the GPUs held, in every period) constraints."""
     solve: SolveSpec = SolveSpec()
