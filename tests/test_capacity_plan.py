@@ -517,3 +517,101 @@ def test_overlapping_reservations_of_a_model_exit_2_and_adjoining_or_unpinned_on
             {"gpu_type": "A100", "gpus": 1, "end_period": 6}, {"gpu_type": "A100", "gpus": 2, "end_period": 2}]
     problem = tiny(reservations=fine)
     assert problem.held.pinned[0, 0].tolist() == [2] * 6 and problem.held.pool[0].tolist() == [3, 3, 1, 1, 1, 1]
+
+
+# --- spot availability traces (the format of skypilot-org/spot-traces) -------------------------------------------
+
+AVAILABLE = [3] * 8 + [3, 2, 3, 3, 3, 3, 3, 3] + [0] * 8 + [1] * 8 + [3] * 8 + [2] * 8 + [1] * 8
+"""Half-hour ticks, 8 per 4-h period of tiny, 7 periods: the fewest available per period is 3 2 0 1 3 2 1."""
+
+
+def _with_spot_trace(tmp_path, data, gap_seconds=1800, **trace):
+    """tiny with the H100's spot availability read from a trace file written in the spot-traces format."""
+    document = yaml.safe_load(TINY.read_text())
+    spot = document["gpus"][1]["spot"]
+    del spot["max_gpus"]
+    spot["availability_trace"] = {"file": "trace.json", "values": "available_instances", **trace}
+    (tmp_path / "trace.json").write_text(json.dumps({"metadata": {"gap_seconds": gap_seconds}, "data": data}))
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_spot_trace_gives_the_fewest_instances_available_in_each_period(tmp_path):
+    problem = prepare(load_instance(_with_spot_trace(tmp_path, AVAILABLE)))
+    assert problem.offers[1].spot_cap.tolist() == [3, 2, 0, 1, 3, 2]
+    later = prepare(load_instance(_with_spot_trace(tmp_path, AVAILABLE, start_hour=4, gpus_per_instance=2)))
+    assert later.offers[1].spot_cap.tolist() == [4, 0, 2, 6, 4, 2]
+
+
+def test_a_tick_straddling_two_periods_counts_in_both(tmp_path):
+    """Ticks of 10,000 s against 14,400-s periods: period 0 is in ticks 0-1 (min(5, 4)), period 1 in ticks 1-2
+    (min(4, 3)), period 2 ([28,800, 43,200) s) in ticks 2-4 (min(3, 2, 1))."""
+    problem = prepare(load_instance(_with_spot_trace(tmp_path, [5, 4, 3, 2, 1, 6, 6, 6, 6, 6], gap_seconds=10_000)))
+    assert problem.offers[1].spot_cap.tolist() == [4, 3, 1, 1, 6, 6]
+
+
+def test_preempted_flags_are_read_as_one_instance_available_when_0(tmp_path):
+    flags = [0] * 8 + [0, 0, 1, 0, 0, 0, 0, 0] + [1] * 8 + [0] * 24
+    problem = prepare(load_instance(_with_spot_trace(tmp_path, flags, values="preempted", gpus_per_instance=3)))
+    assert problem.offers[1].spot_cap.tolist() == [3, 0, 0, 3, 3, 3]
+
+
+def test_the_milp_keeps_to_the_trace_caps_as_to_the_same_caps_listed(tmp_path):
+    """The trace's caps are the spot caps of the model and the evaluator: the plan equals the one with max_gpus
+    listed per period."""
+    traced = prepare(load_instance(_with_spot_trace(tmp_path, AVAILABLE)))
+    schedule, report = solve_milp(traced)
+    assert report.status == "optimal" and (schedule.spot_gpus[1] <= [3, 2, 0, 1, 3, 2]).all()
+    assert evaluate(traced, schedule).feasible
+    assert report.objective == pytest.approx(solve_milp(tiny(gpus__1__spot__max_gpus=[3, 2, 0, 1, 3, 2]))[1].objective, rel=1e-9)
+
+
+@pytest.mark.parametrize(("data", "trace", "field", "says"), [
+    (AVAILABLE[:40], {}, "gpus[1].spot.availability_trace.file", "the horizon needs 24 h"),
+    (AVAILABLE, {"start_hour": 5}, "gpus[1].spot.availability_trace.file", "from start_hour 5 the horizon needs 29 h"),
+    (AVAILABLE[:3] + [-1] + AVAILABLE[4:], {}, "gpus[1].spot.availability_trace.file:data[3]", "not a whole number"),
+    (AVAILABLE[:5] + [1.5] + AVAILABLE[6:], {}, "gpus[1].spot.availability_trace.file:data[5]", "not a whole number"),
+    (AVAILABLE, {"values": "preempted"}, "gpus[1].spot.availability_trace.file:data[0]", "not 0 or 1"),
+    ([5] * 48, {"gpus_per_instance": 1000}, "gpus[1].spot.availability_trace.gpus_per_instance", "5000 spot GPUs"),
+], ids=["short", "late-start", "negative", "fraction", "not-a-flag", "too-many-gpus"])
+def test_bad_spot_traces_exit_2_naming_the_field(tmp_path, capsys, data, trace, field, says):
+    path = _with_spot_trace(tmp_path, data, **trace)
+    assert main(["solve", str(path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("text", "field", "says"), [
+    ('{"metadata": {"gap_seconds": 300}, "data": [1, 2,\n 3', "gpus[1].spot.availability_trace.file", "not a JSON document (line 2"),
+    ('{"metadata": {}, "data": [1, 2]}', "gpus[1].spot.availability_trace.file:metadata.gap_seconds", "seconds between ticks"),
+    ('{"metadata": {"gap_seconds": 300}, "data": {}}', "gpus[1].spot.availability_trace.file:data", "non-empty list"),
+], ids=["not-json", "no-gap", "no-data"])
+def test_malformed_spot_trace_files_exit_2_naming_the_part(tmp_path, capsys, text, field, says):
+    path = _with_spot_trace(tmp_path, AVAILABLE)
+    (tmp_path / "trace.json").write_text(text)
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+
+
+def test_an_unknown_instance_type_or_zone_of_the_registered_traces_exits_2_listing_them(tmp_path, capsys):
+    path = _with_spot_trace(tmp_path, AVAILABLE, file="dataset:spot-traces-aws-2023-08/us-east-2b_a100_8")
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: gpus[1].spot.availability_trace.file = "), err
+    assert "has no part 'us-east-2b_a100_8'; its parts: us-east-2b_v100_1, us-west-2a_v100_1, us-west-2c_v100_1" in err[0], err
+
+
+@pytest.mark.parametrize("both", [True, False], ids=["both", "neither"])
+def test_spot_needs_exactly_one_of_a_cap_and_a_trace(tmp_path, both):
+    document = yaml.safe_load(_with_spot_trace(tmp_path, AVAILABLE).read_text())
+    spot = document["gpus"][1]["spot"]
+    if both:
+        spot["max_gpus"] = 3
+    else:
+        del spot["availability_trace"]
+    with pytest.raises(InputError, match="exactly one of max_gpus and availability_trace") as caught:
+        prepare(load_instance(document))
+    assert caught.value.field == "gpus[1].spot"

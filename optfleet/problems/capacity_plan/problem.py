@@ -105,7 +105,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
         rates = trace_rates(demand.traces, models, spec.periods, spec.period_hours, loaded.base_dir)
     else:
         rates = generated_rates(demand.generator, models, spec.periods, spec.period_hours)
-    offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))
+    offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu), _spot_cap(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))
     table = capacity_table(list(spec.models), list(spec.gpus), rates, loaded.base_dir)
     _check_servable(spec, table)
     load = np.array([m.load_time_s / (spec.period_hours * SECONDS_PER_HOUR) for m in spec.models])
@@ -160,24 +160,38 @@ def _with_catalog_prices(loaded: LoadedInstance, g: int, gpu: GpuTypeSpec) -> Gp
     return gpu.model_copy(update=update) if update else gpu
 
 
-def _offer(spec: CapacityPlanInstanceSpec, g: int, gpu: GpuTypeSpec) -> TypeOffer:
+def _spot_cap(loaded: LoadedInstance, g: int, gpu: GpuTypeSpec) -> NDArray[np.int64]:
+    """The spot GPUs available per period: ``spot.max_gpus`` (one cap, or one per period) or read from
+    ``spot.availability_trace`` (spot_trace.py); zero without spot.  An InputError names the field."""
+    spec: CapacityPlanInstanceSpec = loaded.spec
+    field, spot = f"gpus[{g}].spot", gpu.spot
+    if spot is None:
+        return np.zeros(spec.periods, dtype=np.int64)
+    if (spot.max_gpus is None) == (spot.availability_trace is None):
+        raise InputError(field, "max_gpus and availability_trace" if spot.max_gpus is not None else None,
+                         "give exactly one of max_gpus and availability_trace")
+    if spot.availability_trace is not None:
+        from optfleet.problems.capacity_plan.spot_trace import trace_caps
+
+        where = f"{field}.availability_trace"
+        path = loaded.resolve(spot.availability_trace.file, f"{where}.file")
+        return trace_caps(path, spot.availability_trace, spec.periods, spec.period_hours, where)
+    if isinstance(spot.max_gpus, list):
+        if len(spot.max_gpus) != spec.periods:
+            raise InputError(f"{field}.max_gpus", f"{len(spot.max_gpus)} caps", f"needs one cap per period ({spec.periods}) or a single cap")
+        return np.array(spot.max_gpus, dtype=np.int64)
+    return np.full(spec.periods, spot.max_gpus, dtype=np.int64)
+
+
+def _offer(spec: CapacityPlanInstanceSpec, g: int, gpu: GpuTypeSpec, cap: NDArray[np.int64]) -> TypeOffer:
     field = f"gpus[{g}]"
     if gpu.reserved is None and gpu.on_demand is None and gpu.spot is None:
         raise InputError(field, gpu.name, "offers no purchase option: give reserved, on_demand or spot")
     hours = spec.period_hours
-    reserved, on_demand, spot = gpu.reserved, gpu.on_demand, gpu.spot
+    reserved, on_demand, spot = gpu.reserved, gpu.on_demand, gpu.spot  # cap: _spot_cap's spot GPUs per period
     if reserved is not None and reserved.term_periods > spec.periods:
         raise InputError(f"{field}.reserved.term_periods", reserved.term_periods,
                          f"is longer than the horizon ({spec.periods} periods): a reservation would outlast the whole plan")
-    cap = np.zeros(spec.periods, dtype=np.int64)
-    if spot is not None:
-        if isinstance(spot.max_gpus, list):
-            if len(spot.max_gpus) != spec.periods:
-                raise InputError(f"{field}.spot.max_gpus", f"{len(spot.max_gpus)} caps",
-                                 f"needs one cap per period ({spec.periods}) or a single cap")
-            cap = np.array(spot.max_gpus, dtype=np.int64)
-        else:
-            cap[:] = spot.max_gpus
     return TypeOffer(
         name=gpu.name, gpu=gpu.gpu,
         reserved_term_periods=None if reserved is None else reserved.term_periods,

@@ -52,6 +52,25 @@ class OnDemandOptionSpec(Strict):
     """Most on-demand GPUs of this type in any period (left out: no cap)."""
 
 
+class SpotTraceSpec(Strict):
+    """A spot availability trace in the format of skypilot-org/spot-traces (a JSON document ``{"metadata":
+    {"gap_seconds": G}, "data": [v0, v1, ...]}``, one value per tick of ``G`` seconds) read as one spot cap per
+    period: the fewest instances available at any tick in force during the period, times ``gpus_per_instance``
+    (spot_trace.py)."""
+
+    file: str
+    """The trace: a path relative to the instance, or a registered trace, ``dataset:spot-traces-aws-2023-08/us-east-2b``
+    (``optfleet data list``; fetched with ``optfleet data fetch``)."""
+    values: Literal["available_instances", "preempted"]
+    """What a tick's value is: ``available_instances``, the number of spot instances available (the repository's
+    multi-node traces); ``preempted``, 1 when the one probe instance was preempted or unavailable and 0 when it
+    ran (its single-node traces)."""
+    gpus_per_instance: GpusPerInstance = 1
+    """Spot GPUs each available instance gives (``p3.16xlarge``: 8 V100s)."""
+    start_hour: Annotated[Real, Field(ge=0.0), at_most(1e6, "hours", "a century of ticks")] = 0.0
+    """The hour of the trace at which period 0 starts (to plan against a later week of a long trace)."""
+
+
 class SpotOptionSpec(Strict):
     """Spot GPUs: bought for one period, each preempted independently with ``preemption_probability`` during it.
     Spot GPUs count toward a model's SLO only at ``confidence``: the plan may rely on the number of spot GPUs that
@@ -60,8 +79,11 @@ class SpotOptionSpec(Strict):
 
     price_per_gpu_hour: Price | None = None
     """What a spot GPU costs per hour, $; left out: the type's ``skypilot_catalog`` spot price."""
-    max_gpus: SpotCap | Annotated[list[SpotCap], Field(min_length=1)]
-    """Spot GPUs available: one cap for every period, or a list with one cap per period."""
+    max_gpus: SpotCap | Annotated[list[SpotCap], Field(min_length=1)] | None = None
+    """Spot GPUs available: one cap for every period, or a list with one cap per period; give it or
+    ``availability_trace``."""
+    availability_trace: SpotTraceSpec | None = None
+    """Spot GPUs available per period read from a spot availability trace; give it or ``max_gpus``."""
     preemption_probability: Real = Field(ge=0.0, lt=1.0)
     """The probability that a spot GPU is preempted during a period (independently of the others)."""
     confidence: Real = Field(gt=0.0, le=1.0)
