@@ -360,6 +360,26 @@ def test_the_capacity_table_equals_sizing_every_rate():
     assert counts.tolist() == [0] + [homogeneous(replace(fleet, rate_rps=float(r))).pools[0].instances for r in rates[1:]]
 
 
+@settings(max_examples=8, deadline=None)
+@given(st.floats(-0.2, 0.5), st.floats(0.0, 1.0))
+def test_models_sharing_a_service_are_sized_together_with_the_counts_of_each_alone(growth, amplitude):
+    """tiny's chat and batch share one service: the table sizes them over the union of their rates; every entry is
+    the count of sizing that model alone (instances_needed over its own rates), its replica floor applied."""
+    from optfleet.problems.capacity_plan.capacity import instances_needed, service_problem
+
+    problem = tiny(demand__growth_per_day=growth, demand__generator__batch__daily_amplitude=amplitude)
+    spec = problem.spec
+    for m, model in enumerate(spec.models):
+        for g, gpu in enumerate(spec.gpus):
+            alone, _ = instances_needed(service_problem(model, gpu, 1, TINY.parent, "models"), problem.rates_rps[m])
+            assert problem.table.instances[m, g].tolist() == np.maximum(alone, model.min_replicas).tolist()
+
+
+def test_demand_grows_by_the_daily_rate_compounded():
+    """4-h periods: period t's rate is the generator's times 1.06^(t / 6)."""
+    assert tiny(demand__growth_per_day=0.06).rates_rps == pytest.approx(tiny().rates_rps * 1.06 ** (np.arange(6) / 6))
+
+
 def test_the_cheaper_of_the_rules_and_the_lp_guided_plan_is_a_feasible_mip_start():
     """On tiny, reserve_percentile's plan costs $188.80 and the LP-guided plan (the relaxation's types fixed) $180.80;
     the cheaper is handed to HiGHS, which accepts it; the optimum, $178.80, is below both."""

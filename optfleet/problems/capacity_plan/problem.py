@@ -19,7 +19,7 @@ from optfleet.errors import InfeasibleError, InputError
 from optfleet.hardware.catalog import get_gpu
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.capacity_plan.capacity import CapacityTable, capacity_table
-from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, read_forecast, trace_rates
+from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, grown, read_forecast, trace_rates
 from optfleet.problems.capacity_plan.held import HeldGpus, held_gpus
 from optfleet.problems.capacity_plan.schema import CapacityPlanInstanceSpec, GpuTypeSpec
 from optfleet.problems.capacity_plan.spot import counted_spot
@@ -105,6 +105,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
         rates = trace_rates(demand.traces, models, spec.periods, spec.period_hours, loaded.base_dir)
     else:
         rates = generated_rates(demand.generator, models, spec.periods, spec.period_hours)
+    rates = grown(rates, demand.growth_per_day, spec.period_hours)
     offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu), _spot_cap(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))
     table = capacity_table(list(spec.models), list(spec.gpus), rates, loaded.base_dir)
     _check_servable(spec, table)

@@ -163,6 +163,9 @@ class DemandSpec(Strict):
     traces: dict[str, TraceSpec] | None = None
     """A request trace per model name, ``{model: {file: ..., time_unit: s}}`` (the reserved kind's trace formats,
     Azure 2023 included): its requests counted per period from its first request, over the period's seconds."""
+    growth_per_day: Real = Field(0.0, ge=-0.5, le=1.0)
+    """Growth of every model's rate per day, compounded, on top of the source above: period ``t``'s rate is
+    multiplied by ``(1 + growth_per_day)^(t period_hours / 24)`` (0.01: 1 % a day; negative: decline)."""
 
 
 class HeldReservationSpec(Strict):
