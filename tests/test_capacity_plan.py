@@ -83,9 +83,9 @@ def _cheapest_purchases(problem, g: int, use: np.ndarray) -> float:
     return best
 
 
-def brute_force(problem) -> float:
-    """The least cost over every assignment (a usable type per model and period, instances from the need up to the
-    horizon's largest) with each type's purchases enumerated; no constraints (each type is then independent)."""
+def every_assignment(problem):
+    """Every ``(gpu_type, instances)``: a usable type per model and period, instances from the need up to the
+    horizon's largest."""
     table = problem.table
     n_models, periods = len(problem.model_names), problem.periods
     choices = []
@@ -94,10 +94,15 @@ def brute_force(problem) -> float:
             options = [(g, x) for g in range(len(problem.offers)) if table.instances[m, g, t] > 0
                        for x in range(table.instances[m, g, t], table.instances[m, g].max() + 1)]
             choices.append(options or [(-1, 0)])
-    best = np.inf
     for pick in itertools.product(*choices):
-        gpu_type = np.array([g for g, _ in pick]).reshape(n_models, periods)
-        instances = np.array([x for _, x in pick]).reshape(n_models, periods)
+        yield (np.array([g for g, _ in pick]).reshape(n_models, periods), np.array([x for _, x in pick]).reshape(n_models, periods))
+
+
+def brute_force(problem) -> float:
+    """The least cost over every assignment with each type's purchases enumerated; no constraints (each type is then
+    independent)."""
+    best = np.inf
+    for gpu_type, instances in every_assignment(problem):
         use = gpus_in_use(problem, gpu_type, instances)
         best = min(best, sum(_cheapest_purchases(problem, g, use[g]) for g in range(len(problem.offers))))
     return best
@@ -416,18 +421,9 @@ def brute_force_with_held(problem) -> float:
     """brute_force with each type's purchases sized for ``use - P - sum_m min(u_m, Q_m)``: the GPUs in use beyond the
     unpinned reservations held (``P``) and the pinned ones each model uses (``Q``), per-model use computed by
     running gpus_in_use on each model alone."""
-    table, held = problem.table, problem.held
-    n_models, periods = len(problem.model_names), problem.periods
-    choices = []
-    for m in range(n_models):
-        for t in range(periods):
-            options = [(g, x) for g in range(len(problem.offers)) if table.instances[m, g, t] > 0
-                       for x in range(table.instances[m, g, t], table.instances[m, g].max() + 1)]
-            choices.append(options or [(-1, 0)])
+    held, n_models = problem.held, len(problem.model_names)
     best = np.inf
-    for pick in itertools.product(*choices):
-        gpu_type = np.array([g for g, _ in pick]).reshape(n_models, periods)
-        instances = np.array([x for _, x in pick]).reshape(n_models, periods)
+    for gpu_type, instances in every_assignment(problem):
         alone = [gpus_in_use(problem, np.where(np.arange(n_models)[:, None] == m, gpu_type, -1), instances) for m in range(n_models)]
         beyond = sum(alone) - held.pool - sum(np.minimum(alone[m], held.pinned[m]) for m in range(n_models))
         best = min(best, sum(_cheapest_purchases(problem, g, np.maximum(beyond[g], 0)) for g in range(len(problem.offers))))
