@@ -19,12 +19,15 @@ the spot GPUs counted at the type's confidence when ``s`` are bought (spot.py).
 * :func:`add_spot`: the survivor table as a staircase: binaries ``z[g, t, j]`` for ``j = 1..cap_t`` with
   ``z[j] >= z[j+1]``, spot bought ``S = sum_j z[j]``, counted ``K = sum_j (k(j) - k(j-1)) z[j]``.  Exactly
   ``k(S)`` at every integer ``S`` (the ``z`` are the first ``S`` steps), with no SOS (HiGHS has none);
-* :func:`add_capacity`: ``sum_m tp x + sum_m lambda_m l <= R + O + K`` per type and period.  Since ``R``, ``O``
-  and ``K`` are integers this is ``ceil(use - R - O) <= k(S)``: the spot GPUs relied on survive with probability
-  at least the confidence (exactly the evaluator's rule; the chance holds per type and period);
+* :func:`add_capacity`: ``sum_m u[m, g, t] <= R + P + sum_m w[m, g, t] + O + K`` per type and period, with
+  ``u = tp x + lambda_m l`` a model's GPUs in use, ``P[g, t]`` the unpinned GPUs already held and ``w[m, g, t] <=
+  min(u[m, g, t], Q[m, g, t])`` (continuous) the GPUs held pinned to model ``m`` that it uses (held.py; at an
+  optimum ``w`` is the minimum, the evaluator's ``held_usable``).  Since ``R``, ``O`` and ``K`` are integers this
+  is ``ceil(use - R - A - O) <= k(S)`` with ``A = P + sum_m min(u, Q)``: the spot GPUs relied on survive with
+  probability at least the confidence (exactly the evaluator's rule; the chance holds per type and period);
 * :func:`add_budget`, :func:`add_gpu_mix`: ``cost <= B``; ``min_share sum_g H <= H_g <= max_share sum_g H``
-  with ``H = R + O + S`` the GPUs held, in every period;
-* objective ``min sum_gt c^R_g r + c^O_g O + c^S_g S``.
+  with ``H = R + P + sum_m Q + O + S`` the GPUs held, in every period;
+* objective ``min sum_gt c^R_g r + c^O_g O + c^S_g S`` (the reservations already held are sunk: not in it).
 
 Exact for the stated policy space: one GPU type per model per period, spot counted at the binomial quantile, load
 time as a fluid share of a GPU-period (plan.gpus_in_use).  Its optimum equals the least evaluator cost over every
@@ -142,29 +145,45 @@ def spot_bought(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
     return sum(m.z[g, t, j] for j in range(1, int(problem.offers[g].spot_cap[t]) + 1) if (g, t, j) in m.Z)
 
 
+def model_use(m: pyo.ConcreteModel, problem: CapacityProblem, i: int, g: int, t: int) -> list[tuple[float, object]]:
+    """``u[i, g, t] = tp x + lambda_i l`` as (coefficient, variable) terms (``tp n y`` for a model without load time)."""
+    tp, n = problem.table.tp, problem.table.instances
+    if (i, g, t) not in m.Y:
+        return []
+    if (i, g, t) not in m.x:
+        return [(float(tp[i, g]) * float(n[i, g, t]), m.y[i, g, t])]
+    terms = [(float(tp[i, g]), m.x[i, g, t])]
+    return terms + ([(float(problem.load_fraction[i]), m.l[i, g, t])] if (i, g, t) in m.L else [])
+
+
 def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
-    """GPUs in use (load charge included) within ``R + O + K`` per type and period."""
-    tp, lam, n = problem.table.tp, problem.load_fraction, problem.table.instances
-    n_models = tp.shape[0]
+    """GPUs in use (load charge included) within ``R + P + sum_m w + O + K`` per type and period, with ``w <=
+    min(u, Q)`` the pinned held GPUs each model uses (module docstring)."""
+    n_models = problem.table.tp.shape[0]
+    pinned = problem.held.pinned
+    m.W = pyo.Set(initialize=[key for key in m.Y if pinned[key] > 0], dimen=3)
+    m.w = pyo.Var(m.W, domain=pyo.NonNegativeReals, bounds=lambda _, i, g, t: (0, int(pinned[i, g, t])))
+    m.pinned_use = pyo.Constraint(m.W, rule=lambda _, i, g, t: m.w[i, g, t] <= scaled(model_use(m, problem, i, g, t)))
 
     def rule(_, g, t):
         offer = problem.offers[g]
         k = offer.spot_counted
-        use = [(float(tp[i, g]) * float(n[i, g, t]), m.y[i, g, t]) for i in range(n_models) if (i, g, t) in m.Y and (i, g, t) not in m.x]
-        use += [(float(tp[i, g]), m.x[i, g, t]) for i in range(n_models) if (i, g, t) in m.x]
-        use += [(float(lam[i]), m.l[i, g, t]) for i in range(n_models) if (i, g, t) in m.L]
+        use = [term for i in range(n_models) for term in model_use(m, problem, i, g, t)]
         held = [(1.0, m.o[g, t])] if (g, t) in m.o else []
         held += [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, int(offer.spot_cap[t]) + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
+        held += [(1.0, m.w[i, g, t]) for i in range(n_models) if (i, g, t) in m.W]
         if not use:
             return pyo.Constraint.Skip
-        return scaled(use) <= scaled(held) + m.reserved_held(g, t) + int(m.reserved_before[g, t])
+        return scaled(use) <= scaled(held) + m.reserved_held(g, t) + int(m.reserved_before[g, t]) + int(problem.held.pool[g, t])
 
     m.capacity = pyo.Constraint(range(len(problem.offers)), range(problem.periods), rule=rule)
 
 
 def held_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
-    """``H[g, t] = R + O + S`` (with the reservations held from before a window)."""
-    return int(m.reserved_before[g, t]) + m.reserved_held(g, t) + (m.o[g, t] if (g, t) in m.o else 0) + spot_bought(m, problem, g, t)
+    """``H[g, t] = R + P + sum_m Q + O + S`` (with the reservations held from before a window, and those already
+    held before the plan)."""
+    return (int(m.reserved_before[g, t]) + int(problem.held.total()[g, t]) + m.reserved_held(g, t) + (m.o[g, t] if (g, t) in m.o else 0)
+            + spot_bought(m, problem, g, t))
 
 
 def add_cost(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
@@ -233,7 +252,8 @@ def fix_types(m: pyo.ConcreteModel, types: dict[tuple[int, int], int]) -> None:
 def warm_start(m: pyo.ConcreteModel, problem: CapacityProblem, schedule: Schedule) -> None:
     """Load ``schedule`` (a plan the evaluator finds feasible) as the MIP start.  A model without load time runs
     exactly its need (``x = n y``: fewer GPUs than the schedule's, so the start stays feasible); one with load time
-    keeps the schedule's instances up to ``U`` (clipping never adds load), its load charge ``l`` the increase."""
+    keeps the schedule's instances up to ``U`` (clipping never adds load), its load charge ``l`` the increase; the
+    pinned held GPUs a model uses ``w = min(u, Q)``."""
     for i, g, t in m.Y:
         m.y[i, g, t].value = 1 if schedule.gpu_type[i, t] == g else 0
     most = problem.table.instances.max(axis=2)
@@ -243,6 +263,8 @@ def warm_start(m: pyo.ConcreteModel, problem: CapacityProblem, schedule: Schedul
     for i, g, t in m.L:
         previous = m.x[i, g, t - 1].value if (i, g, t - 1) in m.x else (m.instances_before[i, g] if t == 0 else 0)
         m.l[i, g, t].value = max(0, int(tp[i, g]) * (m.x[i, g, t].value - previous))
+    for i, g, t in m.W:
+        m.w[i, g, t].value = min(int(problem.held.pinned[i, g, t]), sum(c * v.value for c, v in model_use(m, problem, i, g, t)))
     for g, t in m.r:
         m.r[g, t].value = int(schedule.reserved_starts[g, t])
     for g, t in m.o:

@@ -83,9 +83,9 @@ def _cheapest_purchases(problem, g: int, use: np.ndarray) -> float:
     return best
 
 
-def brute_force(problem) -> float:
-    """The least cost over every assignment (a usable type per model and period, instances from the need up to the
-    horizon's largest) with each type's purchases enumerated; no constraints (each type is then independent)."""
+def every_assignment(problem):
+    """Every ``(gpu_type, instances)``: a usable type per model and period, instances from the need up to the
+    horizon's largest."""
     table = problem.table
     n_models, periods = len(problem.model_names), problem.periods
     choices = []
@@ -94,10 +94,15 @@ def brute_force(problem) -> float:
             options = [(g, x) for g in range(len(problem.offers)) if table.instances[m, g, t] > 0
                        for x in range(table.instances[m, g, t], table.instances[m, g].max() + 1)]
             choices.append(options or [(-1, 0)])
-    best = np.inf
     for pick in itertools.product(*choices):
-        gpu_type = np.array([g for g, _ in pick]).reshape(n_models, periods)
-        instances = np.array([x for _, x in pick]).reshape(n_models, periods)
+        yield (np.array([g for g, _ in pick]).reshape(n_models, periods), np.array([x for _, x in pick]).reshape(n_models, periods))
+
+
+def brute_force(problem) -> float:
+    """The least cost over every assignment with each type's purchases enumerated; no constraints (each type is then
+    independent)."""
+    best = np.inf
+    for gpu_type, instances in every_assignment(problem):
         use = gpus_in_use(problem, gpu_type, instances)
         best = min(best, sum(_cheapest_purchases(problem, g, use[g]) for g in range(len(problem.offers))))
     return best
@@ -360,6 +365,26 @@ def test_the_capacity_table_equals_sizing_every_rate():
     assert counts.tolist() == [0] + [homogeneous(replace(fleet, rate_rps=float(r))).pools[0].instances for r in rates[1:]]
 
 
+@settings(max_examples=8, deadline=None)
+@given(st.floats(-0.2, 0.5), st.floats(0.0, 1.0))
+def test_models_sharing_a_service_are_sized_together_with_the_counts_of_each_alone(growth, amplitude):
+    """tiny's chat and batch share one service: the table sizes them over the union of their rates; every entry is
+    the count of sizing that model alone (instances_needed over its own rates), its replica floor applied."""
+    from optfleet.problems.capacity_plan.capacity import instances_needed, service_problem
+
+    problem = tiny(demand__growth_per_day=growth, demand__generator__batch__daily_amplitude=amplitude)
+    spec = problem.spec
+    for m, model in enumerate(spec.models):
+        for g, gpu in enumerate(spec.gpus):
+            alone, _ = instances_needed(service_problem(model, gpu, 1, TINY.parent, "models"), problem.rates_rps[m])
+            assert problem.table.instances[m, g].tolist() == np.maximum(alone, model.min_replicas).tolist()
+
+
+def test_demand_grows_by_the_daily_rate_compounded():
+    """4-h periods: period t's rate is the generator's times 1.06^(t / 6)."""
+    assert tiny(demand__growth_per_day=0.06).rates_rps == pytest.approx(tiny().rates_rps * 1.06 ** (np.arange(6) / 6))
+
+
 def test_the_cheaper_of_the_rules_and_the_lp_guided_plan_is_a_feasible_mip_start():
     """On tiny, reserve_percentile's plan costs $188.80 and the LP-guided plan (the relaxation's types fixed) $180.80;
     the cheaper is handed to HiGHS, which accepts it; the optimum, $178.80, is below both."""
@@ -381,3 +406,228 @@ def test_rolling_horizon_keeps_the_reserved_cap_across_windows():
     problem = tiny(rolling__window_periods=2, rolling__step_periods=1, gpus__0__reserved__max_gpus=6)
     evaluation = evaluate(problem, rolling_horizon(problem))
     assert evaluation.feasible, evaluation.violations
+
+
+# --- reservations already held ----------------------------------------------------------------------------------
+
+HELD = [{"gpu_type": "A100", "gpus": 2, "start_period": 0, "term_periods": 3, "model": "chat", "price_per_gpu_hour": 1.0},
+        {"gpu_type": "H100", "gpus": 1, "start_period": 3, "end_period": 9, "price_per_gpu_hour": 2.0},
+        {"gpu_type": "A100", "gpus": 1, "start_period": 0, "end_period": 6, "model": "batch"}]
+"""Two GPUs pinned to chat on the A100 in periods 0-2, one unpinned H100 in periods 3-5 (its term runs past the
+horizon: clipped), one A100 pinned to batch all day."""
+
+
+def brute_force_with_held(problem) -> float:
+    """brute_force with each type's purchases sized for ``use - P - sum_m min(u_m, Q_m)``: the GPUs in use beyond the
+    unpinned reservations held (``P``) and the pinned ones each model uses (``Q``), per-model use computed by
+    running gpus_in_use on each model alone."""
+    held, n_models = problem.held, len(problem.model_names)
+    best = np.inf
+    for gpu_type, instances in every_assignment(problem):
+        alone = [gpus_in_use(problem, np.where(np.arange(n_models)[:, None] == m, gpu_type, -1), instances) for m in range(n_models)]
+        beyond = sum(alone) - held.pool - sum(np.minimum(alone[m], held.pinned[m]) for m in range(n_models))
+        best = min(best, sum(_cheapest_purchases(problem, g, np.maximum(beyond[g], 0)) for g in range(len(problem.offers))))
+    return best
+
+
+@pytest.mark.parametrize("reservations", [
+    [{"gpu_type": "A100", "gpus": 2, "start_period": 1, "term_periods": 1}],
+    [{"gpu_type": "H100", "gpus": 2, "start_period": 0, "end_period": 2, "model": "batch"},
+     {"gpu_type": "A100", "gpus": 1, "start_period": 0, "end_period": 1, "model": "chat"}],
+], ids=["pool", "pinned"])
+def test_milp_equals_brute_force_with_reservations_held(reservations):
+    problem = tiny(periods=2, gpus__0__reserved__term_periods=2, reservations=reservations)
+    schedule, report = solve_milp(problem)
+    assert report.status == "optimal" and report.bound is not None
+    evaluation = evaluate(problem, schedule)
+    assert evaluation.feasible, evaluation.violations
+    assert evaluation.total_cost == pytest.approx(report.objective, rel=1e-9)
+    assert report.objective == pytest.approx(brute_force_with_held(problem), rel=1e-9)
+    assert report.objective < solve_milp(tiny(periods=2, gpus__0__reserved__term_periods=2))[1].objective - 1.0
+
+
+def _hand_schedule_with_held(problem) -> Schedule:
+    """chat on A100, batch on H100 (needs as in the hand-worked schedule above); A100: 3 reserved at 0, 5 at 3 (with
+    chat's 2 held in periods 0-2: 5 in every period); H100: 1 on demand in period 0, spot 3, 3, 3, 0, 2, 2."""
+    needs = problem.table.instances
+    return Schedule(gpu_type=np.array([[0] * 6, [1] * 6]), instances=np.array([needs[0, 0], needs[1, 1]]),
+                    reserved_starts=np.array([[3, 0, 0, 5, 0, 0], [0] * 6]),
+                    on_demand_gpus=np.array([[0] * 6, [1, 0, 0, 0, 0, 0]]),
+                    spot_gpus=np.array([[0] * 6, [3, 3, 3, 0, 2, 2]]))
+
+
+def test_evaluator_on_a_hand_worked_schedule_with_reservations_held():
+    """Needs: chat 2 3 4 5 4 3 on A100, batch 3 2 2 1 2 2 on H100.  A100: 2 held for chat in 0-2 + reserved 3, 3, 3,
+    5, 5, 5 = 5 in every period; batch's pinned A100 idles (chat may not use it).  H100: the unpinned one held in 3-5
+    leaves 3 2 2 0 1 1 to buy: on demand 1 in period 0 and spot relied on 2 of 3 (0.972), none, 1 of 2 (0.99).
+    Cost: reserved 8 x $14.40 = $115.20, on demand $14, spot 13 x $6 = $78: $207.20.  Sunk (not in it): 2 GPUs x $1 x
+    4 h x 3 periods + 1 x $2 x 4 h x 3 periods (clipped to the horizon) = $48."""
+    problem = tiny(models__0__load_time_s=0, evaluation__samples=4000, reservations=HELD)
+    assert problem.held.pool.tolist() == [[0] * 6, [0, 0, 0, 1, 1, 1]]
+    assert problem.held.pinned[0].tolist() == [[2, 2, 2, 0, 0, 0], [0] * 6] and problem.held.pinned[1, 0].tolist() == [1] * 6
+    e = evaluate(problem, _hand_schedule_with_held(problem))
+    assert e.feasible, e.violations
+    assert e.total_cost == pytest.approx(207.2)
+    assert e.cost_by_option == pytest.approx({"reserved": 115.2, "on_demand": 14.0, "spot": 78.0})
+    assert e.cost_by_model == pytest.approx({"chat": 115.2, "batch": 92.0, "unassigned": 0.0})
+    assert e.sunk_cost == pytest.approx(48.0)
+    exact = [binom.sf(1, 3, 0.9)] * 3 + [1.0, binom.sf(0, 2, 0.9), binom.sf(0, 2, 0.9)]
+    assert e.attainment[1] == pytest.approx(exact, abs=0.02)
+    without = evaluate(tiny(models__0__load_time_s=0), _hand_schedule_with_held(problem)).violations
+    assert any(v.startswith("period 2, A100") for v in without) and any(v.startswith("period 3, H100") for v in without), without
+
+
+def test_the_rules_buy_only_beyond_the_reservations_held():
+    """Every rule's plan costs no more with the reservations held than without them; greedy_packing (the rule that
+    keeps to the caps) stays feasible; the perfect-system count buys exactly the GPUs in use beyond the held ones
+    its models may use (chat's 2 A100s in periods 0-2, batch's A100, the unpinned H100 in 3-5)."""
+    from optfleet.problems.capacity_plan import baselines
+
+    with_held, without = tiny(reservations=HELD), tiny()
+    for rule in (baselines.per_period_on_demand, baselines.reserve_percentile, baselines.greedy_packing, baselines.static_peak,
+                 baselines.spot_fallback):
+        assert evaluate(with_held, rule(with_held)).total_cost <= evaluate(without, rule(without)).total_cost + 1e-9, rule.__name__
+    assert evaluate(with_held, baselines.greedy_packing(with_held)).feasible
+    plan = baselines.per_period_on_demand(with_held)
+    chat, batch = (gpus_in_use(with_held, np.where(np.arange(2)[:, None] == m, plan.gpu_type, -1), plan.instances) for m in (0, 1))
+    usable_a100 = np.minimum(chat[0], [2, 2, 2, 0, 0, 0]) + np.minimum(batch[0], 1)
+    expected = np.ceil(chat + batch - 1e-9 - [usable_a100, [0, 0, 0, 1, 1, 1]]).clip(0).astype(int)
+    assert plan.on_demand_gpus.tolist() == expected.tolist()
+    assert evaluate(with_held, baselines.per_period_on_demand(with_held)).cost_by_option["on_demand"] < \
+        evaluate(without, baselines.per_period_on_demand(without)).cost_by_option["on_demand"]
+
+
+@pytest.mark.parametrize(("reservation", "field", "says"), [
+    ({"gpu_type": "A100", "gpus": 1, "start_period": 6, "term_periods": 2}, "reservations[0].start_period", "outside the horizon"),
+    ({"gpu_type": "A100", "gpus": -1, "term_periods": 2}, "reservations.0.gpus", "-1"),
+    ({"gpu_type": "B200", "gpus": 1, "term_periods": 2}, "reservations[0].gpu_type", "not a GPU type"),
+    ({"gpu_type": "A100", "gpus": 1, "term_periods": 2, "model": "llama"}, "reservations[0].model", "not a model"),
+    ({"gpu_type": "A100", "gpus": 1, "end_period": 3, "term_periods": 3}, "reservations[0]", "exactly one of end_period"),
+    ({"gpu_type": "A100", "gpus": 1, "start_period": 3, "end_period": 2}, "reservations[0].end_period", "not after start_period"),
+], ids=["outside-horizon", "negative", "unknown-type", "unknown-model", "end-and-term", "end-before-start"])
+def test_bad_reservations_exit_2_naming_the_field(tmp_path, capsys, reservation, field, says):
+    document = yaml.safe_load(TINY.read_text())
+    document["reservations"] = [reservation]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert main(["solve", str(path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_overlapping_reservations_of_a_model_exit_2_and_adjoining_or_unpinned_ones_add_up(tmp_path, capsys):
+    """chat's A100s in periods 0-2 and 2-4 share period 2: refused, naming the later entry.  Periods 0-2 and 3-5
+    adjoin; unpinned ones overlap freely; the same periods pinned to another model or type are not an overlap."""
+    first = {"gpu_type": "A100", "gpus": 2, "start_period": 0, "end_period": 3, "model": "chat"}
+    document = yaml.safe_load(TINY.read_text())
+    document["reservations"] = [first, {"gpu_type": "H100", "gpus": 1, "end_period": 6},
+                                {"gpu_type": "A100", "gpus": 1, "start_period": 2, "term_periods": 3, "model": "chat"}]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: reservations[2] = 'chat on A100, periods 2-4'"), err
+    assert "overlaps reservations[0] (periods 0-2)" in err[0] and "in periods 2-2" in err[0], err
+    fine = [first, {**first, "start_period": 3, "end_period": 6}, {**first, "model": "batch"}, {**first, "gpu_type": "H100"},
+            {"gpu_type": "A100", "gpus": 1, "end_period": 6}, {"gpu_type": "A100", "gpus": 2, "end_period": 2}]
+    problem = tiny(reservations=fine)
+    assert problem.held.pinned[0, 0].tolist() == [2] * 6 and problem.held.pool[0].tolist() == [3, 3, 1, 1, 1, 1]
+
+
+# --- spot availability traces (the format of skypilot-org/spot-traces) -------------------------------------------
+
+AVAILABLE = [3] * 8 + [3, 2, 3, 3, 3, 3, 3, 3] + [0] * 8 + [1] * 8 + [3] * 8 + [2] * 8 + [1] * 8
+"""Half-hour ticks, 8 per 4-h period of tiny, 7 periods: the fewest available per period is 3 2 0 1 3 2 1."""
+
+
+def _with_spot_trace(tmp_path, data, gap_seconds=1800, **trace):
+    """tiny with the H100's spot availability read from a trace file written in the spot-traces format."""
+    document = yaml.safe_load(TINY.read_text())
+    spot = document["gpus"][1]["spot"]
+    del spot["max_gpus"]
+    spot["availability_trace"] = {"file": "trace.json", "values": "available_instances", **trace}
+    (tmp_path / "trace.json").write_text(json.dumps({"metadata": {"gap_seconds": gap_seconds}, "data": data}))
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_spot_trace_gives_the_fewest_instances_available_in_each_period(tmp_path):
+    problem = prepare(load_instance(_with_spot_trace(tmp_path, AVAILABLE)))
+    assert problem.offers[1].spot_cap.tolist() == [3, 2, 0, 1, 3, 2]
+    later = prepare(load_instance(_with_spot_trace(tmp_path, AVAILABLE, start_hour=4, gpus_per_instance=2)))
+    assert later.offers[1].spot_cap.tolist() == [4, 0, 2, 6, 4, 2]
+
+
+def test_a_tick_straddling_two_periods_counts_in_both(tmp_path):
+    """Ticks of 10,000 s against 14,400-s periods: period 0 is in ticks 0-1 (min(5, 4)), period 1 in ticks 1-2
+    (min(4, 3)), period 2 ([28,800, 43,200) s) in ticks 2-4 (min(3, 2, 1))."""
+    problem = prepare(load_instance(_with_spot_trace(tmp_path, [5, 4, 3, 2, 1, 6, 6, 6, 6, 6], gap_seconds=10_000)))
+    assert problem.offers[1].spot_cap.tolist() == [4, 3, 1, 1, 6, 6]
+
+
+def test_preempted_flags_are_read_as_one_instance_available_when_0(tmp_path):
+    flags = [0] * 8 + [0, 0, 1, 0, 0, 0, 0, 0] + [1] * 8 + [0] * 24
+    problem = prepare(load_instance(_with_spot_trace(tmp_path, flags, values="preempted", gpus_per_instance=3)))
+    assert problem.offers[1].spot_cap.tolist() == [3, 0, 0, 3, 3, 3]
+
+
+def test_the_milp_keeps_to_the_trace_caps_as_to_the_same_caps_listed(tmp_path):
+    """The trace's caps are the spot caps of the model and the evaluator: the plan equals the one with max_gpus
+    listed per period."""
+    traced = prepare(load_instance(_with_spot_trace(tmp_path, AVAILABLE)))
+    schedule, report = solve_milp(traced)
+    assert report.status == "optimal" and (schedule.spot_gpus[1] <= [3, 2, 0, 1, 3, 2]).all()
+    assert evaluate(traced, schedule).feasible
+    assert report.objective == pytest.approx(solve_milp(tiny(gpus__1__spot__max_gpus=[3, 2, 0, 1, 3, 2]))[1].objective, rel=1e-9)
+
+
+@pytest.mark.parametrize(("data", "trace", "field", "says"), [
+    (AVAILABLE[:40], {}, "gpus[1].spot.availability_trace.file", "the horizon needs 24 h"),
+    (AVAILABLE, {"start_hour": 5}, "gpus[1].spot.availability_trace.file", "from start_hour 5 the horizon needs 29 h"),
+    (AVAILABLE[:3] + [-1] + AVAILABLE[4:], {}, "gpus[1].spot.availability_trace.file:data[3]", "not a whole number"),
+    (AVAILABLE[:5] + [1.5] + AVAILABLE[6:], {}, "gpus[1].spot.availability_trace.file:data[5]", "not a whole number"),
+    (AVAILABLE, {"values": "preempted"}, "gpus[1].spot.availability_trace.file:data[0]", "not 0 or 1"),
+    ([5] * 48, {"gpus_per_instance": 1000}, "gpus[1].spot.availability_trace.gpus_per_instance", "5000 spot GPUs"),
+], ids=["short", "late-start", "negative", "fraction", "not-a-flag", "too-many-gpus"])
+def test_bad_spot_traces_exit_2_naming_the_field(tmp_path, capsys, data, trace, field, says):
+    path = _with_spot_trace(tmp_path, data, **trace)
+    assert main(["solve", str(path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("text", "field", "says"), [
+    ('{"metadata": {"gap_seconds": 300}, "data": [1, 2,\n 3', "gpus[1].spot.availability_trace.file", "not a JSON document (line 2"),
+    ('{"metadata": {}, "data": [1, 2]}', "gpus[1].spot.availability_trace.file:metadata.gap_seconds", "seconds between ticks"),
+    ('{"metadata": {"gap_seconds": 300}, "data": {}}', "gpus[1].spot.availability_trace.file:data", "non-empty list"),
+], ids=["not-json", "no-gap", "no-data"])
+def test_malformed_spot_trace_files_exit_2_naming_the_part(tmp_path, capsys, text, field, says):
+    path = _with_spot_trace(tmp_path, AVAILABLE)
+    (tmp_path / "trace.json").write_text(text)
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field} = ") and says in err[0], err
+
+
+def test_an_unknown_instance_type_or_zone_of_the_registered_traces_exits_2_listing_them(tmp_path, capsys):
+    path = _with_spot_trace(tmp_path, AVAILABLE, file="dataset:spot-traces-aws-2023-08/us-east-2b_a100_8")
+    assert main(["validate", str(path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: gpus[1].spot.availability_trace.file = "), err
+    assert "has no part 'us-east-2b_a100_8'; its parts: us-east-2b_v100_1, us-west-2a_v100_1, us-west-2c_v100_1" in err[0], err
+
+
+@pytest.mark.parametrize("both", [True, False], ids=["both", "neither"])
+def test_spot_needs_exactly_one_of_a_cap_and_a_trace(tmp_path, both):
+    document = yaml.safe_load(_with_spot_trace(tmp_path, AVAILABLE).read_text())
+    spot = document["gpus"][1]["spot"]
+    if both:
+        spot["max_gpus"] = 3
+    else:
+        del spot["availability_trace"]
+    with pytest.raises(InputError, match="exactly one of max_gpus and availability_trace") as caught:
+        prepare(load_instance(document))
+    assert caught.value.field == "gpus[1].spot"

@@ -13,9 +13,11 @@ evaluator scores (no solver, no Pyomo).
   rest plus ``spot_extra_gpus`` over-provisioned, up to the spot available; on demand for what spot cannot supply.
   Assumes preemptions are absorbed by the extra spot GPUs (the evaluator checks the chance and prices the fallback).
 * ``greedy_packing``: period by period, models largest first, each put on the type where its GPUs cost least given
-  what is already bought there (spot counted at its confidence, then on demand); no reservations.
+  what is already bought there (spot counted at its confidence, then on demand) and held (the unpinned GPUs held,
+  and those pinned to the model); no new reservations.
 
-All rules use the capacity table's least instance counts (capacity.py); a type without on-demand is priced by its
+All rules use the capacity table's least instance counts (capacity.py), and buy only the GPUs in use beyond what
+the reservations already held give the models (held.py; a rule's types are picked as below, not to fill them); a type without on-demand is priced by its
 spot (then reserved) price when a rule picks the cheapest type.  Only ``greedy_packing`` looks at the purchase caps;
 the others pick types as if capacity were unlimited, and the evaluator reports the caps they exceed.
 """
@@ -28,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import InfeasibleError
-from optfleet.problems.capacity_plan.plan import NO_TYPE, Schedule, gpus_in_use
+from optfleet.problems.capacity_plan.plan import NO_TYPE, Schedule, model_gpus_in_use
 from optfleet.problems.capacity_plan.problem import CapacityProblem, TypeOffer
 
 ROUND_OFF = 1e-9
@@ -58,6 +60,12 @@ def _whole(use: NDArray[np.float64]) -> NDArray[np.int64]:
     return np.ceil(use - ROUND_OFF).astype(np.int64)
 
 
+def _to_buy(problem: CapacityProblem, gpu_type: NDArray[np.int64], instances: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``ceil(use[g, t] - A[g, t])^+``: the GPUs in use beyond the reservations already held that the models use."""
+    by_model = model_gpus_in_use(problem, gpu_type, instances)
+    return np.maximum(_whole(by_model.sum(axis=0) - problem.held.usable(by_model)), 0)
+
+
 def _reserve_level(problem: CapacityProblem, level: NDArray[np.int64]) -> NDArray[np.int64]:
     """Starts that hold ``level[g]`` reserved GPUs in every period: a block at 0, renewed every term (the last
     block may run past the horizon)."""
@@ -71,7 +79,7 @@ def _reserve_level(problem: CapacityProblem, level: NDArray[np.int64]) -> NDArra
 
 def _buy(problem: CapacityProblem, gpu_type, instances, level: NDArray[np.int64], method: str) -> Schedule:
     """Reserve ``level`` per type and buy the rest of the GPUs in use on demand (spot where there is no on-demand)."""
-    need = _whole(gpus_in_use(problem, gpu_type, instances))
+    need = _to_buy(problem, gpu_type, instances)
     starts = _reserve_level(problem, level)
     empty = Schedule(gpu_type, instances, starts, np.zeros_like(starts), np.zeros_like(starts))
     rest = np.maximum(need - empty.reserved_held(problem), 0)
@@ -111,7 +119,7 @@ def static_peak(problem: CapacityProblem) -> Schedule:
         g = int(np.argmin(cost))
         if peak[g] > 0:
             gpu_type[m], instances[m] = g, peak[g]
-    use = _whole(gpus_in_use(problem, gpu_type, instances))
+    use = _to_buy(problem, gpu_type, instances)
     level = np.array([use[g].max() if _reserve_cheaper(o) else 0 for g, o in enumerate(problem.offers)], dtype=np.int64)
     return _buy(problem, gpu_type, instances, level, "static_peak")
 
@@ -125,7 +133,7 @@ def per_period_on_demand(problem: CapacityProblem) -> Schedule:
 def reserve_percentile(problem: CapacityProblem) -> Schedule:
     """Reserve each type's ``reserve_percentile`` of GPUs in use, the rest on demand (module docstring)."""
     gpu_type, instances = _cheapest_assignment(problem)
-    use = _whole(gpus_in_use(problem, gpu_type, instances))
+    use = _to_buy(problem, gpu_type, instances)
     q = problem.spec.baselines.reserve_percentile
     level = np.array([int(np.ceil(np.quantile(use[g], q, method="inverted_cdf"))) if o.reserved_term_periods is not None else 0
                       for g, o in enumerate(problem.offers)], dtype=np.int64)
@@ -135,7 +143,7 @@ def reserve_percentile(problem: CapacityProblem) -> Schedule:
 def spot_fallback(problem: CapacityProblem) -> Schedule:
     """SkyServe-like spot with an on-demand floor and fallback (module docstring)."""
     gpu_type, instances = _cheapest_assignment(problem)
-    need = _whole(gpus_in_use(problem, gpu_type, instances))
+    need = _to_buy(problem, gpu_type, instances)
     rules = problem.spec.baselines
     on_demand, spot = np.zeros_like(need), np.zeros_like(need)
     for g, offer in enumerate(problem.offers):
@@ -159,14 +167,16 @@ def greedy_packing(problem: CapacityProblem) -> Schedule:
     gpu_type = np.full((n_models, periods), NO_TYPE, dtype=np.int64)
     instances = np.zeros_like(gpu_type)
     spot, on_demand = np.zeros((n_types, periods), np.int64), np.zeros((n_types, periods), np.int64)
+    pool, pinned = problem.held.pool, problem.held.pinned
     for t in range(periods):
-        used = np.zeros(n_types)
+        used = -pool[:, t].astype(np.float64)  # GPUs in use beyond those held, which are free to use
         for m in sorted(range(n_models), key=lambda m: -gpus[m, :, t].max()):
             previous = np.zeros(n_types)
             if t > 0 and gpu_type[m, t - 1] >= 0:
                 previous[gpu_type[m, t - 1]] = gpus[m, gpu_type[m, t - 1], t - 1]
             with_load = gpus[m, :, t] + problem.load_fraction[m] * np.maximum(gpus[m, :, t] - previous, 0)
-            options = [(g, _extra_cost(problem.offers[g], t, used[g] + with_load[g], spot[g, t], on_demand[g, t]))
+            beyond_pinned = with_load - np.minimum(with_load, pinned[m, :, t])
+            options = [(g, _extra_cost(problem.offers[g], t, used[g] + beyond_pinned[g], spot[g, t], on_demand[g, t]))
                        for g in range(n_types) if gpus[m, g, t] > 0]
             options = [(g, c) for g, c in options if c is not None]
             if not options:
@@ -174,7 +184,7 @@ def greedy_packing(problem: CapacityProblem) -> Schedule:
                     raise InfeasibleError(f"period {t}, model {problem.model_names[m]}: no GPU type has GPUs left to buy")
                 continue
             g, (_, spot[g, t], on_demand[g, t]) = min(options, key=lambda option: option[1][0])
-            used[g] += with_load[g]
+            used[g] += beyond_pinned[g]
             gpu_type[m, t], instances[m, t] = g, problem.table.instances[m, g, t]
     return Schedule(gpu_type, instances, np.zeros_like(spot), on_demand, spot, "greedy_packing")
 

@@ -15,6 +15,7 @@ and a period without traffic needs only the replica floor.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -122,19 +123,33 @@ def _fill_monotone(problem: Any, rates: NDArray[np.float64], counts: NDArray[np.
 
 
 def capacity_table(models: list[ModelSpec], gpus: list[GpuTypeSpec], rates_rps: NDArray[np.float64], base_dir: Path) -> CapacityTable:
-    """The table of every model on every GPU type at every period's rate (module docstring)."""
+    """The table of every model on every GPU type at every period's rate (module docstring).
+
+    ``N_mg`` depends only on the fleet problem and the rate, so models whose ``service`` and ``tp`` on a type are
+    the same share one fleet problem there and are sized together: :func:`instances_needed` over the union of their
+    rates, whose runs of equal counts span the models (the same counts as sizing each model alone, with fewer
+    sizings: on month_ten_models, benchmarks/bench_capacity_plan_sizing.py).  The services are prepared model by
+    model first, so a bad service is named as before."""
     n_models, n_types, periods = len(models), len(gpus), rates_rps.shape[1]
     instances = np.zeros((n_models, n_types, periods), dtype=np.int64)
     tp = np.ones((n_models, n_types), dtype=np.int64)
     reasons: dict[tuple[int, int], str] = {}
     sources: list[str] = []
+    shared: dict[tuple[int, str, int], tuple[Any, list[int]]] = {}
     for m, model in enumerate(models):
         for g, gpu in enumerate(gpus):
             tp[m, g] = model.tp.get(gpu.name, default_tp(model))
-            problem = service_problem(model, gpu, int(tp[m, g]), base_dir, f"models[{m}].service")
+            key = (g, json.dumps(model.service, sort_keys=True, default=str), int(tp[m, g]))
+            if key not in shared:
+                shared[key] = (service_problem(model, gpu, int(tp[m, g]), base_dir, f"models[{m}].service"), [])
+            problem, members = shared[key]
+            members.append(m)
             sources.append(f"{model.name} on {gpu.name} x{tp[m, g]}: {problem.hardware.label}, preset {problem.preset}")
-            needed, reason = instances_needed(problem, rates_rps[m])
+    for (g, _, _), (problem, members) in shared.items():
+        needed, reason = instances_needed(problem, rates_rps[members].ravel())
+        for k, m in enumerate(members):
             if reason:
                 reasons[(m, g)] = reason
-            instances[m, g] = np.where(needed >= 0, np.maximum(needed, model.min_replicas), UNUSABLE)
+            own = needed[k * periods:(k + 1) * periods]
+            instances[m, g] = np.where(own >= 0, np.maximum(own, models[m].min_replicas), UNUSABLE)
     return CapacityTable(instances, tp, reasons, tuple(sources))

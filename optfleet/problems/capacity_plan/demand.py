@@ -5,7 +5,8 @@ Each gives an array ``rate_rps[m, t]`` over the models (instance order) and the 
 forecast must name every model in every period exactly once: a period left out is a gap in the demand, refused
 rather than read as zero; so is a trace that ends before the horizon's last period begins.  A trace's period ``t``
 holds the requests arriving in ``[t P, (t + 1) P)`` seconds after its first request (``P`` the period's seconds);
-its rate is their count over ``P``, and requests after the horizon are left out.
+its rate is their count over ``P``, and requests after the horizon are left out.  Any source is then grown by
+``demand.growth_per_day`` (:func:`grown`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def generated_rates(generator: Mapping[str, GeneratedDemandSpec], models: Sequen
         daily = 1.0 + g.daily_amplitude * np.cos(2.0 * math.pi * (hour_of_day - g.peak_hour) / HOURS_PER_DAY)
         rows.append(g.mean_rps * daily * np.where(weekend, g.weekend_factor, 1.0))
     return np.maximum(np.array(rows, dtype=np.float64), 0.0)
+
+
+def grown(rates_rps: NDArray[np.float64], growth_per_day: float, period_hours: float) -> NDArray[np.float64]:
+    """``rate[m, t] (1 + g)^(t period_hours / 24)``: every model's rate grown by ``g`` a day from period 0's start."""
+    return rates_rps * (1.0 + growth_per_day) ** (np.arange(rates_rps.shape[1]) * period_hours / HOURS_PER_DAY)[None, :]
 
 
 def read_forecast(path: Path, models: Sequence[str], periods: int, field: str = "demand.forecast_file") -> NDArray[np.float64]:

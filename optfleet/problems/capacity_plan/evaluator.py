@@ -6,14 +6,16 @@ Deterministic checks (each violation names the period, the model or type, and th
   (capacity.py), on a type that can serve it;
 * **purchase limits**: reserved GPUs held, on-demand and spot GPUs within their caps; nothing bought of an option
   that is not offered;
-* **GPUs**: the GPUs in use (plan.gpus_in_use, load time included) fit the reserved and on-demand GPUs plus the
-  spot GPUs that survive, with probability at least the type's spot confidence:
-  ``P(S_gt >= ceil(use[g, t] - R[g, t] - O[g, t])) >= c_g`` with ``S_gt ~ Binomial(spot[g, t], 1 - p_g)``, computed
-  exactly (spot.py);
+* **GPUs**: the GPUs in use (plan.gpus_in_use, load time included) fit the reserved and on-demand GPUs, the GPUs
+  of the reservations already held that the models may use (``A[g, t]``, held.py), plus the spot GPUs that
+  survive, with probability at least the type's spot confidence:
+  ``P(S_gt >= ceil(use[g, t] - R[g, t] - A[g, t] - O[g, t])) >= c_g`` with ``S_gt ~ Binomial(spot[g, t], 1 - p_g)``,
+  computed exactly (spot.py);
 * **constraints**: the budget on the total cost, and each GPU-mix share of the GPUs held in every period.
 
 Cost (the objective, $ over the horizon): every reservation at its full term ``upfront + price x period_hours x
-term``, even past the horizon, plus on-demand and spot GPUs x their price per period.  Cost by model: each type's
+term``, even past the horizon, plus on-demand and spot GPUs x their price per period.  The reservations already
+held are sunk: their cost (``sunk_cost``) is reported beside the plan's and is not in it.  Cost by model: each type's
 cost in each period split by the models' shares of its GPUs in use; reservation periods past the horizon and
 GPUs nobody uses stay ``unassigned``.
 
@@ -53,6 +55,8 @@ class Evaluation:
     """``[M, T]``: the share of scenarios in which the model's GPUs survive in the period (without fallback)."""
     attainment_with_fallback: NDArray[np.float64]
     expected_fallback_cost: float
+    sunk_cost: float = 0.0
+    """$ of the reservations already held, over the horizon's periods (not in ``total_cost``)."""
     gpu_periods_by_option: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -68,11 +72,12 @@ def evaluate(problem: CapacityProblem, schedule: Schedule) -> Evaluation:
     """Score ``schedule`` (module docstring)."""
     use = gpus_in_use(problem, schedule.gpu_type, schedule.instances)
     reserved = schedule.reserved_held(problem)
+    covered = reserved + schedule.held_usable(problem)
     option_cost = _option_costs(problem, schedule)
     total = float(sum(c.sum() for c in option_cost.values()))
     violations = [*_slo_capacity(problem, schedule), *_purchase_limits(problem, schedule, reserved),
-                  *_chance(problem, schedule, reserved, use), *_constraints(problem, schedule, total)]
-    attainment, with_fallback, fallback_cost = _replay(problem, schedule, reserved, use)
+                  *_chance(problem, schedule, covered, use), *_constraints(problem, schedule, total)]
+    attainment, with_fallback, fallback_cost = _replay(problem, schedule, covered, use)
     return Evaluation(
         total_cost=total,
         cost_by_option={k: float(v.sum()) for k, v in option_cost.items()},
@@ -82,6 +87,7 @@ def evaluate(problem: CapacityProblem, schedule: Schedule) -> Evaluation:
         attainment=attainment,
         attainment_with_fallback=with_fallback,
         expected_fallback_cost=fallback_cost,
+        sunk_cost=float(problem.held.sunk_cost.sum()),
         gpu_periods_by_option={"reserved": int(reserved.sum()), "on_demand": int(schedule.on_demand_gpus.sum()),
                                "spot": int(schedule.spot_gpus.sum())},
     )
@@ -137,19 +143,19 @@ def _purchase_limits(problem: CapacityProblem, schedule: Schedule, reserved: NDA
     return out
 
 
-def spot_relied_on(schedule: Schedule, reserved: NDArray[np.int64], use: NDArray[np.float64]) -> NDArray[np.int64]:
-    """``ceil(use - R - O)^+``: the spot GPUs each type and period relies on."""
-    return np.maximum(np.ceil(use - reserved - schedule.on_demand_gpus - ROUND_OFF), 0).astype(np.int64)
+def spot_relied_on(schedule: Schedule, covered: NDArray[np.float64], use: NDArray[np.float64]) -> NDArray[np.int64]:
+    """``ceil(use - R - A - O)^+``: the spot GPUs each type and period relies on (``covered = R + A``)."""
+    return np.maximum(np.ceil(use - covered - schedule.on_demand_gpus - ROUND_OFF), 0).astype(np.int64)
 
 
-def _chance(problem: CapacityProblem, schedule: Schedule, reserved: NDArray[np.int64], use: NDArray[np.float64]) -> list[str]:
+def _chance(problem: CapacityProblem, schedule: Schedule, covered: NDArray[np.float64], use: NDArray[np.float64]) -> list[str]:
     out = []
-    relied = spot_relied_on(schedule, reserved, use)
+    relied = spot_relied_on(schedule, covered, use)
     for g, offer in enumerate(problem.offers):
         for t in np.nonzero(relied[g] > 0)[0]:
             chance = survival_probability(int(schedule.spot_gpus[g, t]), int(relied[g, t]), offer.spot_preemption_probability)
             if chance < offer.spot_confidence - ROUND_OFF:
-                out.append(f"period {t}, {offer.name}: {use[g, t]:.4g} GPUs in use, {reserved[g, t]} reserved + "
+                out.append(f"period {t}, {offer.name}: {use[g, t]:.4g} GPUs in use, {covered[g, t]:.4g} reserved + "
                            f"{schedule.on_demand_gpus[g, t]} on-demand + {schedule.spot_gpus[g, t]} spot hold them with probability "
                            f"{chance:.4g} < the spot confidence {offer.spot_confidence:g}")
     return out
@@ -172,14 +178,14 @@ def _constraints(problem: CapacityProblem, schedule: Schedule, total: float) -> 
     return out
 
 
-def _replay(problem: CapacityProblem, schedule: Schedule, reserved: NDArray[np.int64],
+def _replay(problem: CapacityProblem, schedule: Schedule, covered: NDArray[np.float64],
             use: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
     """Attainment ``[M, T]`` without and with on-demand fallback, and the expected fallback cost (module docstring)."""
     samples = problem.spec.evaluation.samples
     rng = np.random.default_rng(problem.spec.evaluation.seed)
     p = np.array([o.spot_preemption_probability for o in problem.offers])[:, None]
     survivors = rng.binomial(schedule.spot_gpus[None, :, :], 1.0 - p[None, :, :], size=(samples, *schedule.spot_gpus.shape))
-    available = reserved + schedule.on_demand_gpus + survivors
+    available = covered + schedule.on_demand_gpus + survivors
     deficit = np.maximum(np.ceil(use - available - ROUND_OFF), 0)
     od_left = np.array([np.inf if o.on_demand_per_gpu_period is None or o.on_demand_max_gpus is None else o.on_demand_max_gpus
                         for o in problem.offers])[:, None] - schedule.on_demand_gpus

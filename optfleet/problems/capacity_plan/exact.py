@@ -3,8 +3,8 @@
 Why, checked from the most specific to the most general (the first that applies is the answer):
 
 1. a period in which some model fits on no type even when that type's every cap is bought for it alone
-   (reserved cap + on-demand cap + the spot counted at the full availability): names the period, the model and
-   the caps;
+   (reserved cap + on-demand cap + the spot counted at the full availability + the reservations already held that
+   it may use): names the period, the model and the caps;
 2. the same MILP without the instance's ``constraints`` has a plan: the constraints whose removal alone gives a
    plan are named (each re-solved), else all of them together;
 3. the first period whose models cannot all be held at once, that period solved alone without load time (a
@@ -103,12 +103,14 @@ def lp_guided_plan(problem: CapacityProblem, time_limit_s: float) -> Schedule | 
     return Schedule(**extract(restricted, problem), method="milp")
 
 
-def type_capacity(problem: CapacityProblem, g: int, t: int) -> float:
-    """The most GPUs type ``g`` can hold in period ``t`` with every cap bought (inf without a cap)."""
+def type_capacity(problem: CapacityProblem, g: int, t: int, model: int | None = None) -> float:
+    """The most GPUs type ``g`` can hold in period ``t`` with every cap bought (inf without a cap), with the
+    reservations already held: those pinned to ``model`` (every model's when None) and the unpinned ones."""
     offer = problem.offers[g]
+    pinned = problem.held.pinned[:, g, t].sum() if model is None else problem.held.pinned[model, g, t]
     reserved = 0.0 if offer.reserved_term_periods is None else (math.inf if offer.reserved_max_gpus is None else offer.reserved_max_gpus)
     on_demand = 0.0 if offer.on_demand_per_gpu_period is None else (math.inf if offer.on_demand_max_gpus is None else offer.on_demand_max_gpus)
-    return reserved + on_demand + float(offer.spot_counted[int(offer.spot_cap[t])])
+    return reserved + on_demand + float(offer.spot_counted[int(offer.spot_cap[t])]) + float(problem.held.pool[g, t] + pinned)
 
 
 def explain_infeasible(problem: CapacityProblem, report: SolveReport) -> str:
@@ -118,9 +120,9 @@ def explain_infeasible(problem: CapacityProblem, report: SolveReport) -> str:
     gpus = problem.table.gpus()
     for t in range(problem.periods):
         for m, name in enumerate(problem.model_names):
-            fits = [g for g in range(len(problem.offers)) if 0 <= gpus[m, g, t] <= type_capacity(problem, g, t)]
+            fits = [g for g in range(len(problem.offers)) if 0 <= gpus[m, g, t] <= type_capacity(problem, g, t, m)]
             if not fits and (gpus[m, :, t] > 0).any():
-                caps = ", ".join(f"{o.name} needs {gpus[m, g, t]} GPUs, holds at most {type_capacity(problem, g, t):g}"
+                caps = ", ".join(f"{o.name} needs {gpus[m, g, t]} GPUs, holds at most {type_capacity(problem, g, t, m):g}"
                                  for g, o in enumerate(problem.offers) if gpus[m, g, t] >= 0)
                 return f"period {t}, model {name}: no GPU type can hold it ({caps}; the rate is {problem.rates_rps[m, t]:.4g} req/s)"
     constraints = problem.spec.constraints

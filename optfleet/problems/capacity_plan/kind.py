@@ -112,6 +112,7 @@ def result_json(problem: CapacityProblem, result: MethodResult) -> dict[str, Any
     if result.plan is not None:
         e = result.evaluation
         body.update(schedule=result.plan.to_dict(problem), cost_by_option=e.cost_by_option, cost_by_model=e.cost_by_model,
+                    sunk_cost_of_reservations_held=e.sunk_cost,
                     attainment={name: e.attainment[m].tolist() for m, name in enumerate(problem.model_names)},
                     attainment_with_fallback={name: e.attainment_with_fallback[m].tolist() for m, name in enumerate(problem.model_names)},
                     violations=list(e.violations))

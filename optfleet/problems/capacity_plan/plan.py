@@ -42,8 +42,13 @@ class Schedule:
         return held
 
     def held(self, problem: "CapacityProblem") -> NDArray[np.int64]:
-        """Every GPU bought for each type and period: reserved held + on-demand + spot."""
-        return self.reserved_held(problem) + self.on_demand_gpus + self.spot_gpus
+        """Every GPU held of each type and period: reserved held (bought by the plan, and already held before it,
+        problem.held) + on-demand + spot."""
+        return self.reserved_held(problem) + problem.held.total() + self.on_demand_gpus + self.spot_gpus
+
+    def held_usable(self, problem: "CapacityProblem") -> NDArray[np.float64]:
+        """The GPUs of the reservations already held that this schedule's models can use (held.HeldGpus.usable)."""
+        return problem.held.usable(model_gpus_in_use(problem, self.gpu_type, self.instances))
 
     def to_dict(self, problem: "CapacityProblem") -> dict:
         """The schedule by name: per model its type and instances per period, per type its purchases per period."""
@@ -52,6 +57,7 @@ class Schedule:
             "models": {name: {"gpu_type": [types[g] if g >= 0 else None for g in self.gpu_type[m]], "instances": self.instances[m].tolist()}
                        for m, name in enumerate(problem.model_names)},
             "gpus": {name: {"reserved_starts": self.reserved_starts[g].tolist(), "reserved_held": self.reserved_held(problem)[g].tolist(),
+                            "already_held": problem.held.total()[g].tolist(),
                             "on_demand": self.on_demand_gpus[g].tolist(), "spot": self.spot_gpus[g].tolist()}
                      for g, name in enumerate(types)},
         }
@@ -67,13 +73,18 @@ def model_gpus(problem: "CapacityProblem", gpu_type: NDArray[np.int64], instance
     return out
 
 
+def model_gpus_in_use(problem: "CapacityProblem", gpu_type: NDArray[np.int64], instances: NDArray[np.int64]) -> NDArray[np.float64]:
+    """``u[m, g, t] + lambda_m (u[m, g, t] - u[m, g, t-1])^+`` with ``u[m, g, -1] = 0``: each model's GPUs in use on
+    each type, its load charge included (:func:`gpus_in_use`)."""
+    u = model_gpus(problem, gpu_type, instances).astype(np.float64)
+    previous = np.concatenate([np.zeros_like(u[:, :, :1]), u[:, :, :-1]], axis=2)
+    return u + np.maximum(u - previous, 0.0) * problem.load_fraction[:, None, None]
+
+
 def gpus_in_use(problem: "CapacityProblem", gpu_type: NDArray[np.int64], instances: NDArray[np.int64]) -> NDArray[np.float64]:
     """``use[g, t] = sum_m u[m, g, t] + sum_m lambda_m (u[m, g, t] - u[m, g, t-1])^+`` with ``u[m, g, -1] = 0``.
 
     The second term charges load time as a fluid share of GPU-periods: a GPU that starts serving model ``m`` in a
     period (new, or moved from another model or type) spends ``lambda_m = load_time_s / period`` of it loading.
     It is an average over the period, not a schedule of when each GPU loads."""
-    u = model_gpus(problem, gpu_type, instances).astype(np.float64)
-    previous = np.concatenate([np.zeros_like(u[:, :, :1]), u[:, :, :-1]], axis=2)
-    loading = np.maximum(u - previous, 0.0) * problem.load_fraction[:, None, None]
-    return (u + loading).sum(axis=0)
+    return model_gpus_in_use(problem, gpu_type, instances).sum(axis=0)

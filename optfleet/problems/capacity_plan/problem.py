@@ -3,7 +3,8 @@
 ``prepare(loaded)`` reads the demand (demand.py), builds the capacity table from the fleet kind's sizing
 (capacity.py) and turns prices per GPU-hour into prices per GPU-period.  It checks the rules that span fields,
 each naming its field: unique model and type names, a purchase option per type, reservation terms within the
-horizon, one spot cap per period, known type names in ``tp`` and ``constraints``.  A model that no GPU type can
+horizon, one spot cap per period, known type names in ``tp`` and ``constraints``, reservations already held within
+the horizon and not overlapping (held.py).  A model that no GPU type can
 serve is an InfeasibleError naming the model and each type's reason.
 """
 
@@ -18,7 +19,8 @@ from optfleet.errors import InfeasibleError, InputError
 from optfleet.hardware.catalog import get_gpu
 from optfleet.instance.loader import LoadedInstance
 from optfleet.problems.capacity_plan.capacity import CapacityTable, capacity_table
-from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, read_forecast, trace_rates
+from optfleet.problems.capacity_plan.demand import SECONDS_PER_HOUR, generated_rates, grown, read_forecast, trace_rates
+from optfleet.problems.capacity_plan.held import HeldGpus, held_gpus
 from optfleet.problems.capacity_plan.schema import CapacityPlanInstanceSpec, GpuTypeSpec
 from optfleet.problems.capacity_plan.spot import counted_spot
 
@@ -57,6 +59,8 @@ class CapacityProblem:
     load_fraction: NDArray[np.float64]
     """``lambda_m = load_time_s / period_seconds``: the share of a period a GPU spends loading model ``m`` when it
     starts serving it."""
+    held: HeldGpus
+    """The reservations already held (held.py): capacity in their periods, sunk cost."""
 
     @property
     def name(self) -> str:
@@ -81,7 +85,8 @@ class CapacityProblem:
         table = replace(self.table, instances=self.table.instances[:, :, start:stop])
         kept = [c for c in self.spec.constraints if budget or c.kind != "budget"]
         spec = self.spec.model_copy(update={"periods": stop - start, "constraints": kept})
-        return replace(self, spec=spec, rates_rps=self.rates_rps[:, start:stop], table=table, offers=offers)
+        return replace(self, spec=spec, rates_rps=self.rates_rps[:, start:stop], table=table, offers=offers,
+                       held=self.held.window(start, stop))
 
 
 def prepare(loaded: LoadedInstance) -> CapacityProblem:
@@ -89,6 +94,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
     spec: CapacityPlanInstanceSpec = loaded.spec
     _check_names(spec)
     models = [m.name for m in spec.models]
+    held = held_gpus(spec.reservations, models, [g.name for g in spec.gpus], spec.periods, spec.period_hours)
     demand = spec.demand
     given = [k for k in ("forecast_file", "generator", "traces") if getattr(demand, k) is not None]
     if len(given) != 1:
@@ -99,14 +105,15 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
         rates = trace_rates(demand.traces, models, spec.periods, spec.period_hours, loaded.base_dir)
     else:
         rates = generated_rates(demand.generator, models, spec.periods, spec.period_hours)
-    offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))
+    rates = grown(rates, demand.growth_per_day, spec.period_hours)
+    offers = tuple(_offer(spec, g, _with_catalog_prices(loaded, g, gpu), _spot_cap(loaded, g, gpu)) for g, gpu in enumerate(spec.gpus))
     table = capacity_table(list(spec.models), list(spec.gpus), rates, loaded.base_dir)
     _check_servable(spec, table)
     load = np.array([m.load_time_s / (spec.period_hours * SECONDS_PER_HOUR) for m in spec.models])
     if np.any(load > 1.0):
         m = int(np.argmax(load > 1.0))
         raise InputError(f"models[{m}].load_time_s", spec.models[m].load_time_s, f"is longer than a period ({spec.period_hours:g} h)")
-    return CapacityProblem(spec, rates, table, offers, load)
+    return CapacityProblem(spec, rates, table, offers, load, held)
 
 
 def _check_names(spec: CapacityPlanInstanceSpec) -> None:
@@ -154,24 +161,38 @@ def _with_catalog_prices(loaded: LoadedInstance, g: int, gpu: GpuTypeSpec) -> Gp
     return gpu.model_copy(update=update) if update else gpu
 
 
-def _offer(spec: CapacityPlanInstanceSpec, g: int, gpu: GpuTypeSpec) -> TypeOffer:
+def _spot_cap(loaded: LoadedInstance, g: int, gpu: GpuTypeSpec) -> NDArray[np.int64]:
+    """The spot GPUs available per period: ``spot.max_gpus`` (one cap, or one per period) or read from
+    ``spot.availability_trace`` (spot_trace.py); zero without spot.  An InputError names the field."""
+    spec: CapacityPlanInstanceSpec = loaded.spec
+    field, spot = f"gpus[{g}].spot", gpu.spot
+    if spot is None:
+        return np.zeros(spec.periods, dtype=np.int64)
+    if (spot.max_gpus is None) == (spot.availability_trace is None):
+        raise InputError(field, "max_gpus and availability_trace" if spot.max_gpus is not None else None,
+                         "give exactly one of max_gpus and availability_trace")
+    if spot.availability_trace is not None:
+        from optfleet.problems.capacity_plan.spot_trace import trace_caps
+
+        where = f"{field}.availability_trace"
+        path = loaded.resolve(spot.availability_trace.file, f"{where}.file")
+        return trace_caps(path, spot.availability_trace, spec.periods, spec.period_hours, where)
+    if isinstance(spot.max_gpus, list):
+        if len(spot.max_gpus) != spec.periods:
+            raise InputError(f"{field}.max_gpus", f"{len(spot.max_gpus)} caps", f"needs one cap per period ({spec.periods}) or a single cap")
+        return np.array(spot.max_gpus, dtype=np.int64)
+    return np.full(spec.periods, spot.max_gpus, dtype=np.int64)
+
+
+def _offer(spec: CapacityPlanInstanceSpec, g: int, gpu: GpuTypeSpec, cap: NDArray[np.int64]) -> TypeOffer:
     field = f"gpus[{g}]"
     if gpu.reserved is None and gpu.on_demand is None and gpu.spot is None:
         raise InputError(field, gpu.name, "offers no purchase option: give reserved, on_demand or spot")
     hours = spec.period_hours
-    reserved, on_demand, spot = gpu.reserved, gpu.on_demand, gpu.spot
+    reserved, on_demand, spot = gpu.reserved, gpu.on_demand, gpu.spot  # cap: _spot_cap's spot GPUs per period
     if reserved is not None and reserved.term_periods > spec.periods:
         raise InputError(f"{field}.reserved.term_periods", reserved.term_periods,
                          f"is longer than the horizon ({spec.periods} periods): a reservation would outlast the whole plan")
-    cap = np.zeros(spec.periods, dtype=np.int64)
-    if spot is not None:
-        if isinstance(spot.max_gpus, list):
-            if len(spot.max_gpus) != spec.periods:
-                raise InputError(f"{field}.spot.max_gpus", f"{len(spot.max_gpus)} caps",
-                                 f"needs one cap per period ({spec.periods}) or a single cap")
-            cap = np.array(spot.max_gpus, dtype=np.int64)
-        else:
-            cap[:] = spot.max_gpus
     return TypeOffer(
         name=gpu.name, gpu=gpu.gpu,
         reserved_term_periods=None if reserved is None else reserved.term_periods,

@@ -62,9 +62,9 @@ def _comparison(outcome: "SolveOutcome | GapOutcome") -> list[tables.Block]:
 
 
 def schedule_table(problem: CapacityProblem, schedule: "Schedule") -> tables.Table:
-    """One row per run of periods with the same purchases and assignments: per type reserved held / on-demand /
-    spot GPUs, per model its type and instances."""
-    held = schedule.reserved_held(problem)
+    """One row per run of periods with the same purchases and assignments: per type reserved held (bought by the
+    plan and already held) / on-demand / spot GPUs, per model its type and instances."""
+    held = schedule.reserved_held(problem) + problem.held.total()
     cells = []
     for t in range(problem.periods):
         row: dict[str, Any] = {}
@@ -96,6 +96,8 @@ def cost_lines(problem: CapacityProblem, evaluation: "Evaluation") -> list[str]:
     return [f"  cost by purchase option ($): {by_option}; total {numbers.fixed(evaluation.total_cost, 2)}",
             f"  cost by model ($, each type-period split by GPUs in use): {by_model}",
             f"  expected on-demand fallback after preemptions: ${numbers.fixed(evaluation.expected_fallback_cost, 2)}",
+            *([f"  reservations already held: ${numbers.fixed(evaluation.sunk_cost, 2)} over the horizon (sunk, not in the total)"]
+              if problem.spec.reservations else []),
             f"  SLO attainment per period over {problem.spec.evaluation.samples} preemption samples (seed "
             f"{problem.spec.evaluation.seed}, without fallback): {attainment}"]
 
@@ -132,6 +134,7 @@ def solve_files(outcome: "SolveOutcome") -> dict[str, str]:
             for g, name in enumerate(problem.type_names):
                 models = [problem.model_names[m] for m in range(len(problem.model_names)) if s.gpu_type[m, t] == g]
                 rows.append({"period": t, "gpu_type": name, "reserved_starts": int(s.reserved_starts[g, t]), "reserved_held": int(held[g, t]),
+                             "already_held": int(problem.held.total()[g, t]),
                              "on_demand_gpus": int(s.on_demand_gpus[g, t]), "spot_gpus": int(s.spot_gpus[g, t]),
                              "gpus_in_use": float(np.round(use[g, t], 6)),
                              "models": ";".join(f"{n}:{s.instances[problem.model_names.index(n), t]}" for n in models)})

@@ -4,18 +4,24 @@ its first ``S`` periods committed, then the window moves on by ``S``.
 Each window starts from what is committed before it: the reserved GPUs still held from earlier reservations (paid
 when they were made) and the instances running in the period before it (for the load charge).  A reservation made
 in a committed period is kept for its whole term; decisions in a window's uncommitted tail are made again by the
-next window.  Each window's solve gets ``solve.time_limit_s x S / T`` seconds, so the whole run takes about the
-time limit; a window without a plan by then is solved again with the whole time limit.  The budget bounds the whole horizon's cost and is left out of the windows (the evaluator checks it);
-GPU-mix shares hold per period and are kept.  The plan has no bound of its own: it is compared with the full
-MILP's bound.
+next window.  Each window's MILP starts from the cheapest plan of the practitioners' rules for the window
+(exact.best_rule_plan, with the reservations still held counted as held GPUs) that the evaluator accepts; HiGHS
+refuses a start whose new reservations and those still held break a reserved cap.  Each window's solve gets
+``solve.time_limit_s x S / T`` seconds, so the whole run takes about the time limit; a window without a plan by
+then is solved again with the whole time limit.  The budget bounds the whole horizon's cost and is left out of the
+windows (the evaluator checks it); GPU-mix shares hold per period and are kept.  The plan has no bound of its own:
+it is compared with the full MILP's bound.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from optfleet.errors import InfeasibleError
-from optfleet.models.capacity_plan import build, extract
+from optfleet.models.capacity_plan import build, extract, warm_start
+from optfleet.problems.capacity_plan.exact import best_rule_plan
 from optfleet.problems.capacity_plan.plan import NO_TYPE, Schedule
 from optfleet.problems.capacity_plan.problem import CapacityProblem
 from optfleet.solvers import highs
@@ -39,7 +45,11 @@ def rolling_horizon(problem: CapacityProblem) -> Schedule:
             before[running, gpu_type[running, start - 1]] = instances[running, start - 1]
         sub = problem.window(start, stop, budget=False)
         model = build(sub, reserved_before=held, instances_before=before)
-        report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s * step / periods, mip_gap=options.mip_gap)
+        rule = best_rule_plan(replace(sub, held=replace(sub.held, pool=sub.held.pool + held)))
+        if rule is not None:
+            warm_start(model, sub, rule)
+        report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s * step / periods, mip_gap=options.mip_gap,
+                             warm_start=rule is not None)
         if not report.has_solution:  # no plan within the window's share: the window gets the whole time limit
             report = highs.solve(model, solver=options.solver, time_limit=options.time_limit_s, mip_gap=options.mip_gap)
         if not report.has_solution:

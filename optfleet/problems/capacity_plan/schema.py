@@ -39,7 +39,8 @@ class ReservedOptionSpec(Strict):
     upfront_per_gpu: Annotated[Real, Field(ge=0.0), at_most(1e9, "$ per GPU", "a typo")] = 0.0
     """A one-off payment per reserved GPU when the reservation starts, $."""
     max_gpus: GpuCount | None = Field(None, ge=0)
-    """Most reserved GPUs of this type held at once (left out: no cap)."""
+    """Most reserved GPUs of this type that the plan buys held at once (left out: no cap); the reservations
+    already held (``reservations``) are on top of it."""
 
 
 class OnDemandOptionSpec(Strict):
@@ -51,6 +52,25 @@ class OnDemandOptionSpec(Strict):
     """Most on-demand GPUs of this type in any period (left out: no cap)."""
 
 
+class SpotTraceSpec(Strict):
+    """A spot availability trace in the format of skypilot-org/spot-traces (a JSON document ``{"metadata":
+    {"gap_seconds": G}, "data": [v0, v1, ...]}``, one value per tick of ``G`` seconds) read as one spot cap per
+    period: the fewest instances available at any tick in force during the period, times ``gpus_per_instance``
+    (spot_trace.py)."""
+
+    file: str
+    """The trace: a path relative to the instance, or a registered trace, ``dataset:spot-traces-aws-2023-08/us-east-2b``
+    (``optfleet data list``; fetched with ``optfleet data fetch``)."""
+    values: Literal["available_instances", "preempted"]
+    """What a tick's value is: ``available_instances``, the number of spot instances available (the repository's
+    multi-node traces); ``preempted``, 1 when the one probe instance was preempted or unavailable and 0 when it
+    ran (its single-node traces)."""
+    gpus_per_instance: GpusPerInstance = 1
+    """Spot GPUs each available instance gives (``p3.16xlarge``: 8 V100s)."""
+    start_hour: Annotated[Real, Field(ge=0.0), at_most(1e6, "hours", "a century of ticks")] = 0.0
+    """The hour of the trace at which period 0 starts (to plan against a later week of a long trace)."""
+
+
 class SpotOptionSpec(Strict):
     """Spot GPUs: bought for one period, each preempted independently with ``preemption_probability`` during it.
     Spot GPUs count toward a model's SLO only at ``confidence``: the plan may rely on the number of spot GPUs that
@@ -59,8 +79,11 @@ class SpotOptionSpec(Strict):
 
     price_per_gpu_hour: Price | None = None
     """What a spot GPU costs per hour, $; left out: the type's ``skypilot_catalog`` spot price."""
-    max_gpus: SpotCap | Annotated[list[SpotCap], Field(min_length=1)]
-    """Spot GPUs available: one cap for every period, or a list with one cap per period."""
+    max_gpus: SpotCap | Annotated[list[SpotCap], Field(min_length=1)] | None = None
+    """Spot GPUs available: one cap for every period, or a list with one cap per period; give it or
+    ``availability_trace``."""
+    availability_trace: SpotTraceSpec | None = None
+    """Spot GPUs available per period read from a spot availability trace; give it or ``max_gpus``."""
     preemption_probability: Real = Field(ge=0.0, lt=1.0)
     """The probability that a spot GPU is preempted during a period (independently of the others)."""
     confidence: Real = Field(gt=0.0, le=1.0)
@@ -140,6 +163,31 @@ class DemandSpec(Strict):
     traces: dict[str, TraceSpec] | None = None
     """A request trace per model name, ``{model: {file: ..., time_unit: s}}`` (the reserved kind's trace formats,
     Azure 2023 included): its requests counted per period from its first request, over the period's seconds."""
+    growth_per_day: Real = Field(0.0, ge=-0.5, le=1.0)
+    """Growth of every model's rate per day, compounded, on top of the source above: period ``t``'s rate is
+    multiplied by ``(1 + growth_per_day)^(t period_hours / 24)`` (0.01: 1 % a day; negative: decline)."""
+
+
+class HeldReservationSpec(Strict):
+    """GPUs already reserved before the plan is made (a contract signed earlier): they count as capacity in their
+    periods, cost the plan nothing (their cost is sunk: reported beside the plan's cost, never in it) and new
+    reservations are bought on top.  Periods ``start_period`` to ``end_period - 1`` (or ``start_period +
+    term_periods - 1``); periods past the horizon are neither planned nor reported."""
+
+    gpu_type: str
+    """The GPU type held (a ``gpus[].name``)."""
+    gpus: Annotated[Integer, Field(ge=0), at_most(MAX_SPOT_GPUS, "GPUs", "a typo")]
+    """How many GPUs of the type the reservation holds in each of its periods."""
+    start_period: Integer = Field(0, ge=0)
+    """The first period held (0: the horizon's first); a reservation that began before the horizon starts at 0."""
+    end_period: Integer | None = Field(None, ge=1)
+    """The first period no longer held (exclusive); give it or ``term_periods``.  It may lie past the horizon."""
+    term_periods: Integer | None = Field(None, ge=1)
+    """How many periods are held from ``start_period``; give it or ``end_period``."""
+    model: str | None = None
+    """The model the GPUs are pinned to (a ``models[].name``): only it may use them; left out, any model may."""
+    price_per_gpu_hour: Price = 0.0
+    """What a held GPU costs per hour, $: only for the sunk cost reported beside the plan's (not optimised)."""
 
 
 class BudgetConstraint(Strict):
@@ -147,7 +195,8 @@ class BudgetConstraint(Strict):
 
     kind: Literal["budget"]
     max_cost: Annotated[Real, Field(gt=0.0), at_most(1e15, "$", "a typo")]
-    """The most the plan may cost over the horizon, $ (reservations at their full term)."""
+    """The most the plan may cost over the horizon, $ (reservations at their full term; the reservations already
+    held are sunk and not counted)."""
 
 
 UserConstraint = Annotated[BudgetConstraint | GpuMixConstraint, Field(discriminator="kind")]
@@ -216,6 +265,8 @@ class CapacityPlanInstanceSpec(Strict):
     """The GPU types and their purchase options."""
     demand: DemandSpec
     """Each model's arrival rate per period."""
+    reservations: list[HeldReservationSpec] = []
+    """GPUs already reserved when the plan is made (sunk cost; new purchases are bought on top)."""
     constraints: list[UserConstraint] = []
     """Budget (total $) and GPU-mix (a type's share of the GPUs held, in every period) constraints."""
     solve: SolveSpec = SolveSpec()
