@@ -838,6 +838,16 @@ def assert_bad_input(case: Case, outcome: Outcome, out_dir: Path) -> None:
     assert outcome.stdout.strip() == "", f"stdout not empty on bad input {what}"
 
 
+def assert_outcome(case: Case, outcome: Outcome, out_dir: Path) -> None:
+    """The case's exit code, then a bad-input refusal (exit 2) or the answer it expects."""
+    allowed = case.exit if isinstance(case.exit, tuple) else (case.exit,)
+    assert outcome.code in allowed, f"expected exit {' or '.join(map(str, allowed))} {outcome.summary()}"
+    if outcome.code == 2:
+        assert_bad_input(case, outcome, out_dir)
+    else:
+        assert_answer(case, outcome)
+
+
 def assert_answer(case: Case, outcome: Outcome) -> None:
     what = outcome.summary()
     assert "Traceback" not in outcome.stderr, what
@@ -874,12 +884,7 @@ def test_hostile_input(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture
         if case.unreadable is not None:
             (tmp_path / case.unreadable).chmod(0o644)
     record_property("outcome", outcome.summary())  # for a report of every case's current behaviour (--junitxml)
-    allowed = case.exit if isinstance(case.exit, tuple) else (case.exit,)
-    assert outcome.code in allowed, f"expected exit {' or '.join(map(str, allowed))} {outcome.summary()}"
-    if outcome.code == 2:
-        assert_bad_input(case, outcome, out_dir)
-    else:
-        assert_answer(case, outcome)
+    assert_outcome(case, outcome, out_dir)
 
 
 def _refuse_opening(target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
