@@ -100,6 +100,7 @@ def test_a_price_change_reuses_the_sizing_and_scales_the_instances_it_prices(mix
     (["--curve", "percentile=0.9,0.99"], "--curve"),  # pd_fleet plans at P99 only: no percentile parameter
     (["--curve", "tpot_ms=0,10"], "--curve"),
     (["--curve", "rho_max=0.5,1.5"], "--curve"),
+    (["--curve", "link_gb_per_s=1e-300,1"], "--curve"),  # below the 1 MB/s an instance file may give (it overflowed)
     (["--break-even", "price:B200"], "--break-even"),
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):

@@ -43,6 +43,7 @@ from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer,
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 DUAL_ZERO = 1e-9
+MIN_LINK_GB_PER_S, MAX_LINK_GB_PER_S = 1e-3, 1e6  # the instance file's bounds on a link (schema.BandwidthGbPerS)
 LEAST_ROWS = {"agg_least": "least aggregated instances", "prefill_least": "least prefill instances",
               "decode_least": "least decode instances"}
 
@@ -75,7 +76,8 @@ def parameters(problem: PdProblem) -> dict[str, Parameter]:
         "rho_max": Parameter("rho_max", "", "utilisation cap of every server, link and decode batch", problem.rho_max,
                              lambda p, v: replace(p, rho_max=v), 0.0, 1.0, open_interval=False),
         "link_gb_per_s": Parameter("link_gb_per_s", "GB/s", "KV link bandwidth of every GPU pair without its own",
-                                   problem.link_default_gb_per_s, lambda p, v: replace(p, link_default_gb_per_s=v)),
+                                   problem.link_default_gb_per_s, lambda p, v: replace(p, link_default_gb_per_s=v),
+                                   MIN_LINK_GB_PER_S, MAX_LINK_GB_PER_S, open_interval=False),
     }
     for gpu in problem.gpus.values():
         found[f"price:{gpu.name}"] = Parameter(f"price:{gpu.name}", "$/GPU-h", f"price of a {gpu.name} GPU-hour", gpu.cost_per_gpu_hour,
