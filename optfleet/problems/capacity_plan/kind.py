@@ -149,6 +149,7 @@ KIND = ProblemKind(
     describe=lazy(REPORT, "describe"),
     render_solve=lazy(REPORT, "render_solve"),
     render_gap=lazy(REPORT, "render_gap"),
+    explain=lazy("optfleet.problems.capacity_plan.explain", "explainer"),
     facts=facts,
     result_json=result_json,
     overrides={**SOLVE_BLOCK_OVERRIDES, "mip_gap": "solve.mip_gap"},

@@ -11,6 +11,7 @@ serve is an InfeasibleError naming the model and each type's reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,6 +62,9 @@ class CapacityProblem:
     starts serving it."""
     held: HeldGpus
     """The reservations already held (held.py): capacity in their periods, sunk cost."""
+    base_dir: Path = Path(".")
+    """The instance file's folder: service files are read from it when the capacity tables are sized again
+    (``optfleet explain``'s rate curve)."""
 
     @property
     def name(self) -> str:
@@ -113,7 +117,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
     if np.any(load > 1.0):
         m = int(np.argmax(load > 1.0))
         raise InputError(f"models[{m}].load_time_s", spec.models[m].load_time_s, f"is longer than a period ({spec.period_hours:g} h)")
-    return CapacityProblem(spec, rates, table, offers, load, held)
+    return CapacityProblem(spec, rates, table, offers, load, held, loaded.base_dir)
 
 
 def _check_names(spec: CapacityPlanInstanceSpec) -> None:

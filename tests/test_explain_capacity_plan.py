@@ -1,0 +1,95 @@
+"""optfleet explain on capacity_plan (issue 39 for the capacity-plan kind): duals checked by finite differences and
+against the prices they stand for, cost monotone in demand and in a price, alternatives no cheaper than the optimum,
+bad options exit 2."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optfleet import api
+from optfleet.cli import main
+from optfleet.errors import EXIT_BAD_INPUT
+from optfleet.models import capacity_plan as model_lib
+from optfleet.problems.capacity_plan import explain as plan_explain
+from optfleet.solvers.sensitivity import fixed_lp_sensitivity
+from tests.support import REPO
+from tests.test_explain import shifted_objective
+
+TINY = REPO / "instances" / "capacity_plan" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    problem = api.load(TINY).problem
+    explainer = plan_explain.explainer(problem)
+    solved = explainer.solve(problem)
+    assert solved.status == "optimal"
+    return problem, explainer, solved
+
+
+def test_capacity_duals_match_finite_differences_and_the_prices_they_stand_for(tiny):
+    """A capacity row's dual is minus the marginal GPU's price in its period: an H100 on-demand GPU-period ($3.50 x 4 h)
+    or an A100 reservation's whole term ($1.20 x 4 h x 3 periods); each is checked by moving the row's bound."""
+    problem, explainer, solved = tiny
+    model = model_lib.build(problem)
+    model_lib.warm_start(model, problem, solved.detail)
+    continuous = lambda m: [m.x, m.r, m.o, m.l, m.w]  # noqa: E731
+    lp = fixed_lp_sensitivity(model, continuous=continuous(model))
+    shown = explainer.analyse(problem, solved).tables["shadow_prices"]
+    assert len(shown) >= 2
+    prices = {"A100": -1.2 * 4 * 3, "H100": -3.5 * 4}
+    checked = 0
+    for _, row in shown.iterrows():
+        assert row["shadow_price"] == pytest.approx(prices[row["where"].split(",")[0]])
+        raw = lp.row(row["row"])
+        for step in (1e-4, -1e-4):
+            if raw.bound_low <= raw.bound + step <= raw.bound_high:
+                slope = (shifted_objective(model, raw.name, step, continuous) - lp.report.objective) / step
+                assert slope == pytest.approx(raw.dual, rel=1e-6, abs=1e-9)
+                checked += 1
+    assert checked >= 2
+
+
+def test_the_binding_table_counts_each_types_rows(tiny):
+    problem, explainer, solved = tiny
+    binding = explainer.analyse(problem, solved).tables["binding"]
+    capacity = binding[binding["rows"].str.startswith("capacity")].set_index("type")
+    assert set(capacity.index) == {"A100", "H100"} and (capacity["periods"] == problem.periods).all()
+    assert (capacity["binding"] >= 1).all() and (capacity["least_slack"] == 0).all()  # a least-cost plan buys no idle GPU somewhere
+    on_demand = binding[binding["rows"].str.startswith("on-demand cap")]
+    assert list(on_demand["type"]) == ["A100"]  # only A100's on-demand is capped (4 GPUs)
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.lists(st.floats(0.5, 1.5), min_size=2, max_size=2))
+def test_cost_is_monotone_in_demand(growths):
+    problem = api.load(TINY).problem
+    explainer = plan_explain.explainer(problem)
+    grow = explainer.parameters["rate_growth"]
+    low, high = sorted(growths)
+    assert explainer.solve(grow.apply(problem, low)).objective <= explainer.solve(grow.apply(problem, high)).objective + 1e-6
+
+
+def test_a_dearer_reservation_never_costs_less_and_alternatives_are_restrictions(tiny):
+    problem, explainer, solved = tiny
+    price = explainer.parameters["price:A100:reserved"]
+    assert price.current == pytest.approx(1.2)
+    assert price.apply(problem, 1.2).offers[0].reserved_cost_per_gpu == pytest.approx(problem.offers[0].reserved_cost_per_gpu)
+    assert explainer.solve(price.apply(problem, 1.5)).objective >= solved.objective - 1e-6
+    for label, restricted in explainer.alternatives(problem, solved):
+        result = explainer.solve(restricted)
+        assert result.objective is None or result.objective >= solved.objective - 1e-6, label
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["--curve", "percentile=0.9,0.99"], "--curve"),  # the kind has no percentile
+    (["--curve", "confidence:H100=0,0.5"], "--curve"),  # outside (0, 1]
+    (["--curve", "price:H100:reserved=1,2"], "--curve"),  # H100 is not offered reserved
+    (["--break-even", "price:B200:on_demand"], "--break-even"),
+])
+def test_bad_options_exit_2_naming_the_option(args, option, capsys):
+    assert main(["explain", str(TINY), "--quiet", "--no-alternatives", *args]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert option in captured.err and captured.out == ""
