@@ -196,11 +196,11 @@ def test_a_bad_curve_is_refused_with_the_reason(spec, says, capsys):
 
 
 def test_a_kind_without_explain_is_refused_naming_every_kind_that_has_it(capsys):
-    assert main(["explain", str(FLEET_INSTANCES.parent / "prefix_cache" / "mooncake_sample.yaml"), "--quiet"]) == EXIT_BAD_INPUT
+    assert main(["explain", str(FLEET_INSTANCES.parent / "placement" / "tiny.yaml"), "--quiet"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     covered = err.split("it covers: ", 1)[1]
-    assert "prefix_cache" in err and all(kind in covered for kind in ("fleet", "profiled_fleet", "reserved", "routing", "caching", "pd_fleet",
-                                                                      "capacity_plan"))
+    assert "placement" in err and all(kind in covered for kind in ("fleet", "profiled_fleet", "reserved", "routing", "caching", "pd_fleet",
+                                                                   "capacity_plan", "prefix_cache"))
 
 
 def test_the_help_names_each_kinds_curve_parameters(capsys):

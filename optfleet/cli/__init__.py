@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "tpot_ms, rho_max, link_gb_per_s (the default KV link, GB/s), price:<GPU type>; routing "
                               "(threshold design): rate_growth, ttft_ms, percentile, epsilon, price:<GPU type>; caching "
                               "(hindsight LP): capacity_tokens, xi_ms; capacity_plan: rate_growth, price:<type>:reserved|"
-                              "on_demand|spot ($ per GPU-hour), confidence:<type> (spot, in (0, 1])")
+                              "on_demand|spot ($ per GPU-hour), confidence:<type> (spot, in (0, 1]); prefix_cache (hindsight MILP): "
+                              "capacity_blocks, xi_ms (TEL) or slo_ms (violations)")
     explain.add_argument("--break-even", action="append", default=None, metavar="PARAMETER",
                          help="the value of PARAMETER (a --curve parameter) at which the exact plan changes, found by "
                               "re-solving (default: the kind's: the second-cheapest GPU type's price, or the reserved "

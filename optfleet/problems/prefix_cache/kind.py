@@ -105,4 +105,5 @@ KIND = ProblemKind(
     result_json=result_json,
     overrides={"time_limit_s": "hindsight.time_limit_s"},
     plot=lazy("optfleet.problems.prefix_cache.plot", "plot_capacity_curves"),
+    explain=lazy("optfleet.problems.prefix_cache.explain", "explainer"),
 )
