@@ -46,6 +46,10 @@ CASES = (  # (instance, curve)
     ("instances/routing/azure_2023_catalog_mix.yaml", f"price:A100-80GB=2.21:3.315:{POINTS}"),  # its default break-even's price, to 1.5x
     ("instances/caching/tiny.yaml", f"capacity_tokens=100:200:{POINTS}"),
     ("instances/caching/sharegpt_like.yaml", f"capacity_tokens=1000:10000:{POINTS}"),
+    ("instances/pd_fleet/mixed_gpus.yaml", RATE_CURVE),
+    ("instances/pd_fleet/mixed_gpus.yaml", f"price:A100-80GB=2.21:3.315:{POINTS}"),  # its default break-even's price, to 1.5x (sizing reused)
+    ("instances/capacity_plan/tiny.yaml", RATE_CURVE),
+    ("instances/prefix_cache/mooncake_sample.yaml", f"capacity_blocks=4:13:{POINTS}"),
 )
 
 
