@@ -6,7 +6,9 @@ caching LP (no rate parameter: its LP depends on the order of events only) ``cap
 range, or for a routing design over a GPU catalog the price of its default break-even's GPU type (1.0x to 1.5x).
 The point at the instance's own value is its solve; the others are exact re-solves, warm where the kind declares a
 session (the caching LP's capacity: one HiGHS model, right-hand sides changed, dual simplex from the previous basis;
-the routing design's GPU price: one computed grid repriced), else each a full solve with the kind's own warm start.
+the routing design's GPU price: one computed grid repriced; pd_fleet's prices: its pools' sizing reused), else each a
+full solve with the kind's own warm start.  Each timed solve is of a freshly loaded instance, so a kind's per-problem
+caches count in it as in a user's first solve.
 The ratio column is
 
     curve seconds / (10 x one solve's seconds)
@@ -54,11 +56,11 @@ CASES = (  # (instance, curve)
 
 
 def measure(path: str, spec: str, repeats: int) -> dict:
-    loaded = api.load(ROOT / path)
-    explainer = explainer_of(loaded)
-    subject = loaded.problem if explainer.subject is None else explainer.subject
     times = []
-    for _ in range(repeats):
+    for _ in range(repeats):  # each solve of a freshly loaded instance: nothing a kind caches per problem (pd_fleet's sizing) is reused
+        loaded = api.load(ROOT / path)
+        explainer = explainer_of(loaded)
+        subject = loaded.problem if explainer.subject is None else explainer.subject
         start = time.perf_counter()
         base = explainer.solve(subject)
         times.append(time.perf_counter() - start)
