@@ -41,3 +41,26 @@ needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shar
 def fleet_problem(name: str, preset: str | None = None) -> FleetProblem:
     """The prepared FleetProblem of a shipped instance ``instances/fleet/<name>.yaml``."""
     return prepare(load_instance(FLEET_INSTANCES / f"{name}.yaml", preset=preset))
+
+
+def explain_objectives(path: Path, parameter: str, values: list[float]) -> list[float | None]:
+    """The kind's exact optimum (``optfleet explain``'s solve) of the instance at ``path`` with ``parameter`` at each of
+    ``values``: the points of a curve, for monotonicity checks."""
+    from optfleet import api
+    from optfleet.sensitivity.api import explainer_of
+
+    loaded = api.load(path)
+    explainer = explainer_of(loaded)
+    subject = loaded.problem if explainer.subject is None else explainer.subject
+    varied = explainer.parameters[parameter]
+    return [explainer.solve(varied.apply(subject, value)).objective for value in values]
+
+
+def assert_explain_refuses(path: Path, args: list[str], option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``optfleet explain`` on ``path`` with ``args`` exits 2 naming ``option``, printing nothing on stdout."""
+    from optfleet.cli import main
+    from optfleet.errors import EXIT_BAD_INPUT
+
+    assert main(["explain", str(path), "--quiet", "--no-alternatives", *args]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert option in captured.err and captured.out == ""

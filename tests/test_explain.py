@@ -39,6 +39,31 @@ def shifted_objective(model: pyo.ConcreteModel, row_name: str, delta: float, con
         row.activate()
 
 
+def duals_checked_by_finite_differences(model: pyo.ConcreteModel, lp, row_names, continuous, step: float = 1e-4) -> int:
+    """Check each named row's dual against the fixed LP's change in cost when its bound moves by ``step`` either way
+    inside its range; the number of checks made."""
+    checked = 0
+    for name in row_names:
+        raw = lp.row(name)
+        for delta in (step, -step):
+            if raw.bound_low <= raw.bound + delta <= raw.bound_high:
+                slope = (shifted_objective(model, raw.name, delta, continuous) - lp.report.objective) / delta
+                assert slope == pytest.approx(raw.dual, rel=1e-6, abs=1e-9), name
+                checked += 1
+    return checked
+
+
+def solved_for_explain(path):
+    """``(problem, explainer, solved)``: the instance at ``path`` solved by its kind's explain hooks, proven optimal."""
+    from optfleet.sensitivity.api import explainer_of
+
+    loaded = api.load(path)
+    explainer = explainer_of(loaded)
+    solved = explainer.solve(loaded.problem)
+    assert solved.status == "optimal", solved.plan
+    return loaded.problem, explainer, solved
+
+
 def fleet_model_at(path, **overrides):
     problem = api.load(path, **overrides).problem
     solved = fleet_explain.solve(problem)

@@ -8,25 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optfleet import api
-from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT
 from optfleet.models import capacity_plan as model_lib
-from optfleet.problems.capacity_plan import explain as plan_explain
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity
-from tests.support import REPO
-from tests.test_explain import shifted_objective
+from tests.support import REPO, assert_explain_refuses, explain_objectives
+from tests.test_explain import duals_checked_by_finite_differences, solved_for_explain
 
 TINY = REPO / "instances" / "capacity_plan" / "tiny.yaml"
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    problem = api.load(TINY).problem
-    explainer = plan_explain.explainer(problem)
-    solved = explainer.solve(problem)
-    assert solved.status == "optimal"
-    return problem, explainer, solved
+    return solved_for_explain(TINY)
 
 
 def test_capacity_duals_match_finite_differences_and_the_prices_they_stand_for(tiny):
@@ -40,16 +32,9 @@ def test_capacity_duals_match_finite_differences_and_the_prices_they_stand_for(t
     shown = explainer.analyse(problem, solved).tables["shadow_prices"]
     assert len(shown) >= 2
     prices = {"A100": -1.2 * 4 * 3, "H100": -3.5 * 4}
-    checked = 0
     for _, row in shown.iterrows():
         assert row["shadow_price"] == pytest.approx(prices[row["where"].split(",")[0]])
-        raw = lp.row(row["row"])
-        for step in (1e-4, -1e-4):
-            if raw.bound_low <= raw.bound + step <= raw.bound_high:
-                slope = (shifted_objective(model, raw.name, step, continuous) - lp.report.objective) / step
-                assert slope == pytest.approx(raw.dual, rel=1e-6, abs=1e-9)
-                checked += 1
-    assert checked >= 2
+    assert duals_checked_by_finite_differences(model, lp, shown["row"], continuous) >= 2
 
 
 def test_the_binding_table_counts_each_types_rows(tiny):
@@ -65,11 +50,8 @@ def test_the_binding_table_counts_each_types_rows(tiny):
 @settings(max_examples=3, deadline=None)
 @given(st.lists(st.floats(0.5, 1.5), min_size=2, max_size=2))
 def test_cost_is_monotone_in_demand(growths):
-    problem = api.load(TINY).problem
-    explainer = plan_explain.explainer(problem)
-    grow = explainer.parameters["rate_growth"]
-    low, high = sorted(growths)
-    assert explainer.solve(grow.apply(problem, low)).objective <= explainer.solve(grow.apply(problem, high)).objective + 1e-6
+    low, high = explain_objectives(TINY, "rate_growth", sorted(growths))
+    assert low <= high + 1e-6
 
 
 def test_a_dearer_reservation_never_costs_less_and_alternatives_are_restrictions(tiny):
@@ -90,6 +72,4 @@ def test_a_dearer_reservation_never_costs_less_and_alternatives_are_restrictions
     (["--break-even", "price:B200:on_demand"], "--break-even"),
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):
-    assert main(["explain", str(TINY), "--quiet", "--no-alternatives", *args]) == EXIT_BAD_INPUT
-    captured = capsys.readouterr()
-    assert option in captured.err and captured.out == ""
+    assert_explain_refuses(TINY, args, option, capsys)

@@ -7,14 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optfleet import api
-from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT
-from optfleet.problems.pd_fleet import explain as pd_explain
 from optfleet.problems.pd_fleet.exact import candidates, solved_model
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity
-from tests.support import REPO
-from tests.test_explain import shifted_objective
+from tests.support import REPO, assert_explain_refuses, explain_objectives
+from tests.test_explain import duals_checked_by_finite_differences, solved_for_explain
 
 PD = REPO / "instances" / "pd_fleet"
 MIXED = PD / "mixed_gpus.yaml"  # one disaggregated pool under an H100 availability cap
@@ -23,11 +19,7 @@ CHAT = PD / "chat.yaml"  # one aggregated pool
 
 @pytest.fixture(scope="module")
 def mixed():
-    problem = api.load(MIXED).problem
-    explainer = pd_explain.explainer(problem)
-    solved = explainer.solve(problem)
-    assert solved.status == "optimal"
-    return problem, explainer, solved
+    return solved_for_explain(MIXED)
 
 
 def test_pd_duals_match_finite_differences(mixed):
@@ -40,17 +32,10 @@ def test_pd_duals_match_finite_differences(mixed):
     assert lp.report.objective == pytest.approx(solved.objective)
     shown = explainer.analyse(problem, solved).tables["shadow_prices"]
     assert sorted(shown["constraint"]) == ["least decode instances", "least prefill instances"]
-    checked = 0
     for _, row in shown.iterrows():
-        raw = lp.row(row["row"])
         option = problem.option(solved.detail.plan.pools[0].prefill if "prefill" in row["constraint"] else solved.detail.plan.pools[0].decode)
         assert row["shadow_price"] == pytest.approx(option.cost_per_instance_hour)
-        for step in (1e-4, -1e-4):
-            if raw.bound_low <= raw.bound + step <= raw.bound_high:
-                slope = (shifted_objective(model, raw.name, step, continuous) - lp.report.objective) / step
-                assert slope == pytest.approx(raw.dual, rel=1e-6, abs=1e-9)
-                checked += 1
-    assert checked >= 2
+    assert duals_checked_by_finite_differences(model, lp, shown["row"], continuous) >= 2
 
 
 def test_every_role_of_a_frontier_plan_binds_a_limit_and_the_cap_binds(mixed):
@@ -67,9 +52,7 @@ def test_every_role_of_a_frontier_plan_binds_a_limit_and_the_cap_binds(mixed):
 
 
 def test_an_aggregated_pool_binds_on_its_instances():
-    problem = api.load(CHAT).problem
-    explainer = pd_explain.explainer(problem)
-    solved = explainer.solve(problem)
+    problem, explainer, solved = solved_for_explain(CHAT)
     binding = explainer.analyse(problem, solved).tables["binding"]
     assert set(binding["limit"]) == {"P99 TTFT", "P99 TPOT", "slot occupancy"}
     assert "instances" in set(binding["binds"])  # the least count: one fewer breaks a limit
@@ -78,11 +61,8 @@ def test_an_aggregated_pool_binds_on_its_instances():
 @settings(max_examples=3, deadline=None)
 @given(st.lists(st.floats(0.5, 2.5), min_size=2, max_size=2))
 def test_cost_is_monotone_in_the_rate(growths):
-    problem = api.load(CHAT).problem
-    explainer = pd_explain.explainer(problem)
-    rate = explainer.parameters["rate_growth"]
-    low, high = sorted(growths)
-    assert explainer.solve(rate.apply(problem, low)).objective <= explainer.solve(rate.apply(problem, high)).objective + 1e-9
+    low, high = explain_objectives(CHAT, "rate_growth", sorted(growths))
+    assert low <= high + 1e-9
 
 
 def test_a_price_change_reuses_the_sizing_and_scales_the_instances_it_prices(mixed):
@@ -104,6 +84,4 @@ def test_a_price_change_reuses_the_sizing_and_scales_the_instances_it_prices(mix
     (["--break-even", "price:B200"], "--break-even"),
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):
-    assert main(["explain", str(CHAT), "--quiet", "--no-alternatives", *args]) == EXIT_BAD_INPUT
-    captured = capsys.readouterr()
-    assert option in captured.err and captured.out == ""
+    assert_explain_refuses(CHAT, args, option, capsys)

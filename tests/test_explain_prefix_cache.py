@@ -7,25 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optfleet import api
-from optfleet.cli import main
-from optfleet.errors import EXIT_BAD_INPUT
 from optfleet.models import prefix_cache as milp
-from optfleet.problems.prefix_cache import explain as cache_explain
 from optfleet.problems.prefix_cache.hindsight import prepare
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity
-from tests.support import REPO
-from tests.test_explain import shifted_objective
+from tests.support import REPO, assert_explain_refuses, explain_objectives
+from tests.test_explain import duals_checked_by_finite_differences, solved_for_explain
 
 SAMPLE = REPO / "instances" / "prefix_cache" / "mooncake_sample.yaml"  # TEL, leaves-only eviction, capacities 4, 8, 12, 16 blocks
 
 
 @pytest.fixture(scope="module")
 def sample():
-    problem = api.load(SAMPLE).problem
-    explainer = cache_explain.explainer(problem)
-    solved = explainer.solve(problem)
-    assert solved.status == "optimal" and solved.objective == pytest.approx(1737.7, abs=0.05)  # stop 47's proven optimum at 4 blocks
+    problem, explainer, solved = solved_for_explain(SAMPLE)
+    assert solved.objective == pytest.approx(1737.7, abs=0.05)  # stop 47's proven optimum at 4 blocks
     return problem, explainer, solved
 
 
@@ -39,14 +33,8 @@ def test_the_lp_relaxations_duals_match_finite_differences_and_sum_to_the_price_
     per_block = shown.loc[shown["unit"] == "TEL ms per block", "shadow_price"].iloc[0]
     assert per_block == pytest.approx(sum(row.dual for row in capacity_rows)) and per_block < 0  # more cache, less TEL
     assert lp.report.objective <= solved.objective + 1e-6  # the relaxation bounds the MILP
-    checked = 0
-    for row in capacity_rows:
-        for step in (1e-4, -1e-4):
-            if abs(row.dual) > 1e-9 and row.bound_low <= row.bound + step <= row.bound_high:
-                slope = (shifted_objective(relaxed, row.name, step, lambda m: []) - lp.report.objective) / step
-                assert slope == pytest.approx(row.dual, rel=1e-6, abs=1e-9)
-                checked += 1
-    assert checked >= 2
+    priced = [row.name for row in capacity_rows if abs(row.dual) > 1e-9]
+    assert duals_checked_by_finite_differences(relaxed, lp, priced, lambda m: []) >= 2
 
 
 def test_the_binding_rows_are_read_off_the_milps_schedule(sample):
@@ -60,11 +48,8 @@ def test_the_binding_rows_are_read_off_the_milps_schedule(sample):
 @settings(max_examples=3, deadline=None)
 @given(st.lists(st.integers(0, 16), min_size=2, max_size=2))
 def test_tel_is_monotone_in_capacity(capacities):
-    problem = api.load(SAMPLE).problem
-    explainer = cache_explain.explainer(problem)
-    size = explainer.parameters["capacity_blocks"]
-    low, high = sorted(capacities)
-    assert explainer.solve(size.apply(problem, high)).objective <= explainer.solve(size.apply(problem, low)).objective + 1e-6
+    small, large = explain_objectives(SAMPLE, "capacity_blocks", sorted(capacities))
+    assert large <= small + 1e-6
 
 
 @pytest.mark.parametrize(("args", "option"), [
@@ -73,6 +58,4 @@ def test_tel_is_monotone_in_capacity(capacities):
     (["--curve", "percentile=0.9,0.99"], "--curve"),
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):
-    assert main(["explain", str(SAMPLE), "--quiet", "--no-alternatives", *args]) == EXIT_BAD_INPUT
-    captured = capsys.readouterr()
-    assert option in captured.err and captured.out == ""
+    assert_explain_refuses(SAMPLE, args, option, capsys)
