@@ -47,6 +47,8 @@ def read_availability(path: Path, values: str, field: str) -> tuple[float, NDArr
         document = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(field, str(path), f"is not a JSON document (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(field, str(path), "is not a spot trace: its JSON nests too deeply to read") from None
     except UnicodeDecodeError as exc:
         raise InputError(field, str(path), f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     metadata = document.get("metadata") if isinstance(document, dict) else None
@@ -59,6 +61,9 @@ def read_availability(path: Path, values: str, field: str) -> tuple[float, NDArr
         raise InputError(f"{field}:data", type(data).__name__ if data is not None else None, "must be a non-empty list of values, one per tick")
     allowed = (0, 1) if values == "preempted" else None
     for i, value in enumerate(data):
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SPOT_GPUS:
+            raise InputError(f"{field}:data[{i}]", value, f"is above the {MAX_SPOT_GPUS} instances a spot cap may hold "
+                             "(schema.MAX_SPOT_GPUS)")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (allowed is not None and value not in allowed):
             says = "is not 0 or 1 (values: preempted)" if allowed is not None else "is not a whole number of instances >= 0"
             raise InputError(f"{field}:data[{i}]", value, says)
@@ -73,11 +78,11 @@ def trace_caps(path: Path, trace: SpotTraceSpec, periods: int, period_hours: flo
     period_s = period_hours * SECONDS_PER_HOUR
     start_s = trace.start_hour * SECONDS_PER_HOUR
     edges = (start_s + period_s * np.arange(periods + 1)) / gap_s
-    first = np.floor(edges[:-1] + TICK_ROUND_OFF).astype(np.int64)
-    stop = np.ceil(edges[1:] - TICK_ROUND_OFF).astype(np.int64)
-    if stop[-1] > len(available):
+    if not np.ceil(edges[-1] - TICK_ROUND_OFF) <= len(available):
         raise InputError(f"{field}.file", str(path), f"covers {len(available) * gap_s / SECONDS_PER_HOUR:.6g} h ({len(available)} ticks "
                          f"of {gap_s:g} s); from start_hour {trace.start_hour:g} the horizon needs {edges[-1] * gap_s / SECONDS_PER_HOUR:.6g} h")
+    first = np.floor(edges[:-1] + TICK_ROUND_OFF).astype(np.int64)
+    stop = np.ceil(edges[1:] - TICK_ROUND_OFF).astype(np.int64)
     caps = np.array([available[a:b].min() for a, b in zip(first, np.maximum(stop, first + 1), strict=True)], dtype=np.int64)
     caps *= trace.gpus_per_instance
     if caps.max() > MAX_SPOT_GPUS:
