@@ -131,14 +131,19 @@ def arrays_sensitivity(args: tuple, row_names: Sequence[str], column_names: Sequ
 @contextmanager
 def _fixed_integers(model: pyo.ConcreteModel, kept: set[int]) -> Iterator[None]:
     """Fix every unfixed integer variable at its rounded value, except those of the components ``kept`` (by id), whose
-    domain becomes continuous within the same bounds; restore fixings and domains afterwards."""
+    domain becomes continuous within the same bounds (its domain's, e.g. 0 for NonNegativeIntegers, made explicit);
+    restore fixings, domains and bounds afterwards."""
     fixed, relaxed = [], []
     for var in model.component_data_objects(pyo.Var, active=True):
         if var.fixed or not var.is_integer():
             continue
         if id(var.parent_component()) in kept:
-            relaxed.append((var, var.domain))
+            # the domain's own bounds (NonNegativeIntegers: 0) become explicit bounds; Reals alone would drop them
+            relaxed.append((var, var.domain, var._lb, var._ub))
+            lower, upper = var.lb, var.ub
             var.domain = pyo.Reals
+            var.setlb(lower)
+            var.setub(upper)
         else:
             if var.value is None:
                 raise ValueError(f"the fixed LP needs a solved model; {var.name} has no value")
@@ -149,8 +154,10 @@ def _fixed_integers(model: pyo.ConcreteModel, kept: set[int]) -> Iterator[None]:
     finally:
         for var in fixed:
             var.unfix()
-        for var, domain in relaxed:
+        for var, domain, lower, upper in relaxed:
             var.domain = domain
+            var.setlb(lower)
+            var.setub(upper)
 
 
 def _finite(value: float) -> float:

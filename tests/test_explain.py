@@ -53,11 +53,12 @@ def duals_checked_by_finite_differences(model: pyo.ConcreteModel, lp, row_names,
     return checked
 
 
-def solved_for_explain(path):
-    """``(problem, explainer, solved)``: the instance at ``path`` solved by its kind's explain hooks, proven optimal."""
+def solved_for_explain(source):
+    """``(problem, explainer, solved)``: the instance ``source`` (a path or a document) solved by its kind's explain
+    hooks, proven optimal."""
     from optfleet.sensitivity.api import explainer_of
 
-    loaded = api.load(path)
+    loaded = api.load(source)
     explainer = explainer_of(loaded)
     solved = explainer.solve(loaded.problem)
     assert solved.status == "optimal", solved.plan
