@@ -93,3 +93,18 @@ def test_the_fixed_lp_keeps_reservations_non_negative_when_gpus_are_already_held
     assert lp.report.objective >= 0
     assert all(column.value >= -1e-9 for column in lp.columns if column.name.startswith("r["))
     assert all(var.is_integer() and var.lb == 0 for var in model.r.values())  # domains and bounds restored
+
+
+def test_the_plot_draws_the_reservations_already_held(tiny):
+    """A review saw the plot's purchase band leave out the reservations already held (capacity_plan/plot.py)."""
+    import yaml
+
+    from optfleet.problems.capacity_plan.plot import held_by_option
+
+    problem, _, solved = tiny
+    assert [label for label, _ in held_by_option(problem, solved.detail)] == ["reserved", "on-demand", "spot"]
+    document = yaml.safe_load(TINY.read_text())
+    document["reservations"] = [{"gpu_type": "A100", "gpus": 3, "start_period": 0, "end_period": 6}]
+    held_problem, _, held_solved = solved_for_explain(document)
+    series = dict(held_by_option(held_problem, held_solved.detail))
+    assert list(series["already held"]) == [3] * 6

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from optfleet.problems.capacity_plan.plan import model_gpus
+from optfleet.problems.capacity_plan.plan import Schedule, model_gpus
 
 if TYPE_CHECKING:
     from optfleet.api import GapOutcome
+    from optfleet.problems.capacity_plan.problem import CapacityProblem
 
 
 def plot_gap(outcome: "GapOutcome", path: Path) -> None:
@@ -30,8 +31,8 @@ def plot_gap(outcome: "GapOutcome", path: Path) -> None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True)
     if shown is not None:
         s, hours = shown.plan, np.arange(problem.periods + 1) * problem.spec.period_hours
-        by_option = [s.reserved_held(problem).sum(axis=0), s.on_demand_gpus.sum(axis=0), s.spot_gpus.sum(axis=0)]
-        top.stackplot(hours, [_edges(v) for v in by_option], labels=["reserved", "on-demand", "spot"], step="post", alpha=0.85)
+        labels, by_option = zip(*held_by_option(problem, s), strict=True)
+        top.stackplot(hours, [_edges(v) for v in by_option], labels=labels, step="post", alpha=0.85)
         used = model_gpus(problem, s.gpu_type, s.instances).sum(axis=1)
         loading = shown.evaluation.gpus_in_use.sum(axis=0) - used.sum(axis=0)
         bottom.stackplot(hours, [_edges(v) for v in [*used, loading]], labels=[*problem.model_names, "loading"], step="post", alpha=0.85)
@@ -51,3 +52,11 @@ def plot_gap(outcome: "GapOutcome", path: Path) -> None:
 def _edges(values: np.ndarray) -> np.ndarray:
     """A period series drawn as steps from each period's start to its end: the last value repeated at the end."""
     return np.append(values, values[-1])
+
+
+def held_by_option(problem: CapacityProblem, schedule: Schedule) -> list[tuple[str, np.ndarray]]:
+    """GPUs held per period over every type, by how they were bought: the reservations already held before the plan
+    (when there are any), the plan's reservations, on demand and spot."""
+    series = [("already held", problem.held.total().sum(axis=0))] if problem.held.total().any() else []
+    return series + [("reserved", schedule.reserved_held(problem).sum(axis=0)), ("on-demand", schedule.on_demand_gpus.sum(axis=0)),
+                     ("spot", schedule.spot_gpus.sum(axis=0))]
