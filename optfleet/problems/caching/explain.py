@@ -25,8 +25,8 @@ its optimal vertex is whole), so HiGHS's duals and ranging apply to it directly,
   curve) and ``xi_ms`` (the TTFT tail threshold).  A capacity curve is warm (:class:`CapacitySession`): one HiGHS
   LP, built at the smallest capacity asked so far, whose rows' right-hand sides move to each new C; dual simplex
   restarts from the previous point's basis (a right-hand side change keeps it dual feasible).  A request's arrival time does not enter the LP (only the order
-  of events does), so there is no rate parameter; no break-even and no alternatives (one schedule, no named
-  restriction).
+  of events does), so there is no rate parameter; no default break-even (``--break-even xi_ms`` or ``capacity_tokens``
+  re-solves as for every kind) and no alternatives (one schedule, no named restriction).
 """
 
 from __future__ import annotations

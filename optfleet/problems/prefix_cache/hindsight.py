@@ -29,9 +29,11 @@ import pyomo.environ as pyo
 from pyomo.core.expr.numvalue import is_fixed
 from numpy.typing import NDArray
 
+from optfleet.errors import InputError
 from optfleet.models import caching as interval_lp
 from optfleet.models import prefix_cache as milp
 from optfleet.problems.caching.evaluate import TtftModel
+from optfleet.problems.caching.hindsight import HIGHS_INFINITY
 from optfleet.problems.prefix_cache.evaluate import PrefixEvaluation, evaluate_schedule, fcfs_wait_ms, occupancy_blocks, orphaned
 from optfleet.problems.prefix_cache.trace import BlockTrace
 from optfleet.solvers import SolveReport, solve
@@ -39,6 +41,33 @@ from optfleet.solvers.highs import HIGHS_STATUS, highs_session, pass_model
 from optfleet.solvers.report import ERROR, OPTIMAL, FromSolveReport, relative_gap
 
 SENSE = {"hit_tokens": "max", "tel": "min", "violations": "min"}
+
+MAX_MILP_COEFFICIENT_MS = 1e12
+"""The largest prefill time (ms, some 30 years) the hindsight MILP takes as a coefficient: HiGHS refuses a matrix value at
+or above 1e15 (its ``large_matrix_value``), and at 9.6e14 it reported a 14-request FCFS trace infeasible."""
+
+
+def check_model_range(trace: BlockTrace, ttft: TtftModel, objective: str, worst_ms: NDArray[np.float64],
+                      max_wait_ms: NDArray[np.float64], threshold_ms: float) -> None:
+    """Refuse a TTFT model whose MILP HiGHS would refuse (an exit 3 before): a hit's coefficient, ``alpha`` x the
+    block's tokens, and (objectives ``tel`` and ``violations``) a request's worst excess (its big-M, and the scale of the
+    wait rows) must stay below :data:`MAX_MILP_COEFFICIENT_MS`; (objective ``tel``) the TEL with nothing cached below :data:`HIGHS_INFINITY` ms.  The field named is ``alpha``
+    or ``beta_ms``, whichever makes up more of the prefill time with nothing cached."""
+    alpha, beta = ttft.alpha_ms_per_token, ttft.beta_ms
+    block_tokens = float(trace.occ_tokens.max()) if len(trace.occ_tokens) else 0.0
+    if alpha * block_tokens >= MAX_MILP_COEFFICIENT_MS:
+        raise InputError(
+            "ttft.alpha_ms_per_token", alpha,
+            f"a block's prefill time ({alpha * block_tokens:.3g} ms) reaches {MAX_MILP_COEFFICIENT_MS:g} ms, the largest coefficient the "
+            f"hindsight MILP takes")
+    excess_ms = np.maximum(worst_ms + max_wait_ms - threshold_ms, 0.0)
+    field, value = ("ttft.beta_ms", beta) if beta * len(trace) >= alpha * float(trace.input_tokens.sum()) else ("ttft.alpha_ms_per_token", alpha)
+    if objective == "tel" and float(excess_ms.sum()) >= HIGHS_INFINITY:
+        raise InputError(field, value, f"the hindsight MILP's TEL with nothing cached reaches {float(excess_ms.sum()):.3g} ms, above the "
+                                       f"limit of {HIGHS_INFINITY:g} ms that HiGHS reads as infinite")
+    if objective != "hit_tokens" and len(excess_ms) and float(excess_ms.max()) >= MAX_MILP_COEFFICIENT_MS:
+        raise InputError(field, value, f"a request's TTFT with nothing cached exceeds the SLO by {float(excess_ms.max()):.3g} ms, at or above "
+                                       f"{MAX_MILP_COEFFICIENT_MS:g} ms, the largest coefficient the hindsight MILP takes")
 
 
 def objective_value(evaluation: PrefixEvaluation, objective: str) -> float:
@@ -65,6 +94,7 @@ def prepare(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: s
     same_request_pairs = eviction != "leaves" or closure != "full"
     worst_ms = ttft.ttft_ms(trace.input_tokens)
     max_wait_ms = fcfs_wait_ms(trace.arrival_s, worst_ms) if fcfs_server else np.zeros(len(trace))
+    check_model_range(trace, ttft, objective, worst_ms, max_wait_ms, threshold_ms)
     if same_request_pairs and objective != "hit_tokens" and not max_wait_ms.any():
         occurrence = occurrence[worst_ms[trace.occ_request[trace.occ_next[occurrence]]] > threshold_ms]
     following = trace.occ_next[occurrence]
