@@ -59,3 +59,14 @@ def test_tel_is_monotone_in_capacity(capacities):
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert_explain_refuses(SAMPLE, args, option, capsys)
+
+
+def test_thresholds_and_capacities_keep_to_an_instance_files_domain(capsys):
+    """xi_ms may be 0 in an instance file, so a curve may reach it (a review found it refused); a capacity is at least
+    one block, as in the file."""
+    from optfleet.cli import main
+
+    for path in (SAMPLE, REPO / "instances" / "caching" / "tiny.yaml"):
+        assert main(["explain", str(path), "--quiet", "--no-alternatives", "--curve", "xi_ms=0,50", "--json"]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+    assert_explain_refuses(SAMPLE, ["--curve", "capacity_blocks=0,4"], "[1, 9.0072e+15]", capsys)

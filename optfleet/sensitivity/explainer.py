@@ -48,7 +48,7 @@ the load arithmetic instead of planning anything."""
 class Parameter:
     """A number of the instance a curve may vary: its name, unit, meaning, its value in the instance, and
     ``apply(problem, value) -> problem`` with that value; ``low``/``high`` bound the values that make sense (open
-    interval when ``open_interval``); ``another_question`` is True when a value of it asks another question than the
+    interval when ``open_interval``, ``low`` itself allowed when ``low_included``); ``another_question`` is True when a value of it asks another question than the
     instance's (the reserved percentile when the instance's question is the hybrid one), so a curve's first plan has
     nothing to be compared with."""
 
@@ -61,11 +61,18 @@ class Parameter:
     high: float = float("inf")
     open_interval: bool = True
     another_question: bool = False
+    low_included: bool = False
 
     def holds(self, value: float) -> bool:
-        """Whether ``value`` is in the parameter's domain: ``(low, high)``, or ``(low, high]`` without ``open_interval``."""
-        inside = self.low < value < self.high if self.open_interval else self.low < value <= self.high
-        return math.isfinite(value) and inside
+        """Whether ``value`` is in the parameter's domain: ``(low, high)``, or ``(low, high]`` without ``open_interval``;
+        ``[low, ...`` with ``low_included`` (a capacity or a threshold of 0)."""
+        above = self.low <= value if self.low_included else self.low < value
+        below = value < self.high if self.open_interval else value <= self.high
+        return math.isfinite(value) and above and below
+
+    def domain(self) -> str:
+        """The domain in interval notation, e.g. ``(0, 1]``."""
+        return f"{'[' if self.low_included else '('}{self.low:g}, {self.high:g}{')' if self.open_interval else ']'}"
 
 
 @dataclass(frozen=True)

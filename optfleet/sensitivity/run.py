@@ -116,8 +116,7 @@ def check_values(parameter: Parameter, values: Sequence[float], option: str, tex
     """Every value within the parameter's domain (e.g. a percentile in (0, 1)): an InputError naming ``option`` otherwise."""
     for value in values:
         if not parameter.holds(value):
-            brackets = "(" + f"{parameter.low:g}, {parameter.high:g}" + (")" if parameter.open_interval else "]")
-            raise InputError(option, text, f"{parameter.name} = {value:g} is outside {brackets}")
+            raise InputError(option, text, f"{parameter.name} = {value:g} is outside {parameter.domain()}")
 
 
 class PointSolver:

@@ -65,10 +65,11 @@ def solve(problem: PrefixCacheProblem) -> Solved:
 
 def parameters(problem: PrefixCacheProblem) -> dict[str, Parameter]:
     found = {"capacity_blocks": Parameter("capacity_blocks", "blocks", "cache capacity C (rounded to whole blocks)", float(problem.capacities_blocks[0]),
-                                          lambda p, v: replace(p, capacities_blocks=(int(round(v)),)), -1e-12, MAX_CAPACITY_BLOCKS,
-                                          open_interval=False)}  # (-1e-12, 2**53]: 0 blocks included
+                                          lambda p, v: replace(p, capacities_blocks=(int(round(v)),)), 1.0, MAX_CAPACITY_BLOCKS,
+                                          open_interval=False, low_included=True)}  # [1, 2**53], as an instance's
     if problem.objective == "tel":
-        found["xi_ms"] = Parameter("xi_ms", "ms", "TTFT threshold xi: TEL counts TTFT above it", problem.xi_ms, lambda p, v: replace(p, xi_ms=v))
+        found["xi_ms"] = Parameter("xi_ms", "ms", "TTFT threshold xi: TEL counts TTFT above it", problem.xi_ms, lambda p, v: replace(p, xi_ms=v),
+                                   low_included=True)
     elif problem.objective == "violations":
         found["slo_ms"] = Parameter("slo_ms", "ms", "the TTFT SLO a violation breaks", problem.slo_ms, lambda p, v: replace(p, slo_ms=v))
     return found
