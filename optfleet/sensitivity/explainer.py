@@ -23,10 +23,13 @@ A kind's ``explain(problem) -> Explainer`` hook returns:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,12 @@ class Solved:
 MAX_RATE_GROWTH = 1e6
 """The largest ``rate_growth`` a curve may ask for: a million times the instance's traffic; far larger factors overflow
 the load arithmetic instead of planning anything."""
+
+
+def plan_digest(*arrays: Any) -> str:
+    """Eight hex digits of a SHA-1 of ``arrays``' bytes: the part of a plan's label that two plans share exactly when
+    their arrays are equal (up to a hash collision)."""
+    return hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:8]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ its optimal vertex is whole), so HiGHS's duals and ranging apply to it directly,
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 
 import highspy
@@ -43,7 +42,7 @@ from optfleet.models import caching as lp
 from optfleet.problems.caching.kind import UNIT
 from optfleet.problems.caching.lp_data import prepare
 from optfleet.problems.caching.problem import CachingProblem
-from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved, plan_digest
 from optfleet.solvers.highs import HIGHS_STATUS, highs_session, pass_model
 from optfleet.solvers.report import OPTIMAL
 from optfleet.solvers.sensitivity import LpSensitivity, arrays_sensitivity
@@ -125,7 +124,7 @@ class CapacitySession:
 
 def schedule_label(kept_tokens: np.ndarray) -> str:
     """The gaps kept, the tokens kept and a digest of the whole schedule: equal labels are equal schedules."""
-    digest = hashlib.sha1(np.ascontiguousarray(kept_tokens, dtype=np.int64).tobytes()).hexdigest()[:8]
+    digest = plan_digest(np.asarray(kept_tokens, dtype=np.int64))
     return f"{int(np.count_nonzero(kept_tokens)):,} gaps keep {int(kept_tokens.sum()):,} tokens (schedule {digest})"
 
 

@@ -27,7 +27,6 @@ A solve stopped by its time limit is a plan, not an optimum: each curve point ca
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -39,7 +38,7 @@ from optfleet.models import capacity_plan as model_lib
 from optfleet.problems.capacity_plan.capacity import capacity_table
 from optfleet.problems.capacity_plan.problem import CapacityProblem, TypeOffer
 from optfleet.problems.capacity_plan.spot import counted_spot
-from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved, plan_digest
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 DUAL_ZERO = 1e-9
@@ -69,8 +68,7 @@ def solve(problem: CapacityProblem) -> Solved:
 
 def _label(problem: CapacityProblem, schedule) -> str:
     """Each type's purchases in totals, and a digest of the whole schedule (two plans share it exactly when equal)."""
-    digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (schedule.gpu_type, schedule.instances, schedule.reserved_starts,
-                                                                               schedule.on_demand_gpus, schedule.spot_gpus))).hexdigest()[:8]
+    digest = plan_digest(schedule.gpu_type, schedule.instances, schedule.reserved_starts, schedule.on_demand_gpus, schedule.spot_gpus)
     parts = []
     for g, name in enumerate(problem.type_names):
         bought = [(schedule.reserved_starts[g].sum(), "R"), (schedule.on_demand_gpus[g].sum(), "O"), (schedule.spot_gpus[g].sum(), "S")]

@@ -23,7 +23,6 @@ tokens, TEL or SLO violations), scored by the kind's evaluator.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -31,9 +30,9 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from optfleet.models import prefix_cache as milp
-from optfleet.problems.prefix_cache.hindsight import prepare, solve_hindsight
+from optfleet.problems.prefix_cache.hindsight import objective_threshold_ms, prepare, solve_hindsight
 from optfleet.problems.prefix_cache.problem import PrefixCacheProblem
-from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved
+from optfleet.sensitivity.explainer import Analysis, Explainer, Parameter, Solved, plan_digest
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 UNITS = {"hit_tokens": "hit tokens", "tel": "TEL ms", "violations": "violations"}
@@ -49,16 +48,11 @@ def explainer(problem: PrefixCacheProblem) -> Explainer:
     return Explainer(UNITS[problem.objective], solve, analyse, parameters(problem), lambda p, s: [], default_curves=curves)
 
 
-def _threshold_ms(problem: PrefixCacheProblem) -> float:
-    """The TTFT threshold the objective counts from: ``xi`` for TEL, the SLO for violations (hindsight.solve_hindsight)."""
-    return problem.xi_ms if problem.objective == "tel" else problem.slo_ms
-
-
 def solve(problem: PrefixCacheProblem) -> Solved:
     captured: list[pyo.ConcreteModel] = []
     h = solve_hindsight(problem.trace, problem.capacities_blocks[0], problem.eviction, problem.objective, problem.ttft, problem.xi_ms,
                         problem.slo_ms, time_limit_s=problem.time_limit_s, customize=captured.append, fcfs_server=problem.fcfs_server)
-    digest = hashlib.sha1(np.packbits(h.kept).tobytes()).hexdigest()[:8]
+    digest = plan_digest(np.packbits(h.kept))
     plan = f"{int(h.kept.sum()):,} block gaps kept at {problem.capacities_blocks[0]:,} blocks #{digest}"
     return Solved(h.report.objective, h.report.status, plan, (h, captured[0] if captured else None))
 
@@ -89,7 +83,7 @@ def analyse(problem: PrefixCacheProblem, solved: Solved) -> Analysis:
                 records.append({"rows": meaning, "count": len(rows), "binding": sum(row_binds(row) for row in rows),
                                 "least_slack": min(row_slack(row) for row in rows), "slack_unit": unit})
     capacity = problem.capacities_blocks[0]
-    data = prepare(problem.trace, capacity, problem.eviction, problem.objective, problem.ttft, _threshold_ms(problem), fcfs_server=problem.fcfs_server)
+    data = prepare(problem.trace, capacity, problem.eviction, problem.objective, problem.ttft, objective_threshold_ms(problem.objective, problem.xi_ms, problem.slo_ms), fcfs_server=problem.fcfs_server)
     notes = []
     duals = []
     if data.n_columns:

@@ -70,6 +70,11 @@ def check_model_range(trace: BlockTrace, ttft: TtftModel, objective: str, worst_
                                        f"{MAX_MILP_COEFFICIENT_MS:g} ms, the largest coefficient the hindsight MILP takes")
 
 
+def objective_threshold_ms(objective: str, xi_ms: float, slo_ms: float | None) -> float:
+    """The TTFT threshold ``objective`` counts from: ``xi`` for TEL, the SLO (``xi`` when none is given) otherwise."""
+    return xi_ms if objective == "tel" or slo_ms is None else slo_ms
+
+
 def objective_value(evaluation: PrefixEvaluation, objective: str) -> float:
     """The evaluator's number for ``objective``: total hit tokens, TEL (ms) or SLO violations."""
     return float({"hit_tokens": evaluation.hit_tokens_total, "tel": evaluation.tel_ms, "violations": evaluation.violations}[objective])
@@ -178,7 +183,7 @@ def solve_hindsight(trace: BlockTrace, capacity_blocks: int, eviction: str, obje
     the FCFS prefill server's waits, (9) there (exact, not a relaxation)."""
     start = time.perf_counter()
     slo = xi_ms if slo_ms is None else slo_ms
-    data = prepare(trace, capacity_blocks, eviction, objective, ttft, xi_ms if objective == "tel" else slo, fcfs_server=fcfs_server)
+    data = prepare(trace, capacity_blocks, eviction, objective, ttft, objective_threshold_ms(objective, xi_ms, slo_ms), fcfs_server=fcfs_server)
     label = "hindsight LP relaxation" if relax else "hindsight MILP"
     model = milp.build(data, relax=relax) if data.n_columns else None
     if customize is not None and model is not None:
@@ -227,8 +232,7 @@ def lp_bound(trace: BlockTrace, capacity_blocks: int, eviction: str, objective: 
     by HiGHS: a bound on the hindsight optimum (upper on hit tokens, lower on TEL and violations).  With the
     default ``closure="parent_gap"`` the ``leaves`` closure is relaxed further (:func:`prepare`): still a bound."""
     start = time.perf_counter()
-    slo = xi_ms if slo_ms is None else slo_ms
-    data = prepare(trace, capacity_blocks, eviction, objective, ttft, xi_ms if objective == "tel" else slo, closure=closure,
+    data = prepare(trace, capacity_blocks, eviction, objective, ttft, objective_threshold_ms(objective, xi_ms, slo_ms), closure=closure,
                    fcfs_server=fcfs_server)
     args = milp.highs_lp_arrays(data)
     build_s = time.perf_counter() - start
