@@ -110,6 +110,8 @@ CASES = [
               [{"prefill": PREFILL, "prefill_instances": 2, "decode_instances": 2}], "plan.pools[0].decode", says="missing"),
     plan_case("pd_fleet plan: a prefill option as an aggregated one", [{"aggregated": PREFILL, "instances": 2}],
               "plan.pools[0].aggregated", value=PREFILL, says="not an aggregated option"),
+    # a pool with traffic left empty was simulated and exited 0 with an infeasible verdict; the fleet kind refuses it
+    plan_case("pd_fleet plan: a busy pool without instances", [None], "plan.pools[0]", says="no instances"),
 ]
 
 

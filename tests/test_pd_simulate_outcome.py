@@ -45,10 +45,13 @@ def test_a_solve_output_simulates_as_the_plan_it_holds(capsys, tmp_path):
     assert body["plan"]["pools"] == solved["pools"]
 
 
+AGG_POOL = {"aggregated": "agg H100-SXM x8 B2048", "instances": 2}
+
+
 @pytest.mark.parametrize(("pools", "field"), [
-    ([None, {"prefill": "P H100-SXM x8 B8192", "prefill_instances": 0, "decode": "D H200 x8 b64", "decode_instances": 2}],
+    ([AGG_POOL, {"prefill": "P H100-SXM x8 B8192", "prefill_instances": 0, "decode": "D H200 x8 b64", "decode_instances": 2}],
      "plan.pools[1].prefill_instances"),
-    ([None, {"prefill": "P nothing", "prefill_instances": 2, "decode": "D H200 x8 b64", "decode_instances": 2}],
+    ([AGG_POOL, {"prefill": "P nothing", "prefill_instances": 2, "decode": "D H200 x8 b64", "decode_instances": 2}],
      "plan.pools[1].prefill"),
     ([None], "plan.pools"),
 ])

@@ -63,7 +63,8 @@ class PdPlan:
 
 
 def plan_from_dict(problem: PdProblem, data: dict[str, Any]) -> PdPlan:
-    """Read a plan written by :meth:`PdPlan.to_dict` (InputError naming the bad field)."""
+    """Read a plan written by :meth:`PdPlan.to_dict` (InputError naming the bad field; a pool with traffic needs
+    instances, as in the fleet kind's plans)."""
     rows = data.get("pools")
     if not isinstance(rows, list) or len(rows) != len(problem.pools):
         raise InputError("plan.pools", rows, f"needs one entry per pool ({len(problem.pools)})")
@@ -71,6 +72,9 @@ def plan_from_dict(problem: PdProblem, data: dict[str, Any]) -> PdPlan:
     for j, row in enumerate(rows):
         field = f"plan.pools[{j}]"
         if row is None:
+            if problem.pools[j].busy:
+                raise InputError(field, None, f"{problem.pools[j].label} receives {problem.pools[j].rate_rps:.4g} req/s "
+                                 "but the plan gives it no instances")
             pools.append(None)
         elif isinstance(row, dict) and "aggregated" in row:
             _of_type(problem, row["aggregated"], AggregatedOption, f"{field}.aggregated")

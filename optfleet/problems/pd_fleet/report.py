@@ -31,6 +31,7 @@ def render_plan(problem: PdProblem, evaluation: PdEvaluation, report: SolveRepor
     blocks: list[tables.Block] = [
         f"instance {problem.name}: {numbers.significant(problem.rate_rps, 6)} req/s of {problem.model.name}, P99 TTFT <= "
         f"{problem.ttft_p99_ms:g} ms, P99 TPOT <= {problem.tpot_p99_ms:g} ms, rho_max {problem.rho_max:g}",
+        f"  iteration times: {problem.performance_source}, at every option's GPU and TP",
         f"{plan.method}: {format_cost(evaluation.cost_per_hour)}; {gpus}{power}"
         + ("" if evaluation.feasible else "; INFEASIBLE: " + "; ".join(evaluation.violations)),
     ]
