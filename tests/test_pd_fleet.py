@@ -232,11 +232,23 @@ BAD = [
     ("prefill.gpus", [], "prefill.gpus"),
     ("decode.gpus", [], "decode.gpus"),
     ("pools.windows_tokens", [2048], "pools.windows_tokens"),
+    ("decode.max_batch_by_gpu", {"H100-SXM": [8]}, "decode.max_batch_by_gpu.H100-SXM"),  # not a decode GPU here
+    ("decode.max_batch_by_gpu", {"L40S": [8], "l40s": [16]}, "decode.max_batch_by_gpu.l40s"),  # one GPU twice
+    ("decode.max_batch_by_gpu", {"L40S": [100000]}, "decode.max_batch_by_gpu.L40S[0]"),
 ]
 
 
+def test_a_gpu_s_own_max_batches_replace_the_shared_list_for_it_only():
+    document = copy.deepcopy(small())
+    document["decode"]["max_batch_by_gpu"] = {"a100 80gb": [8, 32]}  # catalog names match as the gpus list's do
+    batches = {}
+    for option in problem_of(document).decode:
+        batches.setdefault(option.gpu, set()).add(option.max_batch)
+    assert batches == {"L40S": {16}, "A100-80GB": {8, 32}}
+
+
 @pytest.mark.unit
-@pytest.mark.parametrize("field, value, named", BAD, ids=[b[0] for b in BAD])
+@pytest.mark.parametrize("field, value, named", BAD, ids=[f"{b[0]}={b[1]}" for b in BAD])
 def test_bad_inputs_exit_2_naming_the_field(field, value, named, tmp_path, capsys):
     document = copy.deepcopy(small())
     head, tail = field.split(".")

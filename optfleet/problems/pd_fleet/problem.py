@@ -35,7 +35,7 @@ from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import MAX_BUDGETS_PER_PROMPT, PoolFactory, request_mix
 from optfleet.problems.fleet.schema import EngineLimitsSpec, HardwareSpec, ModelOnGpusSpec
 from optfleet.problems.pd_fleet.roles import TransferLink
-from optfleet.problems.pd_fleet.schema import PdFleetSpec
+from optfleet.problems.pd_fleet.schema import DecodeSpec, PdFleetSpec
 
 
 @dataclass(frozen=True)
@@ -330,20 +330,40 @@ def _disaggregated(spec: PdFleetSpec, model: ModelSpec, gpus: dict[str, GpuType]
             prefill += [PrefillOption("prefill", gpu, tp, tp * gpus[gpu].cost_per_gpu_hour, step, token_budget=budget)
                         for budget in spec.prefill.token_budget]
     decode = []
+    batches_of = _max_batches_by_gpu(spec.decode)
     for gi, gpu_name in enumerate(spec.decode.gpus):
         gpu = get_gpu(gpu_name, f"decode.gpus[{gi}]").name
+        batches, batch_field = batches_of.get(gpu, (spec.decode.max_batch, "decode.max_batch"))
         for ti, tp in enumerate(spec.decode.tp):
             step = engine(gpu, tp, f"decode.tp[{ti}]")
             fit = memory_fit(gpu, model, tp, windows[-1])
             if not fit.fits:
                 raise InputError(f"decode.tp[{ti}]", tp, f"{model.name} on {tp} x {gpu} at {windows[-1]:,} tokens: {fit.infeasible_reason}")
-            for bi, batch in enumerate(spec.decode.max_batch):
+            for bi, batch in enumerate(batches):
                 if batch > fit.max_sequences:
-                    raise InputError(f"decode.max_batch[{bi}]", batch,
+                    raise InputError(f"{batch_field}[{bi}]", batch,
                                      f"is above the KV capacity of {tp} x {gpu} serving {model.name} at the largest window "
                                      f"{windows[-1]:,} tokens: {fit.max_sequences} sequences fit (vLLM's memory accounting); lower it or raise decode.tp")
                 decode.append(DecodeOption("decode", gpu, tp, tp * gpus[gpu].cost_per_gpu_hour, step, max_batch=batch))
     return tuple(prefill), tuple(decode)
+
+
+def _max_batches_by_gpu(decode: DecodeSpec) -> dict[str, tuple[list[int], str]]:
+    """``decode.max_batch_by_gpu`` by catalog name: each GPU's batches and the field that names them; a GPU type that
+    is not one of ``decode.gpus`` (a typo would leave ``max_batch`` in force, silently) is refused naming its key."""
+    listed = {get_gpu(name, f"decode.gpus[{i}]").name for i, name in enumerate(decode.gpus)}
+    out: dict[str, tuple[list[int], str]] = {}
+    keys: dict[str, str] = {}
+    for key, batches in decode.max_batch_by_gpu.items():
+        field = f"decode.max_batch_by_gpu.{key}"
+        gpu = get_gpu(key, field).name
+        if gpu not in listed:
+            raise InputError(field, batches, f"{gpu} is not one of decode.gpus ({', '.join(sorted(listed))})")
+        if gpu in keys:
+            raise InputError(field, batches, f"{gpu} is listed twice (as {keys[gpu]} and {key})")
+        keys[gpu] = key
+        out[gpu] = (batches, field)
+    return out
 
 
 def _require_fit(model: ModelSpec, gpu: str, tp: int, window: int, field: str) -> None:

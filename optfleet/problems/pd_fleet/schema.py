@@ -52,6 +52,7 @@ EachOnce = AfterValidator(_each_once)
 TpList = Annotated[list[Annotated[GpusPerInstance, Field(ge=1)]], Field(min_length=1), EachOnce]
 GpuList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1), EachOnce]
 MaxBatch = Annotated[Integer, Field(ge=1), at_most(MAX_BATCH, "sequences", "far above any engine's batch limit")]
+MaxBatches = Annotated[list[MaxBatch], Field(min_length=1), EachOnce]
 TokenBudgets = Annotated[list[Annotated[Tokens, Field(gt=0)]], Field(min_length=1), EachOnce]
 
 
@@ -110,8 +111,12 @@ class PrefillSpec(RoleOptionsSpec):
 class DecodeSpec(RoleOptionsSpec):
     """Decode options: every GPU x TP x max batch listed."""
 
-    max_batch: Annotated[list[MaxBatch], Field(min_length=1), EachOnce] = [256]
-    """Most sequences one decode instance runs at once (vLLM's max_num_seqs); must fit the KV cache at each window."""
+    max_batch: MaxBatches = [256]
+    """Most sequences one decode instance runs at once (vLLM's max_num_seqs), offered for every decode GPU type that
+    ``max_batch_by_gpu`` does not list; each must fit the KV cache at the largest window."""
+    max_batch_by_gpu: dict[str, MaxBatches] = {}
+    """Per decode GPU type (a name of ``gpus``), its own max batches in place of ``max_batch``: for GPU types whose KV
+    caches hold different numbers of sequences, e.g. ``{L40S: [32], A100-80GB: [64, 128]}``."""
 
 
 class LinkPairSpec(Strict):
