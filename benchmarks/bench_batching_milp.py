@@ -30,6 +30,8 @@ from optfleet.problems.fleet.constraints import gpu_bounds
 from optfleet.problems.fleet.milp import _build, _runner, solve_milp
 from optfleet.problems.fleet.milp_batching import relaxation_data
 from optfleet.problems.fleet.milp_data import prepare_milp_data
+from optfleet.problems.fleet.plan import Plan
+from optfleet.problems.fleet.problem import FleetProblem
 from optfleet.problems.fleet.routing import route
 from optfleet.solvers.report import relative_gap
 
@@ -65,7 +67,7 @@ def row(name: str) -> dict:
     }
 
 
-def chunk_level_bound(problem) -> float | None:
+def chunk_level_bound(problem: FleetProblem) -> float | None:
     """The relaxation's bound before the join levels (integer chunk levels, floor ``P99 chunks + 1``): the "before"."""
     data, tables = relaxation_data(prepare_milp_data(problem), with_join=False)
     model = _build(problem, data, gpu_bounds(data, problem.constraints), data.service_ratio_ms, routing=problem.milp_routing,
@@ -73,7 +75,7 @@ def chunk_level_bound(problem) -> float | None:
     return _runner(model, problem.solver, None)(model, time_limit=problem.time_limit_s, mip_gap=problem.mip_gap).bound
 
 
-def ttft_parts(problem, plan) -> list[dict]:
+def ttft_parts(problem: FleetProblem, plan: Plan) -> list[dict]:
     """Per pool of ``plan`` (the relaxation's routing at the evaluator's least counts): the loaded iteration against the
     idle ``W``, and the in-GPU P99 in iterations against the relaxation's floor ``P99 chunks + 1``."""
     evaluation = evaluate(problem, plan)

@@ -31,26 +31,38 @@ def config(slots: int, w_ms: float, h_ms: float, chunk: int = 256, window: int =
                       length_scale_tokens=None, cost_per_instance_hour=1.0, gpu="test")
 
 
-@settings(max_examples=80, deadline=None)
-@given(
+# random pools: hardware, GPUs, a mix of (L_in, L_out, weight) atoms, a load up to 1.5 x the relaxation's cap, SLO, cap
+POOLS = dict(
     slots=st.integers(2, 64), w_ms=st.floats(2.0, 20.0), h_ms=st.floats(0.05, 2.0), gpus=st.integers(1, 4),
     atoms=st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 400), st.floats(0.05, 1.0)), min_size=1, max_size=5),
     load=st.floats(0.05, 1.5), slo_ms=st.floats(100.0, 3000.0), rho=st.floats(0.5, 0.95),
 )
-def test_every_pool_meeting_the_model_meets_the_relaxation_rows(slots, w_ms, h_ms, gpus, atoms, load, slo_ms, rho):
-    """The relaxation's rows are necessary: a pool that meets the batching SLO meets the utilisation cap on the
-    slot-seconds at the cap (row 3) and, at its P99 chunk level, the level's floor (row 4) and load cap (row 7)."""
+
+
+def pool_meeting_the_model(slots, w_ms, h_ms, gpus, atoms, load, slo_ms, rho):
+    """``(config, chunks, weight, load per GPU, state)`` of the random pool, or None when it does not meet the batching
+    SLO (the relaxation's rows need hold only for pools that do)."""
     cfg = config(slots, w_ms, h_ms)
     l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
     weight = weight / weight.sum()
     seconds = float(weight @ cap_seconds_per_request(cfg, l_in, l_out, rho))
-    rate = load * rho * slots * gpus / seconds  # up to 1.5 x the relaxation's cap
+    rate = load * rho * slots * gpus / seconds
     state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
     if not meets_slo(state, slo_ms, rho)[0]:
+        return None
+    return cfg, cfg.prefill_chunks(l_in), weight, rate * seconds / gpus, state
+
+
+@settings(max_examples=80, deadline=None)
+@given(**POOLS)
+def test_every_pool_meeting_the_model_meets_the_relaxation_rows(slots, w_ms, h_ms, gpus, atoms, load, slo_ms, rho):
+    """The relaxation's rows are necessary: a pool that meets the batching SLO meets the utilisation cap on the
+    slot-seconds at the cap (row 3) and, at its P99 chunk level, the level's floor (row 4) and load cap (row 7)."""
+    pool = pool_meeting_the_model(slots, w_ms, h_ms, gpus, atoms, load, slo_ms, rho)
+    if pool is None:
         return
-    per_gpu = rate * seconds / gpus
+    cfg, chunks, weight, per_gpu, _ = pool
     assert per_gpu <= rho * slots * (1 + 1e-9)
-    chunks = -(-l_in // cfg.chunk_tokens)
     level = min(m for m in range(int(chunks.max()) + 1) if weight[chunks > m].sum() <= 0.01 + 1e-12)
     assert (level + 1) * w_ms <= slo_ms * (1 + 1e-9)
     caps = level_caps(SimpleNamespace(rho_max=rho, ttft_p99_ms=slo_ms), cfg, level + 1)
@@ -204,11 +216,7 @@ def test_join_levels_measure_is_the_mass_whose_chunks_plus_join_pass_z(atoms, z)
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    slots=st.integers(2, 64), w_ms=st.floats(2.0, 20.0), h_ms=st.floats(0.05, 2.0), gpus=st.integers(1, 4),
-    atoms=st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 400), st.floats(0.05, 1.0)), min_size=1, max_size=5),
-    load=st.floats(0.05, 1.5), slo_ms=st.floats(100.0, 3000.0), rho=st.floats(0.5, 0.95),
-)
+@given(**POOLS)
 def test_every_pool_meeting_the_model_meets_its_join_level(slots, w_ms, h_ms, gpus, atoms, load, slo_ms, rho):
     """The relaxation's join levels are necessary (milp_batching.join_levels): a pool meeting the batching SLO has its
     in-GPU P99 at least the floor ``f_r`` of the level r its ``P99 of X + J`` picks, that level is on the grid (within
@@ -216,15 +224,10 @@ def test_every_pool_meeting_the_model_meets_its_join_level(slots, w_ms, h_ms, gp
     from optfleet.problems.fleet.milp_batching import join_grid
     from optfleet.problems.fleet.milp_data import floor_caps
 
-    cfg = config(slots, w_ms, h_ms)
-    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
-    weight = weight / weight.sum()
-    seconds = float(weight @ cap_seconds_per_request(cfg, l_in, l_out, rho))
-    rate = load * rho * slots * gpus / seconds
-    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
-    if not meets_slo(state, slo_ms, rho)[0]:
+    pool = pool_meeting_the_model(slots, w_ms, h_ms, gpus, atoms, load, slo_ms, rho)
+    if pool is None:
         return
-    chunks = cfg.prefill_chunks(l_in)
+    cfg, chunks, weight, per_gpu, state = pool
     k_max = int(np.ceil(cfg.window_tokens / cfg.chunk_tokens))
     grid = join_grid(k_max, w_ms, slo_ms)
     over = grid.interpolate(np.array([weight[chunks > m].sum() for m in range(k_max + 1)]))  # P[X + J > z_r]
@@ -238,7 +241,6 @@ def test_every_pool_meeting_the_model_meets_its_join_level(slots, w_ms, h_ms, gp
     assert over[level] <= 0.01 + 1e-12
     in_gpu_iterations = state.in_gpu_p99_ms[0] / state.iteration_ms[0]
     assert in_gpu_iterations >= grid.floor_iterations[level] - 1e-9
-    per_gpu = rate * seconds / gpus
     cap = floor_caps(SimpleNamespace(rho_max=rho, ttft_p99_ms=slo_ms), cfg, grid.floor_iterations[level:level + 1], slo_ms * (1 + 1e-9))
     assert per_gpu <= cap[0] * (1 + 1e-9)
 
