@@ -71,6 +71,9 @@ FIXED_POINT_TOLERANCE = 1e-12  # relative
 PREFILL_BINS = 8  # grid points per iteration of the prefill-wait distribution
 GRID_POINTS = 8192  # first FFT length (512 iterations at 16 points each); doubled while the 0.99 point lies beyond 90 % of it
 ALIASING = 1e-12  # weight of the tail wrapped around the FFT grid (a^N)
+# The in-GPU quantile's grid step (iterations): the join's uniform law sits at its cells' midpoints, so the model's join
+# is at least the uniform one less this, and the 0.99 point is a grid point (in_gpu_quantile)
+IN_GPU_GRID_ITERATIONS = 1.0 / (2 * PREFILL_BINS)
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ def in_gpu_quantile(chunk_share: NDArray, prefill_share: NDArray, prefill_load: 
     u = np.where(mean_bins > 0, u, 0.0)
     # The FFT grid has two points per prefill bin: each bin's mass (a residual in [k, k+1) bins is uniform there,
     # J uniform over [0, 1)) sits at the bin's midpoint, so the sum of terms has no rounding bias.
-    step = 2 * PREFILL_BINS  # grid points per iteration
+    step = round(1.0 / IN_GPU_GRID_ITERATIONS)  # grid points per iteration, two per prefill bin
     offsets = (np.arange(chunk_share.shape[-1]) + 1) * step  # first token: (chunks + 1) iterations after join and wait
     first = np.zeros((len(u), offsets[-1] + 1))
     first[:, offsets] = chunk_share

@@ -107,6 +107,8 @@ class MilpResult:
     history: list[dict] = field(default_factory=list)
     ratio_ms: np.ndarray | None = None  # R_j of the model the plan was solved with
     note: str = ""  # where the plan came from when not from the model's own solve
+    # batching model: the relaxation's routing with every pool at its least count under the evaluator, scored
+    relaxation_routing: FleetEvaluation | None = None
 
 
 def solve_milp(
@@ -192,9 +194,28 @@ def solve_milp(
         relaxed = _build(problem, relaxed_data, _within_cost(relaxed_data, np.maximum(gpu_bounds(relaxed_data, problem.constraints), bounds),
                                                              result.evaluation.cost_per_hour, customize),
                          data.service_ratio_ms, routing=routing, max_pools=max_pools, customize=customize, wait_tables=relaxed_tables)
-        result = _bound_by_relaxation(problem, result, relaxed, "batching model: occupancy cap and prefill floor, no wait table",
-                                      time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize, solver=solver)
+        label = "batching model: occupancy cap and prefill floor, no wait table"
+        result = _bound_by_relaxation(problem, result, relaxed, label, time_limit_s=time_limit_s, mip_gap=mip_gap, customize=customize,
+                                      solver=solver)
+        result = _relaxation_routing_resized(problem, result, relaxed, label, mip_gap, customize)
     return result
+
+
+def _relaxation_routing_resized(problem: FleetProblem, result: MilpResult, relaxed: pyo.ConcreteModel, label: str, mip_gap: float | None,
+                                customize: Callable[[pyo.ConcreteModel], None] | None) -> MilpResult:
+    """``result`` with the solved relaxation's routing, every pool at its least instance count under the evaluator, as
+    a candidate incumbent (under the cost objective without a Python hook, when it meets the instance's constraints),
+    and that plan recorded (``relaxation_routing``, None when it fails the evaluator): what the bound would be if
+    each pool the relaxation opens were sized by the full batching model at its routed traffic, so the gap splits
+    into the bound's part (bound to this cost) and the incumbent's (this cost to the incumbent, when positive)."""
+    solved = all(v.value is not None for v in relaxed.n.values())  # the relaxation's solve loaded a plan
+    if not solved or customize is not None or FLEET_CONSTRAINTS.objective(problem.constraints) != COST:
+        return result
+    resized = _resized(problem, evaluate(problem, extract_plan(relaxed)))
+    if resized is None:
+        return result
+    note = f"the routing of the relaxation's plan ({label}) with every pool at its least instance count under the evaluator"
+    return replace(_with_incumbent(result, resized.plan, resized, note, mip_gap), relaxation_routing=resized)
 
 
 def _close_moments_gap(problem: FleetProblem, result: MilpResult, plan_data: FleetMilpData, relaxed_data: FleetMilpData, bounds: np.ndarray,

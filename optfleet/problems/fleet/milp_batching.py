@@ -6,10 +6,14 @@ The MILP is solved twice, in the shape of the fleetsim rule's restriction and re
 
 * **The bound: a relaxation, valid for every plan.**  The load of class k in pool option j is its slot-seconds at
   the occupancy cap with no prefill wait (``cap_seconds_per_request``, batching_pool.py), so the utilisation cap
-  (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor row (4) has one level,
-  the most prefill chunks ``m`` with ``(m + 1) W_j <= SLO`` (no iteration is shorter than ``W_j``, so a pool whose
-  P99 TTFT meets the SLO has at most 1 % of its traffic above ``m`` chunks).  No wait table: every plan meeting
-  the batching model is feasible, so HiGHS's bound is a bound on the batching problem.
+  (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor rows (4) are the join
+  levels (:func:`join_levels`): level r allows 1 % of a pool's traffic with ``X + J`` (prefill chunks plus the
+  uniform join) above ``z_r``, on a grid of ``1 / JOIN_LEVELS_PER_ITERATION`` iteration, and caps the load per
+  GPU so that the no-wait iteration ``W_j / (1 - G)`` times the level's floor ``f_r`` is within the SLO
+  (milp_data.py ``floor_caps``).  No wait table: every plan meeting the batching model is feasible, so HiGHS's
+  bound is a bound on the batching problem.  The prefill wait and the slot wait are left out (the bound's gap,
+  benchmarks/results/batching_milp_gap_parts.md).  The relaxation's routing with every pool at its least count
+  under the evaluator is a candidate plan too (milp.py).
 * **The plan: tables at a traffic mix.**  For each pool option a mix is fixed (at first every request its window
   holds; then the mix the last plan routed to it) and :func:`optfleet.problems.fleet.batching_pool.rates_per_gpu`
   gives ``r_j(n)``, the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n < N_j``, and from ``N_j``
@@ -33,10 +37,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, rates_per_gpu
-from optfleet.problems.fleet.milp_data import FleetMilpData, level_caps
+from optfleet.problems.fleet.milp_data import FleetMilpData, floor_caps, level_caps
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.routing import route
+from optfleet.queueing import RELATIVE_TOLERANCE
+from optfleet.queueing.batching import IN_GPU_GRID_ITERATIONS
 
 TABLE_MARGIN = 1e-6  # relative, below every table entry and the per-GPU cap: room for the solver's feasibility tolerance
 # An option whose mix allows less than this share of its cap per GPU is closed in the plan's model: its load column
@@ -123,11 +129,93 @@ def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -
                    level_caps=tuple(caps)), tables
 
 
-def relaxation_data(data: FleetMilpData) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
-    """``data`` without wait tables (every option's table size 1): the relaxation whose bound holds for the batching
-    problem (module docstring)."""
-    pools = tuple(replace(o, table_instances=1) for o in data.pools)
-    return replace(data, pools=pools), [np.zeros((1, o.levels)) for o in pools]
+def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
+    """``data`` without wait tables (every option's table size 1) and with the join's floor levels
+    (:func:`join_levels`): the relaxation whose bound holds for the batching problem (module docstring).  With
+    ``with_join`` False the integer chunk levels stay (the looser relaxation before the join levels, for comparison)."""
+    if not with_join:
+        pools = tuple(replace(o, table_instances=1) for o in data.pools)
+        return replace(data, pools=pools), [np.zeros((1, o.levels)) for o in pools]
+    problem = data.problem
+    grid = join_levels(data)
+    width = max((len(g.floor_iterations) for g in grid), default=0)
+    measure = np.zeros((len(data.mass), width))
+    compressed = np.zeros((len(data.mass), len(data.pools), width))
+    allowance = np.zeros((len(data.pools), width))
+    pools, caps = [], []
+    for j, (option, config, levels) in enumerate(zip(data.pools, option_configs(data), grid, strict=True)):
+        count = len(levels.floor_iterations)
+        if count:
+            measure[:, :count] = levels.interpolate(data.floor_measure)  # the same for every pool: one grid per iteration
+            compressed[:, j, :count] = levels.interpolate(data.compressed_floor_measure[:, j, :])
+            allowance[j, :count] = JOIN_LEVEL_ALLOWANCE
+        pools.append(replace(option, table_instances=1, level_floors_ms=tuple(levels.floor_iterations * config.w_ms)))
+        caps.append(floor_caps(problem, config, levels.floor_iterations, problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)))
+    relaxed = replace(data, pools=tuple(pools), floor_measure=measure, compressed_floor_measure=compressed, floor_allowance=allowance,
+                      level_caps=tuple(caps))
+    return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
+
+
+JOIN_LEVELS_PER_ITERATION = 4  # the relaxation's floor levels per iteration of the in-GPU time (join_levels)
+JOIN_LEVEL_ALLOWANCE = 0.01  # row (4)'s share of a pool's mass allowed above a level: the P99's
+# the model's join sits at most one grid step below the uniform one, and its 0.99 point may land one step early
+JOIN_MARGIN_ITERATIONS = 2 * IN_GPU_GRID_ITERATIONS
+
+
+@dataclass(frozen=True)
+class JoinLevels:
+    """One pool option's relaxation levels: level r reads "``P[X + J > z_r] <= 1 %``" (row 4) and charges the floor
+    ``floor_iterations[r]`` iterations (its load cap per GPU, :func:`optfleet.problems.fleet.milp_data.floor_caps`)."""
+
+    z: NDArray[np.float64]  # z_r, iterations
+    floor_iterations: NDArray[np.float64]
+
+    def interpolate(self, mass_above: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``[..., r]``: ``sum_i w_i P[X_i + J > z_r]`` from ``mass_above[..., m]`` (mass with more than ``m`` chunks,
+        ``m = 0 .. k_max``): for ``z`` in ``(m, m + 1]``, ``X + J > z`` when ``X > m`` or ``X = m`` and ``J > z - m``, so
+        ``A(z) = A[m] + (A[m - 1] - A[m]) (m + 1 - z)``, the linear interpolation of ``A`` between ``z = m`` and
+        ``m + 1`` (``A`` is 0 past its last column)."""
+        padded = np.concatenate([mass_above, np.zeros(mass_above.shape[:-1] + (1,))], axis=-1)
+        top = padded.shape[-1] - 1
+        m = np.minimum(np.ceil(self.z).astype(np.int64) - 1, top)
+        upper, lower = padded[..., np.maximum(m - 1, 0)], padded[..., m]
+        return lower + (upper - lower) * np.clip(m + 1 - self.z, 0.0, 1.0)
+
+
+def join_levels(data: FleetMilpData) -> list[JoinLevels]:
+    """The relaxation's floor levels per pool option (none for an option without levels, :func:`join_grid`): the P99 of ``X + J`` (``X`` the prefill chunks, ``J`` the join,
+    uniform on ``(0, 1)`` iteration) on a grid of ``1 / JOIN_LEVELS_PER_ITERATION`` iteration from ``z = 1``.
+
+    **Why every plan meeting the batching model is feasible.**  Take a pool of the plan, ``y`` the 0.99 point of
+    ``X + J`` in its traffic mix (continuous: ``P[X + J > y] <= 1 %``) and level r the first grid point ``z_r >= y``
+    (``z_{r-1} < y``, ``z_{-1} = 0``).  Row (4) holds at r: ``P[X + J > z_r] <= P[X + J > y] <= 1 %``, a linear row
+    (:meth:`JoinLevels.interpolate`).  The batching model's P99 TTFT is at least its in-GPU P99 ``t q`` with ``q``
+    the 0.99 point of ``X + 1 + J' + Q`` (optfleet/queueing/batching.py), ``Q >= 0`` the prefill wait independent of
+    ``X`` and ``J'``, the join on the grid's cell midpoints, ``J' >= J - IN_GPU_GRID_ITERATIONS``; so
+    ``q >= 1 + y - JOIN_MARGIN_ITERATIONS`` (one more grid step for a 0.99 point found a step early).  And
+    ``P[X >= m] >= P[X + J > m] > 1 %`` for the integer ``m = floor(z_{r-1}) < y``, so ``q >= m + 1`` as well (the
+    chunk level of the unrefined relaxation).  Hence ``q >= f_r = 1 + max(floor(z_{r-1}), z_{r-1} - margin)``, and
+    with ``t >= t0`` (the no-wait iteration, milp_data.py ``level_caps``) ``t0 f_r <= P99 TTFT <= SLO``: the level's
+    load cap per GPU.  Levels with ``W f_r`` above the SLO are dropped (no pool reaches them).  Against the integer
+    chunk levels (floor ``P99 chunks + 1``) this adds the join's share of the P99, up to ``1 - margin`` iterations
+    when much of the pool's traffic has its most chunks.  The prefill wait ``Q`` is still left out: its law depends on
+    the whole prefill mix (benchmarks/results/batching_milp_gap_parts.md measures what it is worth).
+    """
+    k_max = data.floor_measure.shape[-1] - 1
+    slo_ms = data.problem.ttft_p99_ms
+    return [join_grid(k_max, config.w_ms, slo_ms) if option.levels else JoinLevels(np.zeros(0), np.zeros(0))
+            for option, config in zip(data.pools, option_configs(data), strict=True)]
+
+
+def join_grid(k_max: int, w_ms: float, slo_ms: float) -> JoinLevels:
+    """:func:`join_levels` of one pool: ``z_r = 1, 1 + 1/R, .. k_max + 1`` (``R = JOIN_LEVELS_PER_ITERATION``), the
+    floors ``f_r = 1 + max(floor(z_{r-1}), z_{r-1} - JOIN_MARGIN_ITERATIONS)`` (``z_{-1} = 0``), the levels with
+    ``W f_r`` within the SLO (its relative tolerance included)."""
+    z = 1.0 + np.arange(k_max * JOIN_LEVELS_PER_ITERATION + 1) / JOIN_LEVELS_PER_ITERATION
+    previous = np.concatenate(([0.0], z[:-1]))
+    floors = 1.0 + np.maximum(np.floor(previous), previous - JOIN_MARGIN_ITERATIONS)
+    keep = w_ms * floors <= slo_ms * (1.0 + RELATIVE_TOLERANCE)
+    return JoinLevels(z[keep], floors[keep])
 
 
 @dataclass(frozen=True)

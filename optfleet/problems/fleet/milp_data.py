@@ -56,7 +56,8 @@
   paper rule's with the idle iteration ``W_j`` as the step, and each level
   has a load cap per GPU (``level_caps``: the no-wait iteration time at that
   level within the SLO).  Every row is necessary for a plan that meets the
-  batching model: with no wait table (milp_batching.py ``relaxation_data``)
+  batching model: with no wait table (milp_batching.py ``relaxation_data``,
+  which refines the levels to the join levels, ``floor_caps`` their caps)
   the model is a relaxation and its bound a bound; the driver's plans come
   from tables at each pool's traffic mix (milp_batching.py).
 
@@ -354,10 +355,18 @@ def level_caps(problem: FleetProblem, cfg: PoolConfig, levels: int, extra_iterat
     capped at ``rho_max s`` (row 3).  Length-scaled iteration (``G`` not a multiple of the load) and ``H = 0`` (a
     constant iteration) get the cap alone.
     """
+    return floor_caps(problem, cfg, np.arange(levels) + 1.0 + extra_iterations)
+
+
+def floor_caps(problem: FleetProblem, cfg: PoolConfig, floor_iterations: NDArray[np.float64], slo_ms: float | None = None) -> NDArray[np.float64]:
+    """:func:`level_caps` for any floors: the most load per GPU of a pool whose P99 TTFT is at least ``t f`` for each
+    ``f`` of ``floor_iterations``, ``(1 - W f / SLO) (W + rho_max s H) / H`` capped at ``rho_max s`` (``slo_ms``
+    in place of the instance's SLO when given)."""
     cap = problem.rho_max * cfg.slots_per_instance
+    floors = np.asarray(floor_iterations, dtype=np.float64)
     if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0:
-        return np.full(levels, cap)
-    pressure = 1.0 - cfg.w_ms * (np.arange(levels) + 1.0 + extra_iterations) / problem.ttft_p99_ms
+        return np.full(floors.shape, cap)
+    pressure = 1.0 - cfg.w_ms * floors / (problem.ttft_p99_ms if slo_ms is None else slo_ms)
     return np.clip(pressure * (cfg.w_ms + cap * cfg.h_ms_per_slot) / cfg.h_ms_per_slot, 0.0, cap)
 
 
