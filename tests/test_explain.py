@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pyomo.environ as pyo
 import pytest
@@ -385,3 +386,31 @@ def test_the_reserved_binding_table_says_what_each_row_family_means_and_its_slac
     binding = optfleet.explain(RESERVED_TINY, near_optimal=False).tables()["binding"]
     assert list(binding["constraint"]) == ["steps_need_buy", "spill_beyond_units"]
     assert all(binding["meaning"].str.len() > 0) and list(binding["slack_unit"]) == ["steps", "units"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 400), st.integers(1, 399), st.booleans())
+def test_a_whole_number_break_even_is_the_first_whole_value_with_another_plan(threshold, current, down):
+    """``narrowed`` on a plan that changes at a whole ``threshold`` (solves round the value, as the capacity parameters'
+    do): from any bracket it ends at adjacent whole values, ``break_even`` the first with the other plan."""
+    from optfleet.sensitivity.explainer import Solved
+    from optfleet.sensitivity.run import narrowed
+
+    if down:  # the plan is the instance's at and above the threshold, another below it
+        current = threshold + current
+        plan_at = lambda v: "kept" if round(v) >= threshold else "other"  # noqa: E731
+        low, high = current, threshold - 1 - 0.4
+    else:
+        current = min(current, threshold - 1)
+        plan_at = lambda v: "kept" if round(v) < threshold else "other"  # noqa: E731
+        low, high = current, threshold * 5 + 0.3
+    probed = []
+
+    def solve_at(value: float) -> Solved:
+        probed.append(value)
+        return Solved(float(round(value)), "optimal", plan_at(value))
+
+    low, high, other = narrowed(solve_at, "kept", low, high, solve_at(high), integral=True)
+    assert abs(high - low) == 1 and other.plan == "other" and all(v == int(v) for v in (low, high))
+    assert (high, low) == ((threshold - 1, threshold) if down else (threshold, threshold - 1))
+    assert len(probed) <= 2 + math.ceil(math.log2(abs(threshold * 5 - current) + 2))  # halvings, not a walk
