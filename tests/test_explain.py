@@ -404,7 +404,7 @@ def test_a_whole_number_break_even_is_the_first_whole_value_with_another_plan(th
         current = min(current, threshold - 1)
         plan_at = lambda v: "kept" if round(v) < threshold else "other"  # noqa: E731
         low, high = current, threshold * 5 + 0.3
-    probed = []
+    probed, width = [], abs(round(high) - round(low))
 
     def solve_at(value: float) -> Solved:
         probed.append(value)
@@ -413,4 +413,4 @@ def test_a_whole_number_break_even_is_the_first_whole_value_with_another_plan(th
     low, high, other = narrowed(solve_at, "kept", low, high, solve_at(high), integral=True)
     assert abs(high - low) == 1 and other.plan == "other" and all(v == int(v) for v in (low, high))
     assert (high, low) == ((threshold - 1, threshold) if down else (threshold, threshold - 1))
-    assert len(probed) <= 2 + math.ceil(math.log2(abs(threshold * 5 - current) + 2))  # halvings, not a walk
+    assert len(probed) <= 1 + math.ceil(math.log2(width))  # the probe at high, then halvings, not a walk
