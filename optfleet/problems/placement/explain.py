@@ -87,7 +87,7 @@ def solve(problem: PlacementProblem) -> Solved:
     except NoPlanInTimeError:
         return Solved(None, TIME_LIMIT, "no placement in the time limit")
     except InfeasibleError as exc:
-        return Solved(None, "no placement", str(exc))
+        return Solved(None, "infeasible", str(exc))
     counts = " + ".join(f"{int((placement == k).sum())} on {e.name}" for k, e in enumerate(problem.engines))
     return Solved(report.objective, report.status, f"{counts} #{plan_digest(placement)}", (placement, report))
 
@@ -98,11 +98,13 @@ def servers_named(problem: PlacementProblem, name: str) -> np.ndarray:
 
 
 def parameters(problem: PlacementProblem) -> dict[str, Parameter]:
+    """``rate_growth``, ``prefill_ms_per_token:<server name>`` and, with ``ttft_excess``, ``slo_ttft_ms`` (module docstring)."""
     found = {"rate_growth": Parameter("rate_growth", "x", "x the arrival rate (arrival times divided by it)", 1.0, grown, high=MAX_RATE_GROWTH)}
     for name in server_names(problem):
-        current = problem.engines[int(servers_named(problem, name)[0])].prefill_ms_per_token
-        found[f"prefill_ms_per_token:{name}"] = Parameter(f"prefill_ms_per_token:{name}", "ms/token", f"prefill time per uncached token of the {name} servers",
-                                                           current, lambda p, v, name=name: with_prefill(p, name, v))
+        key = f"prefill_ms_per_token:{name}"
+        found[key] = Parameter(key, "ms/token", f"prefill time per uncached token of the {name} servers",
+                               problem.engines[int(servers_named(problem, name)[0])].prefill_ms_per_token,
+                               lambda p, v, name=name: with_prefill(p, name, v))
     if problem.objective == "ttft_excess":
         found["slo_ttft_ms"] = Parameter("slo_ttft_ms", "ms", "the TTFT SLO the excess is measured from (slo.ttft_ms)", float(problem.slo.ttft_ms),
                                          lambda p, v: replace(p, slo=p.slo.model_copy(update={"ttft_ms": v})))
@@ -127,11 +129,13 @@ def without_server(problem: PlacementProblem, drop: np.ndarray) -> PlacementProb
 
 
 def alternatives(problem: PlacementProblem, solved: Solved) -> list[tuple[str, PlacementProblem]]:
-    """One server of each name fewer (its last), and no server of a name when two names or more remain."""
+    """One server of a name fewer (its last) where that leaves one of the name, and with two names or more no server
+    of each name; nothing for a single server."""
     if len(problem.engines) < 2:
         return []
     names = server_names(problem)
-    found = [(f"one {name} server fewer", without_server(problem, servers_named(problem, name)[-1:])) for name in names]
+    found = [(f"one {name} server fewer", without_server(problem, servers_named(problem, name)[-1:])) for name in names
+             if len(servers_named(problem, name)) > 1]
     if len(names) > 1:
         found += [(f"no {name} server", without_server(problem, servers_named(problem, name))) for name in names]
     return found
