@@ -113,3 +113,17 @@ def test_a_curve_point_at_the_instances_value_is_the_instances_solve():
     base = caching_explain.solve(question)
     solve_at = PointSolver(explainer, question, explainer.parameters["capacity_tokens"], base)
     assert solve_at(1000) is base and solve_at(1001) is not base
+
+
+def test_the_capacity_break_even_is_a_whole_number_of_tokens():
+    """Capacity is whole tokens (a solve rounds it): the break-even is the whole capacity at which the plan changes
+    (tiny: 101 tokens, where the hindsight LP keeps one token more), the one below keeps the instance's plan."""
+    result = optfleet.explain(TINY, break_even_of=["capacity_tokens"], near_optimal=False)
+    row = result.break_even.iloc[0]
+    assert (row["low"], row["break_even"]) == (100, 101) and "the plan changes at 101" in row["note"]
+    from optfleet.sensitivity.api import explainer_of
+
+    explainer = explainer_of(api.load(TINY))
+    capacity, subject = explainer.parameters["capacity_tokens"], explainer.subject
+    assert explainer.solve(capacity.apply(subject, 100)).plan == result.base.plan
+    assert explainer.solve(capacity.apply(subject, 101)).plan == row["plan_there"] != result.base.plan

@@ -108,3 +108,25 @@ def test_the_plot_draws_the_reservations_already_held(tiny):
     held_problem, _, held_solved = solved_for_explain(document)
     series = dict(held_by_option(held_problem, held_solved.detail))
     assert list(series["already held"]) == [3] * 6
+
+
+def test_the_demand_curves_kept_sizings_and_shared_tables_change_no_result(tiny):
+    """The rate_growth points keep the capacity tables' sizings (capacity.py ``instances_needed``'s memo) and reuse
+    an earlier point's proven optimum when their tables are equal (explain.py ``SameTableSession``): each point's
+    table, objective and plan equal a fresh sizing's and a fresh solve's.  1.1 to 1.2 share one table on tiny
+    (the published curve's plan A100 R14)."""
+    from optfleet.problems.capacity_plan.capacity import capacity_table
+    from optfleet.problems.capacity_plan.explain import SameTableSession
+
+    problem, explainer, _ = tiny
+    growth = explainer.parameters["rate_growth"]
+    warm = SameTableSession()
+    points = [growth.apply(problem, g) for g in (1.1, 1.15, 1.2, 1.45)]
+    for point in points:
+        fresh = capacity_table(list(problem.spec.models), list(problem.spec.gpus), point.rates_rps, problem.base_dir)
+        assert (point.table.instances == fresh.instances).all() and (point.table.tp == fresh.tp).all()
+    reused = [warm(point) for point in points]
+    assert len(warm.solved) == 2  # two distinct tables, two solves
+    for point, found in zip(points, reused, strict=True):
+        again = explainer.solve(point)
+        assert (found.objective, found.plan) == (again.objective, again.plan)

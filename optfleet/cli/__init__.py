@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "(threshold design): rate_growth, ttft_ms, percentile, epsilon, price:<GPU type>; caching "
                               "(hindsight LP): capacity_tokens, xi_ms; capacity_plan: rate_growth, price:<type>:reserved|"
                               "on_demand|spot ($ per GPU-hour), confidence:<type> (spot, in (0, 1]); prefix_cache (hindsight MILP): "
-                              "capacity_blocks, xi_ms (TEL) or slo_ms (violations)")
+                              "capacity_blocks, xi_ms (TEL) or slo_ms (violations); placement (hindsight MILP): rate_growth, "
+                              "prefill_ms_per_token:<server name>, slo_ttft_ms (objective ttft_excess)")
     explain.add_argument("--break-even", action="append", default=None, metavar="PARAMETER",
                          help="the value of PARAMETER (a --curve parameter) at which the exact plan changes, found by "
                               "re-solving (default: the kind's: the second-cheapest GPU type's price, or the reserved "

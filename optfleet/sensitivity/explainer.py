@@ -59,7 +59,8 @@ class Parameter:
     ``apply(problem, value) -> problem`` with that value; ``low``/``high`` bound the values that make sense (open
     interval when ``open_interval``, ``low`` itself allowed when ``low_included``); ``another_question`` is True when a value of it asks another question than the
     instance's (the reserved percentile when the instance's question is the hybrid one), so a curve's first plan has
-    nothing to be compared with."""
+    nothing to be compared with.  ``integral``: the parameter is a whole number (a capacity in tokens or blocks) that
+    ``apply`` rounds to the nearest, so its break-even is searched among whole values (optfleet/sensitivity/run.py)."""
 
     name: str
     unit: str
@@ -71,6 +72,7 @@ class Parameter:
     open_interval: bool = True
     another_question: bool = False
     low_included: bool = False
+    integral: bool = False
 
     def holds(self, value: float) -> bool:
         """Whether ``value`` is in the parameter's domain: ``(low, high)``, or ``(low, high]`` without ``open_interval``;

@@ -11,7 +11,11 @@ ranges: optfleet/sensitivity/explainer.py) and, by re-solving the exact method o
   the factors ``SCAN_FACTORS`` until the plan changes (then down by their inverses, if it never does), and the change
   is bracketed by ``BISECTIONS`` halvings; ``break_even`` is the bracket's end where the plan differs (the first value
   seen with another plan), ``low`` the end with the instance's plan (named for the upward case; downward it is the
-  larger).  No change over the whole scan is reported as a note.
+  larger).  A whole-number parameter (``Parameter.integral``: a capacity in tokens or blocks, which a solve rounds to
+  the nearest whole value) is bracketed among whole values instead, halving until its ends are adjacent:
+  ``break_even`` is then the whole value at which the plan changes and ``low`` the next one towards the instance's
+  value, which keeps the instance's plan (the note says which way).  No change over the whole scan is reported as a
+  note.
   (Plans are compared by the kind's label; between two probes the plan may change and change back unseen.)
 * **alternatives**: the kind's named restrictions (no GPU of type T, one pool fewer), each solved exactly, with
   its cost over the optimum in percent and whether that is within ``within_pct``.
@@ -171,21 +175,37 @@ def break_even(explainer: Explainer, problem: Any, names: Sequence[str], base: S
                 low = value
             if high is not None:
                 break
+        note = ""
         if high is not None:
-            for _ in range(BISECTIONS):
-                middle = (low + high) / 2
-                solved = solve_at(middle)
-                if solved.plan != base.plan:
-                    high, other = middle, solved
-                else:
-                    low = middle
+            low, high, other = narrowed(solve_at, base.plan, low, high, other, parameter.integral)
+            if parameter.integral:
+                note = (f"whole {parameter.unit}: the plan changes at {high:g} ({'above' if high > low else 'below'} {low:g}, which keeps the "
+                        "instance's plan)")
+        else:
+            note = f"the plan stays from {parameter.current / SCAN_FACTORS[-1]:g} to {parameter.current * SCAN_FACTORS[-1]:g}"
         records.append({"parameter": name, "unit": parameter.unit, "current": parameter.current, "low": low, "break_even": high,
                         "change_pct": None if high is None else 100 * (high / parameter.current - 1),
                         "plan_there": None if other is None else other.plan,
-                        "objective_there": None if other is None else other.objective,
-                        "note": "" if high is not None else (f"the plan stays from {parameter.current / SCAN_FACTORS[-1]:g} "
-                                                             f"to {parameter.current * SCAN_FACTORS[-1]:g}")})
+                        "objective_there": None if other is None else other.objective, "note": note})
     return pd.DataFrame(records)
+
+
+def narrowed(solve_at: PointSolver, plan: str, low: float, high: float, other: Solved, integral: bool) -> tuple[float, float, Solved]:
+    """The bracket ``(low, high)`` of a plan change (``plan`` at ``low``, another, ``other``, at ``high``) narrowed by
+    bisection: ``BISECTIONS`` halvings, or for a whole-number parameter halvings among whole values until the ends
+    are adjacent (``low`` and ``high`` rounded first, as the solve rounds them), with the plan at each end."""
+    if integral:
+        low, high = float(round(low)), float(round(high))
+    halvings = 0
+    while abs(high - low) > 1 if integral else halvings < BISECTIONS:
+        middle = float(math.floor((low + high) / 2)) if integral else (low + high) / 2
+        solved = solve_at(middle)
+        if solved.plan != plan:
+            high, other = middle, solved
+        else:
+            low = middle
+        halvings += 1
+    return low, high, other
 
 
 def alternatives(explainer: Explainer, problem: Any, base: Solved, within_pct: float, progress: Progress = silent) -> pd.DataFrame:

@@ -133,7 +133,7 @@ def parameters(question: Question) -> dict[str, Parameter]:
     problem = question.problem
     return {
         "capacity_tokens": Parameter("capacity_tokens", "tokens", "cache capacity C (rounded to whole tokens; at most 2**53, as in an instance)", question.capacity_tokens,
-                                     lambda q, v: replace(q, capacity_tokens=int(round(v))), 0.0, MAX_TOKENS, open_interval=False),
+                                     lambda q, v: replace(q, capacity_tokens=int(round(v))), 0.0, MAX_TOKENS, open_interval=False, integral=True),
         "xi_ms": Parameter("xi_ms", "ms", "TTFT tail threshold xi (TEL counts TTFT above it)", problem.xi_ms,
                            lambda q, v: replace(q, problem=replace(q.problem, xi_ms=v)), low_included=True),
     }

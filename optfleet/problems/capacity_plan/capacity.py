@@ -85,21 +85,27 @@ def default_tp(model: ModelSpec) -> int:
     return tp if isinstance(tp, int) and not isinstance(tp, bool) and tp >= 1 else 1
 
 
-def instances_needed(problem: Any, rates_rps: NDArray[np.float64]) -> tuple[NDArray[np.int64], str]:
+def instances_needed(problem: Any, rates_rps: NDArray[np.float64], known: dict[float, int] | None = None) -> tuple[NDArray[np.int64], str]:
     """``N(r)`` at every rate (0 at rate 0) and ``""``; or all :data:`UNUSABLE` and the fleet's reason when the SLO
     cannot be met (the reason does not depend on the rate: a floor above the SLO, or a TPOT bound).
 
     ``N`` is non-decreasing in the rate (more traffic never needs fewer instances: the utilisation and the queueing
     wait grow with it), so over the sorted distinct rates a run whose two ends need the same count needs it
     throughout: the fleet sizes the ends of each run and splits only runs whose ends differ, about
-    ``K log(R / K)`` sizings for ``K`` distinct counts over ``R`` rates instead of ``R``."""
-    distinct, where = np.unique(rates_rps, return_inverse=True)
-    counts = np.full(len(distinct), -2, dtype=np.int64)
+    ``K log(R / K)`` sizings for ``K`` distinct counts over ``R`` rates instead of ``R``.
+
+    ``known`` (rate -> count) holds counts of this fleet problem found by earlier calls (a memo: the counts found
+    here are added to it).  Its rates join the run ends, so a rate between two known rates of one count is not
+    sized again: what explain's demand curve does at each growth factor (optfleet/problems/capacity_plan/explain.py)."""
+    known = {} if known is None else known
+    distinct = np.unique(np.concatenate([np.asarray(rates_rps, dtype=np.float64), np.fromiter(known, dtype=np.float64, count=len(known))]))
+    counts = np.array([known.get(float(rate), -2) for rate in distinct], dtype=np.int64)
     try:
         _fill_monotone(problem, distinct, counts, 0, len(distinct) - 1)
     except InfeasibleError as exc:
         return np.full(len(rates_rps), UNUSABLE, dtype=np.int64), str(exc).removeprefix("infeasible: ")
-    return counts[where], ""
+    known.update(zip(distinct.tolist(), counts.tolist(), strict=True))
+    return counts[np.searchsorted(distinct, rates_rps)], ""
 
 
 def _size_at(problem: Any, rate_rps: float) -> int:
@@ -122,31 +128,41 @@ def _fill_monotone(problem: Any, rates: NDArray[np.float64], counts: NDArray[np.
         _fill_monotone(problem, rates, counts, middle, high)
 
 
-def capacity_table(models: list[ModelSpec], gpus: list[GpuTypeSpec], rates_rps: NDArray[np.float64], base_dir: Path) -> CapacityTable:
+SizingMemo = dict[tuple[int, str, int], tuple[Any, dict[float, int]]]
+"""Per fleet problem of :func:`capacity_table` (GPU type, service, tp): the prepared problem and its counts by rate."""
+
+
+def capacity_table(models: list[ModelSpec], gpus: list[GpuTypeSpec], rates_rps: NDArray[np.float64], base_dir: Path,
+                   memo: SizingMemo | None = None) -> CapacityTable:
     """The table of every model on every GPU type at every period's rate (module docstring).
 
     ``N_mg`` depends only on the fleet problem and the rate, so models whose ``service`` and ``tp`` on a type are
     the same share one fleet problem there and are sized together: :func:`instances_needed` over the union of their
     rates, whose runs of equal counts span the models (the same counts as sizing each model alone, with fewer
     sizings: on month_ten_models, benchmarks/bench_capacity_plan_sizing.py).  The services are prepared model by
-    model first, so a bad service is named as before."""
+    model first, so a bad service is named as before.  ``memo`` (:data:`SizingMemo`, for tables of the same models
+    and GPU types at other rates) keeps the prepared problems and their counts between calls: the same table, fewer
+    sizings (:func:`instances_needed`)."""
     n_models, n_types, periods = len(models), len(gpus), rates_rps.shape[1]
     instances = np.zeros((n_models, n_types, periods), dtype=np.int64)
     tp = np.ones((n_models, n_types), dtype=np.int64)
     reasons: dict[tuple[int, int], str] = {}
     sources: list[str] = []
-    shared: dict[tuple[int, str, int], tuple[Any, list[int]]] = {}
+    memo = {} if memo is None else memo
+    shared: dict[tuple[int, str, int], list[int]] = {}
     for m, model in enumerate(models):
         for g, gpu in enumerate(gpus):
             tp[m, g] = model.tp.get(gpu.name, default_tp(model))
             key = (g, json.dumps(model.service, sort_keys=True, default=str), int(tp[m, g]))
-            if key not in shared:
-                shared[key] = (service_problem(model, gpu, int(tp[m, g]), base_dir, f"models[{m}].service"), [])
-            problem, members = shared[key]
-            members.append(m)
+            if key not in memo:
+                memo[key] = (service_problem(model, gpu, int(tp[m, g]), base_dir, f"models[{m}].service"), {})
+            shared.setdefault(key, []).append(m)
+            problem = memo[key][0]
             sources.append(f"{model.name} on {gpu.name} x{tp[m, g]}: {problem.hardware.label}, preset {problem.preset}")
-    for (g, _, _), (problem, members) in shared.items():
-        needed, reason = instances_needed(problem, rates_rps[members].ravel())
+    for key, members in shared.items():
+        g = key[0]
+        problem, known = memo[key]
+        needed, reason = instances_needed(problem, rates_rps[members].ravel(), known)
         for k, m in enumerate(members):
             if reason:
                 reasons[(m, g)] = reason

@@ -15,7 +15,9 @@ the model (``warm_start``), it gives:
   :data:`TOP_ROWS`) with each type's count of binding rows; a declared constraint's dual is listed when it binds.
   They hold for the chosen integer plan (its assignment and spot purchases), as the output says;
 * **price ranges**: HiGHS's cost ranging of each reservation the plan starts (its whole-term price);
-* **parameters**: ``rate_growth`` (every model's demand times g; the capacity tables are sized again),
+* **parameters**: ``rate_growth`` (every model's demand times g; the capacity tables are sized again, the sizings of
+  earlier points kept: a rate between two sized rates of one instance count is looked up; a point whose table equals
+  an earlier point's takes that point's proven optimum, :class:`SameTableSession`),
   ``price:<type>:reserved``, ``price:<type>:on_demand``, ``price:<type>:spot`` ($ per GPU-hour; a reservation's
   upfront payment is kept) and ``confidence:<type>`` (the spot confidence, in (0, 1]);
 * **break-even**: the first reserved option's price (when is reserving no longer worth it), else the second-cheapest
@@ -35,10 +37,11 @@ import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError
 from optfleet.models import capacity_plan as model_lib
-from optfleet.problems.capacity_plan.capacity import capacity_table
+from optfleet.problems.capacity_plan.capacity import SizingMemo, capacity_table
 from optfleet.problems.capacity_plan.problem import CapacityProblem, TypeOffer
 from optfleet.problems.capacity_plan.spot import counted_spot
 from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved, plan_digest
+from optfleet.solvers.report import OPTIMAL
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 DUAL_ZERO = 1e-9
@@ -51,7 +54,32 @@ def explainer(problem: CapacityProblem) -> Explainer:
     reserved = [o.name for o in problem.offers if o.reserved_cost_per_gpu is not None]
     on_demand = sorted((o for o in problem.offers if o.on_demand_per_gpu_period is not None), key=lambda o: o.on_demand_per_gpu_period)
     default = (f"price:{reserved[0]}:reserved",) if reserved else (f"price:{on_demand[1].name}:on_demand",) if len(on_demand) > 1 else ()
-    return Explainer("$", solve, analyse, parameters(problem), alternatives, break_even=default)
+    return Explainer("$", solve, analyse, parameters(problem), alternatives, break_even=default, session=session)
+
+
+class SameTableSession:
+    """The points of a demand curve or break-even (``rate_growth``): a point whose capacity table equals an earlier
+    point's has that point's plan, not solved again.  The MILP and the evaluator read the demand only through the table
+    (instances per model, type and period; the rates appear in messages only), so equal tables give the same MILP,
+    whose optimum the earlier point found (only proven optima are reused: a solve stopped by its time limit is run
+    again, as an infeasible one whose message quotes the rates)."""
+
+    def __init__(self) -> None:
+        self.solved: dict[str, Solved] = {}
+
+    def __call__(self, problem: CapacityProblem) -> Solved:
+        key = plan_digest(problem.table.instances, problem.table.tp)
+        if key not in self.solved:
+            found = solve(problem)
+            if found.status != OPTIMAL:
+                return found
+            self.solved[key] = found
+        return self.solved[key]
+
+
+def session(problem: CapacityProblem, parameter: str) -> SameTableSession | None:
+    """The demand curve's session (:class:`SameTableSession`); None for the other parameters (each point solved)."""
+    return SameTableSession() if parameter == "rate_growth" else None
 
 
 def solve(problem: CapacityProblem) -> Solved:
@@ -80,8 +108,9 @@ def _label(problem: CapacityProblem, schedule) -> str:
 
 def parameters(problem: CapacityProblem) -> dict[str, Parameter]:
     hours = problem.spec.period_hours
-    found = {"rate_growth": Parameter("rate_growth", "x", "every model's demand as a multiple of the instance's", 1.0, _grown,
-                                      0.0, MAX_RATE_GROWTH, open_interval=False)}
+    memo: SizingMemo = {}  # the capacity tables' sizings, shared by the points of a demand curve or break-even
+    found = {"rate_growth": Parameter("rate_growth", "x", "every model's demand as a multiple of the instance's", 1.0,
+                                      lambda p, v: _grown(p, v, memo), 0.0, MAX_RATE_GROWTH, open_interval=False)}
     for g, offer in enumerate(problem.offers):
         spec = problem.spec.gpus[g]
         for kind, field in PRICE_FIELDS.items():
@@ -99,10 +128,12 @@ def parameters(problem: CapacityProblem) -> dict[str, Parameter]:
     return found
 
 
-def _grown(problem: CapacityProblem, factor: float) -> CapacityProblem:
-    """``problem`` with every model's demand times ``factor`` and its capacity tables sized again."""
+def _grown(problem: CapacityProblem, factor: float, memo: SizingMemo) -> CapacityProblem:
+    """``problem`` with every model's demand times ``factor`` and its capacity tables sized again; ``memo`` keeps the
+    fleet problems and the counts sized at earlier factors, so a rate between two sized rates of one count is looked
+    up, not sized (capacity.py ``instances_needed``: the instance count is non-decreasing in the rate)."""
     rates = problem.rates_rps * factor
-    table = capacity_table(list(problem.spec.models), list(problem.spec.gpus), rates, problem.base_dir)
+    table = capacity_table(list(problem.spec.models), list(problem.spec.gpus), rates, problem.base_dir, memo)
     return replace(problem, rates_rps=rates, table=table)
 
 

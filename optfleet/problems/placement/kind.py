@@ -202,4 +202,5 @@ KIND = ProblemKind(
     gap_summary=gap_summary,
     simulate=lazy("optfleet.problems.placement.simulate", "simulate_instance"),
     solve_files=lazy(REPORT, "solve_files"),
+    explain=lazy("optfleet.problems.placement.explain", "explainer"),
 )

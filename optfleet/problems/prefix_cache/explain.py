@@ -60,7 +60,7 @@ def solve(problem: PrefixCacheProblem) -> Solved:
 def parameters(problem: PrefixCacheProblem) -> dict[str, Parameter]:
     found = {"capacity_blocks": Parameter("capacity_blocks", "blocks", "cache capacity C (rounded to whole blocks)", float(problem.capacities_blocks[0]),
                                           lambda p, v: replace(p, capacities_blocks=(int(round(v)),)), 1.0, MAX_CAPACITY_BLOCKS,
-                                          open_interval=False, low_included=True)}  # [1, 2**53], as an instance's
+                                          open_interval=False, low_included=True, integral=True)}  # [1, 2**53], as an instance's
     if problem.objective == "tel":
         found["xi_ms"] = Parameter("xi_ms", "ms", "TTFT threshold xi: TEL counts TTFT above it", problem.xi_ms, lambda p, v: replace(p, xi_ms=v),
                                    low_included=True)
