@@ -27,8 +27,8 @@ is ``s_r + L_r / 2`` for the rectangle (Goemans 1997's mean-busy-time relaxation
     sum_r (s_r - a_r)  >=  min_fluid sum_r MBD_r  -  sum_r (a_r + L_r / 2),
 
 and ``mean TTFT >= that / n + mean_r min_k f_rk``.  The fluid minimum is a transportation LP over time slots
-``[t_l, t_l+1)`` (the arrivals, and a uniform grid to past the pooled blocks' fluid makespan, then one last slot
-``[t_K, inf)`` without capacity): ``x_rl`` area of ``r`` in slot ``l``, at most ``h_r (t_l+1 - max(t_l, a_r))``,
+``[t_l, t_l+1)`` (a uniform grid to past the pooled blocks' fluid makespan, then one last slot ``[t_K, inf)``
+without capacity): ``x_rl`` area of ``r`` in slot ``l``, at most ``h_r (t_l+1 - max(t_l, a_r))``,
 valued at ``max(t_l, a_r)`` (the earliest date it can have there, so every schedule's slotted value is at most its
 ``sum MBD``), ``sum_r x_rl <= M (t_l+1 - t_l)``, ``sum_r x_rl / h_r <= S (t_l+1 - t_l)`` and ``sum_l x_rl = A_r``.
 Every real schedule is a point of it, so its optimum (HiGHS, solved to optimality) is a valid lower bound.
@@ -49,8 +49,8 @@ from scipy.optimize import linprog
 if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
 
-GRID_SLOTS = 400  # uniform slots up to the fluid makespan (the arrivals are breakpoints too)
-MAX_ARCS = 4_000_000  # request-slot variables above which the LP is not built (kv_hold part left out)
+GRID_SLOTS = 400  # uniform slots up to the fluid makespan
+MAX_ARCS = 1_200_000  # request-slot variables above which the LP is not built (kv_hold part left out)
 
 
 def own_blocks(problem: "PlacementProblem") -> np.ndarray:
@@ -90,11 +90,10 @@ def hold_floor_ms(problem: "PlacementProblem", prefill_floor_ms: np.ndarray) -> 
 
 
 def slot_edges_ms(arrival_ms: np.ndarray, area: np.ndarray, hold_ms: np.ndarray, capacity_blocks: float) -> np.ndarray:
-    """Slot boundaries: every arrival and a uniform grid from the first arrival to past the pooled fluid's makespan
-    (last arrival + all area / M + the longest hold); the last edge opens the unbounded slot."""
+    """Slot boundaries: a uniform grid of ``GRID_SLOTS`` slots from the first arrival to past the pooled fluid's
+    makespan (last arrival + all area / M + the longest hold); the last edge opens the unbounded slot."""
     end = float(arrival_ms.max() + area.sum() / capacity_blocks + hold_ms.max())
-    grid = np.linspace(float(arrival_ms.min()), end, GRID_SLOTS + 1)
-    return np.unique(np.concatenate([arrival_ms, grid]))
+    return np.linspace(float(arrival_ms.min()), end, GRID_SLOTS + 1)
 
 
 def fluid_mean_busy_dates_ms(arrival_ms: np.ndarray, height: np.ndarray, hold_ms: np.ndarray, capacity_blocks: float,
@@ -145,7 +144,7 @@ def kv_wait_bound_ms(problem: "PlacementProblem", prefill_floor_ms: np.ndarray, 
     schedule but measures how much of a gap the floors leave (the hold becomes ``min_k f_rk + decode_ms``)."""
     q = problem.requests
     n = len(q)
-    if n * (n + GRID_SLOTS) > MAX_ARCS:
+    if n * (GRID_SLOTS + 1) > MAX_ARCS:
         return None
     height = (own_blocks(problem) if height_blocks is None else height_blocks).astype(float)
     floor = prefill_floor_ms.min(axis=1)
