@@ -20,12 +20,15 @@
   P90 TTFT, P50 NTPOT, throughput, prefix hit rate and the predictor's MAPE (predicted-latency policies); beside the
   bound and the gap, the bound and the gap of benchmarks/results/placement_scenarios.json as it stood before the run
   (the previously published bound: before/after when the bound changes).
+* Where the bound's gap is (placement_kv_bound): per scenario, the KV-hold part of the bound (kv_bound.py) at its
+  floors, then recomputed with the best policy's realised decode times and with whole request blocks (no sharing
+  credit), and the busiest step's KV load both ways (:func:`kv_hold_decomposition`).
 
-Writes benchmarks/out/ (benchmarks/results/ with --publish): placement.{md,json} (simulator, scorer, MILP) and
-placement_scenarios.{md,json}.
+Writes benchmarks/out/ (benchmarks/results/ with --publish): placement.{md,json} (simulator, scorer, MILP),
+placement_scenarios.{md,json} and placement_kv_bound.{md,json}.
 
 Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--large 100000] [--milp-limit-s 60] [--scenarios-only]
-[--publish] (``--scenarios-only``: the scenarios' tables alone, placement_scenarios.{md,json})
+[--publish] (``--scenarios-only``: the scenarios' tables alone, placement_scenarios and placement_kv_bound)
 """
 
 from __future__ import annotations
@@ -184,6 +187,57 @@ def scenarios() -> list[dict]:
     return rows
 
 
+def kv_hold_decomposition(name: str, scenario_rows: list[dict]) -> dict:
+    """Where the bound's gap is on ``name`` (kv_bound.py): the KV-hold part at its floors, then with the best
+    policy's realised decode times (first token to completion) in place of the lone-decoder floors, then also with
+    whole request blocks ``T_r`` in place of the blocks no earlier request names (no credit for sharing), and the KV
+    load of the busiest QPS step, ``rate x mean(height x hold) / sum_k C_k`` (Little's law: the blocks in use if
+    nobody waited), at the floors and as realised.  The last two values are no bounds: they show how long holds
+    and how many blocks a bound would have to prove to see the policies' queue."""
+    import optfleet
+    from optfleet.problems.placement.bounds import prefill_floors_ms, relaxation_bound
+    from optfleet.problems.placement.evaluate import evaluate
+    from optfleet.problems.placement.kv_bound import hold_floor_ms, kv_wait_bound_ms, own_blocks
+    from optfleet.problems.placement.policies import make_policy, route
+
+    problem = optfleet.load(INSTANCES / f"{name}.yaml").problem
+    entries = {p.label: p for p in problem.policies}
+    best = min((r for r in scenario_rows if r["method"] in entries), key=lambda r: r["mean_ttft_ms"])
+    entry = entries[best["method"]]
+    run = evaluate(problem, route(problem, make_policy(problem, entry.name, entry.params, "bench")))
+    floors = prefill_floors_ms(problem)
+    decode_ms = run.timeline.done_ms - run.timeline.first_token_ms
+    own, whole = own_blocks(problem).astype(float), problem.total_blocks.astype(float)
+    q = problem.requests
+    capacity = sum(e.kv_capacity_blocks for e in problem.engines)
+    busiest = int(np.argmax(q.step_rates_rps))
+    in_step = q.step == busiest
+    rate_per_ms = q.step_rates_rps[busiest] / 1000.0
+
+    def load(height, hold):
+        return 100.0 * rate_per_ms * float((height * hold)[in_step].mean()) / capacity
+
+    _, parts = relaxation_bound(problem)
+    realised_hold = floors.min(axis=1) + decode_ms
+    return {"scenario": name, "best_policy": best["method"], "mean_ttft_ms": best["mean_ttft_ms"], "bound_ms": best["bound_ms"],
+            "kv_hold_ms": parts.get("kv_hold_ms"), "kv_hold_realised_decode_ms": kv_wait_bound_ms(problem, floors, decode_ms),
+            "kv_hold_realised_decode_whole_blocks_ms": kv_wait_bound_ms(problem, floors, decode_ms, problem.total_blocks),
+            "kv_load_floors_pct": load(own, hold_floor_ms(problem, floors)), "kv_load_realised_pct": load(whole, realised_hold),
+            "mean_decode_floor_ms": float((hold_floor_ms(problem, floors) - floors.min(axis=1)).mean()),
+            "mean_decode_realised_ms": float(decode_ms.mean()), "mean_own_blocks": float(own.mean()), "mean_blocks": float(whole.mean())}
+
+
+def write_kv_decomposition(folder: Path, table: list[dict]) -> None:
+    """placement_kv_bound.{md,json}: :func:`kv_hold_decomposition` per scenario."""
+    write_results(folder, "placement_kv_bound", {"rows": table},
+                  ["scenario", "best policy", "mean TTFT ms", "bound ms", "KV-hold part ms", "+ realised decode ms",
+                   "+ whole blocks ms", "decode ms floor / realised", "blocks own / whole", "KV load % floors / realised"],
+                  [(r["scenario"], r["best_policy"], f"{r['mean_ttft_ms']:,.1f}", f"{r['bound_ms']:,.1f}", _cell(r["kv_hold_ms"], ",.1f"),
+                    _cell(r["kv_hold_realised_decode_ms"], ",.1f"), _cell(r["kv_hold_realised_decode_whole_blocks_ms"], ",.1f"),
+                    f"{r['mean_decode_floor_ms']:,.0f} / {r['mean_decode_realised_ms']:,.0f}", f"{r['mean_own_blocks']:.0f} / {r['mean_blocks']:.0f}",
+                    f"{r['kv_load_floors_pct']:.0f} / {r['kv_load_realised_pct']:.0f}") for r in table])
+
+
 def _cell(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -199,8 +253,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = output_folder(args)
     if args.scenarios_only:
-        write_scenarios(folder, scenarios())
-        print((folder / "placement_scenarios.md").read_text())
+        write_scenario_tables(folder, scenarios())
         return
     print("simulator ...")
     sim = simulator(args.servers, args.requests, args.large)
@@ -209,7 +262,7 @@ def main() -> None:
     print("MILP sizes ...")
     milp = milp_sizes(args.milp_limit_s)
     print("scenarios ...")
-    write_scenarios(folder, scenarios())
+    write_scenario_tables(folder, scenarios())
     proven = [r["requests"] for r in milp if r["status"] == "optimal"]
     lines = [(r["what"], f"{r['requests']:,} x {r['servers']}", f"{r['seconds']:.2f} s",
               "-" if r["requests_per_s"] is None else f"{r['requests_per_s']:,.0f} req/s", _cell(r["ratio_to_baseline"], ".2f") + "x" * (r["ratio_to_baseline"] is not None),
@@ -224,7 +277,14 @@ def main() -> None:
                                         "largest_milp_proven_optimal_requests": max(proven) if proven else None},
                   ["measurement", "size", "time", "rate", "ratio to baseline", "1e6 requests (extrapolated)", "µs per decision"], lines)
     print((folder / "placement.md").read_text())
+
+
+def write_scenario_tables(folder: Path, table: list[dict]) -> None:
+    """placement_scenarios.{md,json} and placement_kv_bound.{md,json}, printed."""
+    write_scenarios(folder, table)
+    write_kv_decomposition(folder, [kv_hold_decomposition(name, [r for r in table if r["scenario"] == name]) for name in SCENARIOS])
     print((folder / "placement_scenarios.md").read_text())
+    print((folder / "placement_kv_bound.md").read_text())
 
 
 def previously_published() -> dict[tuple[str, str], dict]:

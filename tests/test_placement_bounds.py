@@ -39,11 +39,11 @@ def test_the_fast_machine_charges_each_token_its_share_of_the_iteration_overhead
     """Two requests at t = 0 on one server (0.5 ms per token, 4 ms + 0.25 ms per block per iteration, budget 1,000):
     P = 40, O = 5 (3 blocks) needs 0.5 x 40 + (4 + 0.75) x 40 / 1000 = 20.19 ms of the machine, P = 100, O = 2
     (7 blocks) 50 + 5.75 x 0.1 = 50.575 ms; shortest first, their TTFTs are 20.19 and 70.765 ms, mean 45.4775, above
-    the per-request floor's (24.75 + 55.75) / 2 = 40.25.  Simulated, both prefill in one iteration of
-    4 + 0.25 x 10 + 0.5 x 140 = 76.5 ms."""
+    the per-request floor's (24.75 + 55.75) / 2 = 40.25.  Their 10 blocks fit the 64 at once, so the KV hold adds
+    no wait to that floor.  Simulated, both prefill in one iteration of 4 + 0.25 x 10 + 0.5 x 140 = 76.5 ms."""
     problem = with_requests(instance(), [(0.0, 40, 5, 0, -1, 0), (0.0, 100, 2, 0, -1, 1)])
     bound, parts = relaxation_bound(problem)
-    assert parts == pytest.approx({"per_request_ms": 40.25, "fast_machine_ms": 45.4775})
+    assert parts == pytest.approx({"per_request_ms": 40.25, "fast_machine_ms": 45.4775, "kv_hold_ms": 40.25})
     assert bound == pytest.approx(45.4775)
     assert evaluate(problem, np.zeros(2, dtype=int)).objective_ms == pytest.approx(76.5)
 

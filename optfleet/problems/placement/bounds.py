@@ -15,7 +15,8 @@ and never evicts).  The right side is the model's TTFT (its Lindley recursion); 
 model's objective is at most the simulator's, for the mean TTFT and for the mean excess over an SLO (both grow
 with every TTFT), and the MILP's bound is a lower bound on the simulator's best placement.
 
-:func:`relaxation_bound` scales to any trace (no MILP): the larger of
+:func:`relaxation_bound` scales to any trace (no MILP; the third part up to kv_bound.MAX_ARCS LP variables): the
+largest of
 
 * the per-request floor ``sum_r min_k (n_rk (beta_k + kappa_k T_r) + alpha_k w_r + gamma_k q(w_r))``, ``w_r`` the
   prompt tokens no earlier request can let it reuse (``reuse_upper_bound``), ``T_r`` its blocks ``ceil((P + O) / B)``,
@@ -38,10 +39,15 @@ with every TTFT), and the MILP's bound is a lower bound on the simulator's best 
   by its first token.  Shortest-remaining-work-first is optimal for the total completion time of that machine
   (Schrage 1968), so ``sum_r (C_r - a_r)`` bounds the total TTFT.  With ``beta = kappa = gamma = 0`` it is the
   prompt-token machine of rate ``sum_k 1/alpha_k``; the per-iteration overhead spread over a full budget is the
-  prefill throughput's best point, ``b_k / (beta_k + alpha_k b_k)`` tokens per ms.
+  prefill throughput's best point, ``b_k / (beta_k + alpha_k b_k)`` tokens per ms;
+* the KV-hold relaxation (kv_bound.py): the servers' KV blocks and sequence slots pooled, each request holding at
+  least the blocks no earlier request names from its admission to the end of its decode floor (its prefill floor
+  ``f_rk`` above and ``O_r - 1`` lone decode iterations), a fluid of those block-time areas whose least total mean
+  busy date bounds the total admission wait; its value is that wait's mean plus the mean per-request floor.
 
-Neither sees the KV cache's admission queue (a request waits for blocks that running requests hold until their last
-decode iteration), which is where the loaded scenarios' TTFT goes; docs/guide/placement.md gives the numbers.
+The first two do not see the KV cache's admission queue (a request waits for blocks that running requests hold until
+their last decode iteration); the third does, but only as far as the floors make the holds long (on the shipped
+loaded scenarios the pooled blocks hold every floor-length request at once: docs/guide/placement.md).
 
 For ``ttft_excess`` only the per-request bound applies (``sum_r max(0, min_k(...) - SLO)``).
 """
@@ -54,6 +60,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from optfleet.engine.step import prefill_pairs
+from optfleet.problems.placement.kv_bound import kv_wait_bound_ms
 
 if TYPE_CHECKING:
     from optfleet.problems.placement.problem import PlacementProblem
@@ -125,12 +132,19 @@ def _iteration_terms(problem: "PlacementProblem") -> tuple[np.ndarray, ...]:
     return prefill, overhead, work, alpha, budget
 
 
+def prefill_floors_ms(problem: "PlacementProblem") -> np.ndarray:
+    """``f_rk = n_rk (beta_k + kappa_k T_r) + alpha_k w_r + gamma_k q(w_r)``, requests x servers (module docstring):
+    the least time from ``r``'s admission on server ``k`` to its first token."""
+    prefill, overhead, work, _, budget = _iteration_terms(problem)
+    return np.ceil(work[:, None] / budget[None, :]) * overhead + prefill
+
+
 def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, float]]:
-    """The mean-TTFT (or mean-excess) lower bound of the module docstring, and its two parts (ms)."""
+    """The mean-TTFT (or mean-excess) lower bound of the module docstring, and its parts (ms)."""
     q = problem.requests
     prefill, overhead, work, alpha, budget = _iteration_terms(problem)
-    iterations = np.ceil(work[:, None] / budget[None, :])
-    per_request = (iterations * overhead + prefill).min(axis=1)
+    floors = prefill_floors_ms(problem)
+    per_request = floors.min(axis=1)
     n = len(q)
     if problem.objective == "ttft_excess":
         value = float(np.maximum(0.0, per_request - problem.slo.ttft_ms).mean())
@@ -138,4 +152,7 @@ def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, floa
     machine_work = ((prefill + overhead * work[:, None] / budget[None, :]) / alpha[None, :]).min(axis=1)
     fast = srpt_total_flow_ms(q.arrival_ms, machine_work, float((1.0 / alpha).sum())) / n
     parts = {"per_request_ms": float(per_request.mean()), "fast_machine_ms": fast}
+    kv_hold = kv_wait_bound_ms(problem, floors)
+    if kv_hold is not None:
+        parts["kv_hold_ms"] = kv_hold
     return max(parts.values()), parts
