@@ -13,10 +13,13 @@ scored by the one evaluator.  The run has two phases, both the ``optfleet sweep`
 
 Writes benchmarks/out/ (benchmarks/results/ with --publish): capacity_plan_study.csv (the study's table),
 capacity_plan_study.json and capacity_plan_study.md (the table by scenario and method, the two phases' timings and
-the command).  No bound is given: the full MILP of this size does not run within a scenario's time (the rows'
-``gap_pct`` is empty).
+the command).  The full MILP of this size does not run within a scenario's time (the rows' ``gap_pct`` is empty), so
+a third step bounds each scenario of the table by the MILP's LP relaxation (exact.lp_bound: ``LP* <= MILP* <= cost``
+of every plan the evaluator accepts) and gives the cheapest feasible plan's gap to it; it is written to
+capacity_plan_study_bound.json and as a section of capacity_plan_study.md.  ``--bound-only`` runs that step alone on
+the table already in the folder (e.g. the published one), without running the study again.
 
-Run: python benchmarks/bench_capacity_plan_study.py [--workers 2] [--interrupt-after 2] [--publish]
+Run: python benchmarks/bench_capacity_plan_study.py [--workers 2] [--interrupt-after 2] [--bound-only] [--publish]
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ INSTANCE = ROOT / "instances" / "capacity_plan" / "month_ten_models.yaml"
 AXES = {"gpus.0.spot.confidence": "0.8,0.95", "demand.growth_per_day": "0,0.01"}
 METHODS = "rolling_horizon,static_peak,per_period_on_demand,reserve_percentile,spot_fallback,greedy_packing"
 POLL_S = 5.0
+BOUND_HEADING = "\n## The LP bound\n"
+BOUND_COLUMNS = ("H100 spot confidence", "growth / day", "LP bound $", "LP seconds", "cheapest feasible plan", "cost $", "gap % to the bound")
 COLUMNS = ("H100 spot confidence", "growth / day", "method", "status", "feasible", "cost $", "x best rule", "seconds",
            "min / mean SLO met %", "fallback $")
 
@@ -103,14 +108,63 @@ def table_rows(table: Path) -> list[list[str]]:
     return out
 
 
+def scenario_bounds(table: Path) -> list[dict]:
+    """Each scenario of the study's table: the LP relaxation's bound (exact.lp_bound, no time limit), its seconds, and
+    the cheapest plan the evaluator accepted in the table with its gap to the bound."""
+    import pandas as pd
+
+    from optfleet.instance import load_instance
+    from optfleet.problems.capacity_plan.exact import lp_bound
+    from optfleet.problems.capacity_plan.problem import prepare
+    from optfleet.solvers.report import relative_gap
+
+    frame = pd.read_csv(table)
+    out = []
+    for overrides, rows in frame.groupby("overrides", sort=False):
+        began = time.perf_counter()
+        bound = lp_bound(prepare(load_instance(INSTANCE, **json.loads(overrides))))
+        seconds = time.perf_counter() - began
+        feasible = rows[rows["feasible"].astype(bool)]
+        best = feasible.loc[feasible["objective"].idxmin()] if len(feasible) else None
+        cost = None if best is None else float(best["objective"])
+        gap = relative_gap(cost, bound)
+        out.append({"overrides": json.loads(overrides), "lp_bound": bound, "lp_seconds": seconds,
+                    "best_method": None if best is None else best["method"], "best_cost": cost, "gap_pct": None if gap is None else 100 * gap})
+        print(f"bound {out[-1]}", flush=True)
+    return out
+
+
+def write_bounds(folder: Path, bounds: list[dict], speed: dict[str, float]) -> None:
+    """capacity_plan_study_bound.json and the bound section of capacity_plan_study.md (replacing an earlier one)."""
+    (folder / "capacity_plan_study_bound.json").write_text(json.dumps({"scenarios": bounds, "machine_speed": speed}, indent=2) + "\n")
+    lines = ["| " + " | ".join(BOUND_COLUMNS) + " |", "|" + "---|" * len(BOUND_COLUMNS)]
+    for b in bounds:
+        cells = [f"{b['overrides']['gpus.0.spot.confidence']:g}", f"{b['overrides']['demand.growth_per_day']:g}",
+                 "-" if b["lp_bound"] is None else f"{b['lp_bound']:,.1f}", f"{b['lp_seconds']:.0f}", b["best_method"] or "-",
+                 "-" if b["best_cost"] is None else f"{b['best_cost']:,.1f}", "-" if b["gap_pct"] is None else f"{b['gap_pct']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    md = folder / "capacity_plan_study.md"
+    kept = md.read_text().split(BOUND_HEADING)[0]
+    md.write_text(kept + BOUND_HEADING + "\n" + "\n".join(lines) + "\n\n" + (
+        "Each scenario's bound is the optimum of its full MILP's LP relaxation (HiGHS simplex, no time limit), a lower "
+        "bound on the cost of every plan the evaluator accepts; the gap is the cheapest feasible plan's, in the table "
+        f"above.  Machine: {machine_speed_text(speed)}.\n"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2, help="Dask LocalCluster workers (default 2)")
     parser.add_argument("--interrupt-after", type=int, default=2, help="scenarios in the table before phase 1 is interrupted")
+    parser.add_argument("--bound-only", action="store_true", help="only bound the scenarios of the table already in the folder")
     add_output_option(parser)
     args = parser.parse_args()
     folder = output_folder(args)
     table = folder / "capacity_plan_study.csv"
+    if args.bound_only:
+        if not table.exists():
+            raise SystemExit(f"--bound-only: no study table at {table}; run the study first")
+        write_bounds(folder, scenario_bounds(table), machine_speed())
+        return
     table.unlink(missing_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     speed = machine_speed()
@@ -134,6 +188,7 @@ def main() -> None:
         f"exit code {first['exit_code']}.  Phase 2, the same command: {second['seconds']:.0f} s, "
         f"{second.get('resumed', '?')} scenario(s) resumed from the table, {second.get('solved', '?')} solved, "
         f"{second.get('failed', '?')} failed.  Machine: {machine_speed_text(speed)}.\n"))
+    write_bounds(folder, scenario_bounds(table), speed)
 
 
 if __name__ == "__main__":

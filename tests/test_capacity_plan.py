@@ -17,7 +17,7 @@ from optfleet.cli import main
 from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError, InputError
 from optfleet.instance import load_instance
 from optfleet.problems.capacity_plan.evaluator import evaluate
-from optfleet.problems.capacity_plan.exact import solve_milp
+from optfleet.problems.capacity_plan.exact import lp_bound, solve_milp
 from optfleet.problems.capacity_plan.plan import Schedule, gpus_in_use
 from optfleet.problems.capacity_plan.problem import prepare
 from optfleet.problems.capacity_plan.rolling import rolling_horizon
@@ -121,6 +121,7 @@ def test_milp_equals_brute_force(overrides):
     assert evaluation.feasible, evaluation.violations
     assert evaluation.total_cost == pytest.approx(report.objective, rel=1e-9)
     assert report.objective == pytest.approx(brute_force(problem), rel=1e-9)
+    assert 0 < lp_bound(problem) <= report.objective + 1e-9  # the relaxation's optimum bounds the brute-force optimum
 
 
 # --- the evaluator against hand-worked schedules ----------------------------------------------------------------
@@ -631,3 +632,18 @@ def test_spot_needs_exactly_one_of_a_cap_and_a_trace(tmp_path, both):
     with pytest.raises(InputError, match="exactly one of max_gpus and availability_trace") as caught:
         prepare(load_instance(document))
     assert caught.value.field == "gpus[1].spot"
+
+
+def test_the_lp_bound_is_below_every_plan_the_evaluator_accepts():
+    """On tiny the relaxation splits models across types and buys fractional GPUs: its optimum lies strictly below
+    the MILP's $178.80, and below every rule's plan the evaluator accepts; with a time limit too short to solve it,
+    there is no bound."""
+    from optfleet.problems.capacity_plan import baselines
+
+    problem = tiny()
+    bound = lp_bound(problem)
+    assert bound is not None and bound < solve_milp(problem)[1].objective - 1.0
+    for rule in (baselines.static_peak, baselines.reserve_percentile, baselines.spot_fallback):
+        evaluation = evaluate(problem, rule(problem))
+        assert not evaluation.feasible or evaluation.total_cost >= bound
+    assert lp_bound(problem, time_limit_s=1e-9) is None
