@@ -14,6 +14,7 @@ from optfleet import api
 from optfleet.errors import InputError
 from optfleet.models.placement import model_ttft_ms
 from optfleet.problems.placement import explain as placement_explain
+from optfleet.problems.placement.bounds import relaxation_bound
 from optfleet.problems.placement.exact import placement_data
 from tests.support import REPO, assert_explain_refuses, explain_objectives
 from tests.test_explain import duals_checked_by_finite_differences, solved_for_explain
@@ -108,6 +109,9 @@ def test_one_server_fewer_is_every_request_on_the_other(tiny):
     alone = explainer.solve(fewer)
     assert alone.objective == pytest.approx(mean_model_ttft_ms(fewer, np.zeros(len(fewer.requests), dtype=np.int64)), rel=1e-9)
     assert alone.objective > solved.objective
+    # the same instance as one written with one server: its requests' blocks were cut to one entry per server kept
+    one = api.load(TINY, servers__0__count=1).problem
+    assert np.array_equal(fewer.total_blocks, one.total_blocks) and relaxation_bound(fewer) == relaxation_bound(one)
 
 
 @pytest.mark.parametrize(("args", "option"), [

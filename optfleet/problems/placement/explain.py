@@ -123,9 +123,9 @@ def with_prefill(problem: PlacementProblem, name: str, ms_per_token: float) -> P
 
 
 def without_server(problem: PlacementProblem, drop: np.ndarray) -> PlacementProblem:
-    """The instance without the servers ``drop`` (indices)."""
+    """The instance without the servers ``drop`` (indices); the requests, and their blocks ``total_blocks``, stay."""
     keep = [k for k in range(len(problem.engines)) if k not in set(drop.tolist())]
-    return replace(problem, engines=tuple(problem.engines[k] for k in keep), total_blocks=np.asarray(problem.total_blocks)[keep])
+    return replace(problem, engines=tuple(problem.engines[k] for k in keep))
 
 
 def alternatives(problem: PlacementProblem, solved: Solved) -> list[tuple[str, PlacementProblem]]:
