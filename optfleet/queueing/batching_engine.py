@@ -53,16 +53,22 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and instance
   budgets those two iterations hold (:func:`_behind_pmf`).  One law, a mixture over the pool's requests (prompts
   binned to ``C / 8`` tokens), convolved on a grid of ``max(t / 32, S_max / 512)`` ms by FFT.
 * **TPOT.**  A request's time per output token over its ``m = L_out - 1`` iterations after the first is
-  ``a_i + (X_i + Y_i) / m``: ``a_i = base + own_i + M`` (``own_i = per_seq + per_kv_token (L_in + L_out / 2)``),
-  ``X_i`` the prompt compute waiting at its start (the queue's work times ``E[P] / E[S]``) plus that of the prompts
-  arriving in its window ``w = m t`` (compound Poisson: mean ``lambda w E[P]``, variance ``lambda w E[P^2]``; the
-  dispatcher's more regular stream gave P99 TPOTs 3 % low in the simulator's short-prompt pools), as a
-  gamma law by two moments, and ``Y_i`` the others' decode work over the window, a normal law: the decode
-  population is the negative-binomial chain above, whose variance and relaxation time are Poisson's times
-  ``A = 1 / (1 - lambda E[D])`` (its own work slows its departures), averaged over the window
-  (:func:`_decode_variance`).  The sum is a shifted gamma law with the three cumulants, capped at a full budget per
-  iteration; the P99 is that of the mixture over requests with two output tokens or more, by bisection; the mean is
-  ``E[a] + lambda t E[P]``.
+  ``D / m``, ``D`` the window's length.  Without prompts it would be ``m a_i + Y_i``: ``a_i = base + own_i + M``
+  (``own_i = per_seq + per_kv_token (L_in + L_out / 2)``) and ``Y_i`` the others' decode work over the window, a
+  normal law: the decode population is the negative-binomial chain above, whose variance and relaxation time are
+  Poisson's times ``A = 1 / (1 - lambda E[D])`` (its own work slows its departures), averaged over the window
+  (:func:`_decode_variance`).  Prompt compute adds to it: ``V``, that of the prompts queued behind the request as its
+  decode starts (those that arrived during its wait and its own prefill: mean ``lambda E[P] (E[Q] + E[S])``), and
+  that of the prompts arriving in the window, which lengthens the window, during which more prompts arrive -- a busy
+  period started by ``W_0 = m a_i + Y_i + V``, whose first three cumulants (:func:`_tpot_ms`, Takacs) give
+  ``var D = F^2 N``, ``F = 1 / (1 - lambda' E[P])``: with the dispatcher, only the ``1 / n`` share of a GPU's stream
+  that follows time (:func:`arrival_shape`) feeds the window back, ``lambda' = lambda / n``.  ``N`` holds the start's
+  variance, the arrivals' ``lambda m t E[P^2]`` and the covariance of each arrival's compute with the decode work it
+  adds to the window once prefilled.  The sum is a shifted gamma law with the three cumulants, capped at a full budget
+  per iteration; the P99 is that of the mixture over requests with two output tokens or more, by bisection; the mean
+  is ``E[a] + lambda t E[P]``.  The law without these three terms (the prompts arriving in a fixed window of ``m t``,
+  and the queue's work seen at an arrival) put the P99 TPOT 16-38 % below the simulator where prompts take half of
+  an instance's time (docs/guide/engine-model.md, the long-prompts table).
 
 An approximation of the engine (mean-field operating point, a renewal stream for the dispatcher, Kimura's slot
 wait, moment-matched TPOT laws), checked against the batching simulator by ``benchmarks/bench_batching_engine.py``
@@ -115,6 +121,7 @@ class EngineBatchingWorkload:
     decode_ms: NDArray[np.float64]  # E[D]
     prefill_ms: NDArray[np.float64]  # E[P]
     prefill_sq_ms2: NDArray[np.float64]  # E[P^2]
+    prefill_cube_ms3: NDArray[np.float64]  # E[P^3]
     decode_iterations: NDArray[np.float64]  # E[L_out]
     chunk_compute_mean_ms: NDArray[np.float64]  # E[P] / E[tau]: the mean compute of an iteration spending the whole budget
     hold_mean: NDArray[np.float64]
@@ -126,11 +133,20 @@ class EngineBatchingWorkload:
     tpot_own_ms: NDArray[np.float64]
     tpot_own_sq_ms2: NDArray[np.float64]  # per group, E[sigma^2] over its requests' decode iterations
     decode_share: NDArray[np.float64]  # the share of requests with two output tokens or more
+    tpot_cross_ms2: NDArray[np.float64]  # per group of window m: E[P sigma min(L_out - 1, U m)] over requests, U uniform
 
     @property
     def own_ms(self) -> NDArray[np.float64]:
         """``o = E[D] / E[L_out]``: a request's own work per decode iteration, on average."""
         return self.decode_ms / np.maximum(self.decode_iterations, 1.0)
+
+
+def _cross_marks(prefill_ms: NDArray, sigma_ms: NDArray, decodes: NDArray, weight: NDArray, windows: NDArray) -> NDArray[np.float64]:
+    """``E[P sigma E_U[min(L, (1 - U) m)]]`` per window ``m``: ``int_0^1 min(L, v m) dv = L - L^2 / (2 m)`` for ``L < m``, else ``m / 2``."""
+    m = np.asarray(windows, dtype=np.float64)[:, None]
+    L = np.asarray(decodes, dtype=np.float64)[None, :]
+    overlap = np.where(L < m, L - L**2 / (2.0 * m), m / 2.0)
+    return overlap @ (weight * prefill_ms * sigma_ms)
 
 
 @dataclass(frozen=True)
@@ -176,11 +192,13 @@ def engine_workload_row(step: AffineStep, chunk_tokens: int, l_in: ArrayLike, l_
     total = mass.sum()
     return {
         "base_ms": step.base_ms, "decode_ms": float(w @ decode), "prefill_ms": float(w @ prefill), "prefill_sq_ms2": float(w @ prefill**2),
+        "prefill_cube_ms3": float(w @ prefill**3),
         "decode_iterations": float(w @ l_out),
         "chunk_compute_mean_ms": float(w @ prefill) / max(float(w @ l_in) / chunk_tokens, 1e-300),
         "hold_mean": v @ w, "hold_second": (v * w) @ v.T, "prefill_share": share, "prefill_bin_ms": bin_ms,
         "tpot_share": mass / total if total > 0 else mass, "tpot_intervals": intervals, "tpot_own_ms": own_ms,
         "tpot_own_sq_ms2": own_sq_ms2, "decode_share": float(total),
+        "tpot_cross_ms2": _cross_marks(prefill, step.seq_step_ms(l_in + l_out / 2.0), l_out - 1.0, w, intervals),
     }
 
 
@@ -231,8 +249,11 @@ def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_p
     slot_wait_mean_ms = np.where(stable, 1000.0 * (1.0 + scv) / (2.0 * drain), 0.0)  # given a wait
     in_gpu, ttft = _ttft_quantiles_ms(load, lam, t, t_d, first_ms, queue, np.where(stable, p_wait, 0.0),
                                       slot_wait_mean_ms, stable)
-    compute_share = np.where(u > 0, lam * pre / u, 0.0)  # of the prefill work: E[P] / E[S]
-    tpot_p99, tpot_mean = _tpot_ms(load, lam, t, t_d - base, (compute_share * q, compute_share**2 * queue.variance_ms2), stable)
+    # the prompts arriving during a request's wait and prefill (its sojourn) are queued behind it as its decode starts
+    sojourn_ms = q + e_s
+    sojourn_var = queue.variance_ms2 + np.sum(load.prefill_share * service**2, axis=-1) - e_s**2
+    backlog = (lam * pre * sojourn_ms, lam * load.prefill_sq_ms2 * sojourn_ms + (lam * pre) ** 2 * sojourn_var)
+    tpot_p99, tpot_mean = _tpot_ms(load, lam, n, t, t_d - base, backlog, stable)
     inf = np.inf
     return EngineBatchingState(
         stable=stable,
@@ -450,21 +471,57 @@ def _coarsened(pmf: NDArray, cell_ms: NDArray, coarse_ms: NDArray) -> NDArray[np
     return out
 
 
-def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, t: NDArray, others_ms: NDArray, backlog: tuple[NDArray, NDArray],
+def busy_period_cumulants(start: tuple[ArrayLike, ArrayLike, ArrayLike], rate_per_ms: ArrayLike,
+                          work_moments: tuple[ArrayLike, ArrayLike, ArrayLike]) -> tuple[NDArray, NDArray, NDArray]:
+    """The first three cumulants of a busy period of a unit-speed server started by work ``W_0`` (cumulants
+    ``start``), Poisson arrivals at ``rate_per_ms`` each bringing work ``P`` (raw moments ``work_moments``:
+    ``E[P], E[P^2], E[P^3]``).
+
+    Given ``W_0 = w`` the busy period's cumulant generating function is ``w psi(theta)``, ``psi`` the exponent per unit
+    of initial work, ``psi(theta) = theta + lambda (E[exp(psi(theta) P)] - 1)`` (Takacs), whose derivatives at 0 are
+    ``psi' = F = 1 / (1 - lambda E[P])``, ``psi'' = lambda E[P^2] F^3`` and
+    ``psi''' = lambda E[P^3] F^4 + 3 (lambda E[P^2])^2 F^5``; so ``K_D = K_W0(psi)`` and by Faa di Bruno
+    ``k1 = F E[W_0]``, ``k2 = F^2 var W_0 + psi'' E[W_0]``, ``k3 = F^3 k3(W_0) + 3 F psi'' var W_0 + psi''' E[W_0]``
+    (infinite where ``lambda E[P] >= 1``)."""
+    mean, var, third = (np.asarray(c, dtype=np.float64) for c in start)
+    lam = np.asarray(rate_per_ms, dtype=np.float64)
+    p1, p2, p3 = (np.asarray(p, dtype=np.float64) for p in work_moments)
+    load = lam * p1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(load < 1.0, 1.0 / (1.0 - load), np.inf)
+        second = lam * p2 * f**3
+        psi3 = lam * p3 * f**4 + 3.0 * (lam * p2) ** 2 * f**5
+        return f * mean, f**2 * var + second * mean, f**3 * third + 3.0 * f * second * var + psi3 * mean
+
+
+def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, gpus: NDArray, t: NDArray, others_ms: NDArray, backlog: tuple[NDArray, NDArray],
              stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(P99, mean)`` TPOT per pool (module docstring); 0 for a pool with no request of two output tokens or more."""
+    """``(P99, mean)`` TPOT per pool (module docstring); 0 for a pool with no request of two output tokens or more.
+
+    The window's length ``D`` is a busy period (:func:`busy_period_cumulants`) in which the prompts arriving at
+    ``lambda' = lambda / n`` per ms (the share of a GPU's stream that follows time, :func:`arrival_shape`) add their
+    compute ``P``, started by ``W_0``: the decode work ``m a + Y``, the queued prompts' compute ``V`` (a gamma law)
+    and that of the ``lambda (1 - 1 / n) m t`` prompts of the stream that follows iterations (a window of ``m``
+    iterations holds them whatever its length), each adding with its compute the decode work it does once prefilled
+    (``sigma`` ms per iteration over ``o`` of the window's iterations): the covariance ``2 lambda m t E[P sigma o]``
+    (``tpot_cross_ms2``).  ``E[W_0] = m t (1 - lambda' E[P])``, so ``E[D] = m t``; TPOT is ``D / m``.
+    """
     share, m = load.tpot_share, load.tpot_intervals
     chunk = load.chunk_compute_mean_ms[:, None]
     backlog_mean, backlog_var = (b[:, None] for b in backlog)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         a = load.base_ms[:, None] + load.tpot_own_ms + others_ms[:, None]
-        arrivals = lam[:, None] * m * t[:, None]  # prompts arriving in the window
+        arrivals = lam[:, None] * m * t[:, None]  # n_w, the prompts arriving in the window
         k1 = (backlog_mean + arrivals * load.prefill_ms[:, None]) / m
-        prefill_var = (backlog_var + arrivals * load.prefill_sq_ms2[:, None]) / m**2
         decode_var = _decode_variance(load, lam, t, m * t[:, None])
-        # the prefill part a gamma law (two moments), the decode part symmetric: the sum's three cumulants
-        k2 = prefill_var + decode_var
-        k3 = np.where(k1 > 0, 2.0 * prefill_var**2 / k1, 0.0)
+        timed = (lam / np.maximum(np.asarray(gpus, dtype=np.float64), 1.0))[:, None]  # lambda'
+        fixed = arrivals - timed * m * t[:, None]  # the window's prompts from the stream that follows iterations
+        backlog_k3 = np.where(backlog_mean > 0, 2.0 * backlog_var**2 / np.where(backlog_mean > 0, backlog_mean, 1.0), 0.0)
+        start = (m * t[:, None] * (1.0 - timed * load.prefill_ms[:, None]),
+                 backlog_var + decode_var * m**2 + fixed * load.prefill_sq_ms2[:, None] + 2.0 * arrivals * load.tpot_cross_ms2,
+                 backlog_k3 + fixed * load.prefill_cube_ms3[:, None])
+        _, var_d, k3_d = busy_period_cumulants(start, timed, (load.prefill_ms[:, None], load.prefill_sq_ms2[:, None], load.prefill_cube_ms3[:, None]))
+        k2, k3 = var_d / m**2, k3_d / m**3
         spread = 4.0 * np.sqrt(decode_var)
     some = share.sum(axis=-1) > 0
     mean = np.where(some, np.sum(share * a, axis=-1) + lam * t * load.prefill_ms, 0.0)

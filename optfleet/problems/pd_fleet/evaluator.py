@@ -27,9 +27,9 @@ from optfleet.problems.pd_fleet.sizing import AggregatedState, aggregated_minimu
 
 TOLERANCE = 1e-7  # relative slack on the caps (solver tolerances)
 
-AGGREGATED_APPROXIMATION = ("aggregated pools: the fleet kind's continuous-batching model (approximate; its P99 TPOT ran "
-                            "25-39 % below the simulator with long prompts or an 8,192-token budget: check with optfleet "
-                            "simulate)")
+AGGREGATED_APPROXIMATION = ("aggregated pools: the fleet kind's continuous-batching model (approximate; with long prompts "
+                            "taking half of one instance's time its P99 TPOT ran up to 16 % below the simulator, and its "
+                            "P99 TTFT up to 19 % above on 2-4 instances: check with optfleet simulate)")
 """What is approximate in an aggregated pool's figures (docs/guide/pd-fleet.md, "Not yet here")."""
 
 
