@@ -110,6 +110,7 @@ def explain_command(args: argparse.Namespace) -> int:
                      progress=progress_display("explain", quiet=args.quiet), **overrides(args))
     print(dump(report.to_dict(result)) if args.json else report.text(result))
     if args.plot is not None:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # png_file checked that it can be created
         report.plot(result, Path(args.plot))
     return EXIT_OK
 
@@ -139,7 +140,10 @@ def png_file(option: str, path: str) -> Path:
         import matplotlib  # noqa: F401
     except ImportError:
         raise InputError(option, path, "plotting needs matplotlib: pip install 'optfleet[plot]'") from None
-    out_folder(option, str(Path(path).parent))
+    try:
+        out_folder(option, str(Path(path).parent))
+    except InputError as exc:
+        raise InputError(option, path, exc.problem) from None
     return Path(path)
 
 
