@@ -120,6 +120,20 @@ def test_explain_plot_creates_its_folder(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.solved
+def test_explain_plot_draws_the_default_curves(tmp_path, capsys):
+    """``--plot`` without ``--curve`` was refused ("give at least one --curve") on kinds whose report draws a default
+    curve (caching: the instance's capacities); it is refused only where there is no curve to draw."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "caching.png"
+    assert main(["explain", str(CACHING_TINY), "--no-alternatives", "--quiet", "--plot", str(target)]) == 0
+    assert target.stat().st_size > 0
+    capsys.readouterr()
+    line = refused(["explain", str(PLACEMENT_TINY), "--quiet", "--plot", str(tmp_path / "placement.png")], capsys)
+    assert line.startswith("error: --plot = ") and "--curve" in line, line
+    assert not (tmp_path / "placement.png").exists()
+
+
 @pytest.mark.unit
 def test_a_plot_that_cannot_be_written_names_the_file(capsys):
     """The message named the folder (``--plot = '/proc'``) instead of the value given."""
