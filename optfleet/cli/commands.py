@@ -141,10 +141,11 @@ def png_file(option: str, path: str) -> Path:
         import matplotlib  # noqa: F401
     except ImportError:
         raise InputError(option, path, "plotting needs matplotlib: pip install 'optfleet[plot]'") from None
+    folder = Path(path).parent
     try:
-        out_folder(option, str(Path(path).parent))
+        out_folder(option, str(folder))
     except InputError as exc:
-        raise InputError(option, path, exc.problem) from None
+        raise InputError(option, path, f"its folder {folder} {exc.problem}") from None
     return Path(path)
 
 
