@@ -88,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "prefill_ms_per_token:<server name>, slo_ttft_ms (objective ttft_excess)")
     explain.add_argument("--break-even", action="append", default=None, metavar="PARAMETER",
                          help="the value of PARAMETER (a --curve parameter) at which the exact plan changes, found by "
-                              "re-solving (default: the kind's: the second-cheapest GPU type's price, or the reserved "
-                              "unit price), repeatable")
+                              "re-solving (default: the kind's: fleet, profiled_fleet, routing, pd_fleet: the "
+                              "second-cheapest GPU type's price; capacity_plan: the first reserved option's price; "
+                              "reserved: the unit price; caching, prefix_cache, placement: none), repeatable")
     explain.add_argument("--within", type=float, default=5.0, metavar="PCT",
                          help="near-optimal alternatives (the plan without one GPU type, or with one pool fewer): "
                               "mark those costing at most PCT %% more than the optimum (default 5)")
@@ -131,8 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = instance_command("simulate", "simulate a plan (discrete events) and compare it with the evaluator, for kinds with a simulator")
     source = simulate.add_mutually_exclusive_group()
-    source.add_argument("--plan", default=None, help="a plan file: plan.json of solve --out, or solve --json output (placement: also a "
-                                                     "JSON list of server indices, request i -> server)")
+    source.add_argument("--plan", default=None, help="a plan file: plan.json (fleet, placement) or result.json of solve --out, or solve "
+                                                     "--json output (placement: also a JSON list of server indices, request i -> server)")
     source.add_argument("--method", default=None, help="simulate this method's plan (default: the instance's solve.method)")
     simulate.add_argument("--requests", type=int, default=None, help="fleet: arrivals per replication (default 200000); pd_fleet: "
                                                                      "arrivals per replication and pool (default 40000); placement replays the instance's own workload")

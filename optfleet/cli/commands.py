@@ -100,16 +100,18 @@ def gap_command(args: argparse.Namespace) -> int:
 def explain_command(args: argparse.Namespace) -> int:
     """``optfleet explain FILE``: optfleet/sensitivity (every option is checked before any solve)."""
     from optfleet.sensitivity import report
-    from optfleet.sensitivity.api import explain
+    from optfleet.sensitivity.api import explain, explainer_of
 
+    loaded = api.load(args.file, **overrides(args))
     if args.plot is not None:
         png_file("--plot", args.plot)
-        if not args.curve:
-            raise InputError("--plot", args.plot, "plots the curves: give at least one --curve")
-    result = explain(args.file, curves=args.curve, break_even_of=args.break_even, within_pct=args.within, near_optimal=not args.no_alternatives,
-                     progress=progress_display("explain", quiet=args.quiet), **overrides(args))
+        if not args.curve and not explainer_of(loaded).default_curves:
+            raise InputError("--plot", args.plot, f"plots the curves, and this {loaded.kind.name} instance has none by default: give at least one --curve")
+    result = explain(loaded, curves=args.curve, break_even_of=args.break_even, within_pct=args.within, near_optimal=not args.no_alternatives,
+                     progress=progress_display("explain", quiet=args.quiet))
     print(dump(report.to_dict(result)) if args.json else report.text(result))
     if args.plot is not None:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # png_file checked that it can be created
         report.plot(result, Path(args.plot))
     return EXIT_OK
 
@@ -139,7 +141,11 @@ def png_file(option: str, path: str) -> Path:
         import matplotlib  # noqa: F401
     except ImportError:
         raise InputError(option, path, "plotting needs matplotlib: pip install 'optfleet[plot]'") from None
-    out_folder(option, str(Path(path).parent))
+    folder = Path(path).parent
+    try:
+        out_folder(option, str(folder))
+    except InputError as exc:
+        raise InputError(option, path, f"its folder {folder} {exc.problem}") from None
     return Path(path)
 
 

@@ -4,8 +4,8 @@
 (capacity.py) and turns prices per GPU-hour into prices per GPU-period.  It checks the rules that span fields,
 each naming its field: unique model and type names, a purchase option per type, reservation terms within the
 horizon, one spot cap per period, known type names in ``tp`` and ``constraints``, reservations already held within
-the horizon and not overlapping (held.py).  A model that no GPU type can
-serve is an InfeasibleError naming the model and each type's reason.
+the horizon and not overlapping (held.py), no service field the plan sets itself (the rate, the GPU).  A model that
+no GPU type can serve is an InfeasibleError naming the model and each type's reason.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
     """The instance in numbers (module docstring)."""
     spec: CapacityPlanInstanceSpec = loaded.spec
     _check_names(spec)
+    _check_services(spec)
     models = [m.name for m in spec.models]
     held = held_gpus(spec.reservations, models, [g.name for g in spec.gpus], spec.periods, spec.period_hours)
     demand = spec.demand
@@ -118,6 +119,21 @@ def prepare(loaded: LoadedInstance) -> CapacityProblem:
         m = int(np.argmax(load > 1.0))
         raise InputError(f"models[{m}].load_time_s", spec.models[m].load_time_s, f"is longer than a period ({spec.period_hours:g} h)")
     return CapacityProblem(spec, rates, table, offers, load, held, loaded.base_dir)
+
+
+SERVICE_FIELDS_SET_PER_TYPE = (("workload", "rate_rps", "the demand gives each period's rate"),
+                               ("hardware", "gpu", "each GPU type's gpus[].gpu is sized"))
+"""Fields of a model's ``service`` that the plan sets itself when it sizes the service (capacity.py): given, they
+would be replaced without a word, so they are refused (as ``kind`` and ``name`` are, in capacity.py)."""
+
+
+def _check_services(spec: CapacityPlanInstanceSpec) -> None:
+    """An InputError naming a service field of :data:`SERVICE_FIELDS_SET_PER_TYPE` that a model's service gives."""
+    for m, model in enumerate(spec.models):
+        for block, name, why in SERVICE_FIELDS_SET_PER_TYPE:
+            part = model.service.get(block)
+            if isinstance(part, dict) and name in part:
+                raise InputError(f"models[{m}].service.{block}.{name}", part[name], f"is set by the capacity plan ({why}); leave it out of the service")
 
 
 def _check_names(spec: CapacityPlanInstanceSpec) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from optfleet.instance.shared_schema import GpuCount, GpuMixConstraint, GpusPerInstance, Integer, Real, Strict, at_most
 from optfleet.problems.reserved.schema import TraceSpec
@@ -26,6 +26,17 @@ table, models/capacity_plan.py), so a cap is a size of the model, not only a num
 
 Price = Annotated[Real, Field(ge=0.0), at_most(1e6, "$ per GPU-hour", "a million dollars an hour per GPU is a typo")]
 SpotCap = Annotated[Integer, Field(ge=0), at_most(MAX_SPOT_GPUS, "spot GPUs", "one binary per spot count in the model")]
+
+
+def _one_or_each(value: Any) -> str:
+    """The member of :data:`SpotCaps` a value is validated as: a list is one cap per period, anything else one cap
+    (so an error names the bad entry of a list, not the union's other member)."""
+    return "list" if isinstance(value, list) else "int"
+
+
+SpotCaps = Annotated[Annotated[SpotCap, Tag("int")] | Annotated[list[SpotCap], Field(min_length=1), Tag("list")], Discriminator(_one_or_each)]
+Name = Annotated[str, Field(min_length=1)]
+"""A model's or a GPU type's name: other fields name it (the demand, ``tp``, reservations, constraints), so it is not empty."""
 
 
 class ReservedOptionSpec(Strict):
@@ -79,7 +90,7 @@ class SpotOptionSpec(Strict):
 
     price_per_gpu_hour: Price | None = None
     """What a spot GPU costs per hour, $; left out: the type's ``skypilot_catalog`` spot price."""
-    max_gpus: SpotCap | Annotated[list[SpotCap], Field(min_length=1)] | None = None
+    max_gpus: SpotCaps | None = None
     """Spot GPUs available: one cap for every period, or a list with one cap per period; give it or
     ``availability_trace``."""
     availability_trace: SpotTraceSpec | None = None
@@ -104,7 +115,7 @@ class SkyPilotCatalogSpec(Strict):
 class GpuTypeSpec(Strict):
     """One GPU type and the ways to buy it; give at least one of ``reserved``, ``on_demand``, ``spot``."""
 
-    name: str
+    name: Name
     """The type's name in the plan (``H100``); models' ``tp`` and constraints name types by it."""
     gpu: str
     """The catalog GPU (``H100-SXM``, ``optfleet catalog``): the fleet kind sizes every model on it."""
@@ -121,14 +132,14 @@ class GpuTypeSpec(Strict):
 class ModelSpec(Strict):
     """One served model: its service as the fleet kind describes it, its replica floor and its load time."""
 
-    name: str
+    name: Name
     """The model's name; the demand names models by it."""
     service: dict[str, Any]
     """A fleet instance's blocks without ``kind``, ``name`` and the rate: ``workload`` (``lengths``, ``split``),
     ``hardware`` (``model``, engine settings), ``pools`` (``long_window_tokens``), ``slo`` (TTFT and TPOT targets),
     optionally ``preset`` and ``compression``.  The fleet kind's reference lists their fields; ``hardware.gpu`` and
     ``hardware.tp`` are set per GPU type."""
-    tp: dict[str, GpusPerInstance] = {}
+    tp: dict[str, Annotated[GpusPerInstance, Field(ge=1)]] = {}
     """GPUs per instance of this model on each GPU type, ``{type name: tp}``; a type left out takes the service's
     ``hardware.tp`` (default 1)."""
     min_replicas: Annotated[Integer, Field(ge=0), at_most(10**6, "instances", "a typo")] = 1
