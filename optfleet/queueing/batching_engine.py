@@ -142,7 +142,8 @@ class EngineBatchingWorkload:
 
 
 def _cross_marks(prefill_ms: NDArray, sigma_ms: NDArray, decodes: NDArray, weight: NDArray, windows: NDArray) -> NDArray[np.float64]:
-    """``E[P sigma E_U[min(L, (1 - U) m)]]`` per window ``m``: ``int_0^1 min(L, v m) dv = L - L^2 / (2 m)`` for ``L < m``, else ``m / 2``."""
+    """``E[P sigma E_U[min(L, (1 - U) m)]]`` per window ``m`` (``U`` uniform: where in the window a request arrives;
+    ``L`` its decode iterations): ``int_0^1 min(L, v m) dv = L - L^2 / (2 m)`` for ``L < m``, else ``m / 2``."""
     m = np.asarray(windows, dtype=np.float64)[:, None]
     L = np.asarray(decodes, dtype=np.float64)[None, :]
     overlap = np.where(L < m, L - L**2 / (2.0 * m), m / 2.0)
@@ -520,7 +521,8 @@ def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, gpus: NDArray, t: NDArr
         start = (m * t[:, None] * (1.0 - timed * load.prefill_ms[:, None]),
                  backlog_var + decode_var * m**2 + fixed * load.prefill_sq_ms2[:, None] + 2.0 * arrivals * load.tpot_cross_ms2,
                  backlog_k3 + fixed * load.prefill_cube_ms3[:, None])
-        _, var_d, k3_d = busy_period_cumulants(start, timed, (load.prefill_ms[:, None], load.prefill_sq_ms2[:, None], load.prefill_cube_ms3[:, None]))
+        moments = (load.prefill_ms[:, None], load.prefill_sq_ms2[:, None], load.prefill_cube_ms3[:, None])
+        _, var_d, k3_d = busy_period_cumulants(start, timed, moments)
         k2, k3 = var_d / m**2, k3_d / m**3
         spread = 4.0 * np.sqrt(decode_var)
     some = share.sum(axis=-1) > 0

@@ -77,9 +77,11 @@ def plan_from_dict(problem: PdProblem, data: dict[str, Any]) -> PdPlan:
                                  "but the plan gives it no instances")
             pools.append(None)
         elif isinstance(row, dict) and "aggregated" in row:
+            _only(row, AGGREGATED_KEYS, field)
             _of_type(problem, row["aggregated"], AggregatedOption, f"{field}.aggregated")
             pools.append(AggregatedPoolPlan(row["aggregated"], _count(row.get("instances"), f"{field}.instances")))
         elif isinstance(row, dict) and "prefill" in row:
+            _only(row, DISAGGREGATED_KEYS, field)
             _of_type(problem, row["prefill"], PrefillOption, f"{field}.prefill")
             _of_type(problem, row.get("decode"), DecodeOption, f"{field}.decode")
             pools.append(DisaggregatedPoolPlan(row["prefill"], _count(row.get("prefill_instances"), f"{field}.prefill_instances"),
@@ -87,6 +89,19 @@ def plan_from_dict(problem: PdProblem, data: dict[str, Any]) -> PdPlan:
         else:
             raise InputError(field, row, "give aggregated + instances, or prefill, prefill_instances, decode, decode_instances")
     return PdPlan(str(data.get("method", "file")), tuple(pools))
+
+
+AGGREGATED_KEYS = ("aggregated", "instances")
+DISAGGREGATED_KEYS = ("prefill", "prefill_instances", "decode", "decode_instances")
+
+
+def _only(row: dict[str, Any], keys: tuple[str, ...], field: str) -> None:
+    """Refuse a pool row holding keys of the other mode (or unknown ones): it would be read as one mode, the rest lost."""
+    extra = sorted(str(k) for k in row if k not in keys)
+    if extra:
+        mode = "an aggregated" if keys is AGGREGATED_KEYS else "a disaggregated"
+        raise InputError(f"{field}.{extra[0]}", row[extra[0]], f"is not a field of {mode} pool row ({', '.join(keys)}): give one "
+                         "mode per pool")
 
 
 def _of_type(problem: PdProblem, label: Any, kind: type, field: str) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from optfleet import numbers
 from optfleet.errors import InfeasibleError, InputError
+from optfleet.instance.documents import read_text
 from optfleet.problems.fleet.simulate.run import MAX_REPS
 from optfleet.progress import Progress
 from optfleet.results import json_safe
@@ -89,8 +90,10 @@ def _placement(plan: Any, problem) -> np.ndarray:
     shape = "a placement is a JSON list of server indices (or {\"placement\": [...]}: plan.json of solve --out, or solve --json output)"
     if isinstance(plan, (str, Path)):
         try:
-            plan = json.loads(Path(plan).read_text())
-        except (OSError, ValueError) as exc:
+            plan = json.loads(read_text(Path(plan), "--plan"))
+        except RecursionError:
+            raise InputError("--plan", str(plan), "cannot read the placement: its JSON is nested too deeply") from None
+        except ValueError as exc:
             raise InputError("--plan", str(plan), f"cannot read the placement ({exc})") from exc
     results = plan.get("results") if isinstance(plan, dict) else None
     if isinstance(results, list) and results and isinstance(results[0], dict):

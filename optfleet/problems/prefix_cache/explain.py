@@ -53,7 +53,7 @@ def solve(problem: PrefixCacheProblem) -> Solved:
     h = solve_hindsight(problem.trace, problem.capacities_blocks[0], problem.eviction, problem.objective, problem.ttft, problem.xi_ms,
                         problem.slo_ms, time_limit_s=problem.time_limit_s, customize=captured.append, fcfs_server=problem.fcfs_server)
     digest = plan_digest(np.packbits(h.kept))
-    plan = f"{int(h.kept.sum()):,} block gaps kept at {problem.capacities_blocks[0]:,} blocks #{digest}"
+    plan = f"{int(h.kept.sum()):,} block gaps kept #{digest}"  # the schedule only: a capacity with the same one is the same plan
     return Solved(h.report.objective, h.report.status, plan, (h, captured[0] if captured else None))
 
 

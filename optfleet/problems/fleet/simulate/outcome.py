@@ -146,7 +146,7 @@ def simulate_instance(loaded: Any, *, method: str | None = None, plan: Plan | Ma
 def _read_plan(problem: Any, source: Mapping[str, Any] | str | Path) -> Plan:
     """The plan of ``source`` checked against the instance; a plan file's errors also name the file (``--plan``)."""
     try:
-        plan = Plan.from_dict(plan_document(source))
+        plan = Plan.from_dict(plan_document(source, "fleet"))
         check_plan(problem, plan)
     except InputError as exc:
         if isinstance(source, Mapping) or exc.field == "--plan":
@@ -155,10 +155,13 @@ def _read_plan(problem: Any, source: Mapping[str, Any] | str | Path) -> Plan:
     return plan
 
 
-def plan_document(source: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
-    """A plan mapping: given, or read from plan.json (``solve --out``) or the JSON of ``optfleet solve`` (its chosen
-    method's plan, ``results[0].plan``); anything else is refused naming ``--plan``."""
+def plan_document(source: Mapping[str, Any] | str | Path, kind: str) -> Mapping[str, Any]:
+    """A plan mapping of a ``kind`` instance: given, or read from plan.json (``solve --out``) or the JSON of ``optfleet
+    solve`` (its chosen method's plan, ``results[0].plan``); anything else, another kind's included, is refused naming
+    ``--plan``."""
     data = source if isinstance(source, Mapping) else read_document(Path(source), field="--plan")
+    if "results" in data and data.get("kind") not in (None, kind):
+        raise InputError("--plan", str(source), f"is the output of a {data['kind']} instance, not of this {kind} instance")
     if "pools" in data and "kind" not in data:
         return data
     results = data.get("results")

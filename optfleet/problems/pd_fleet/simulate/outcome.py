@@ -196,7 +196,7 @@ def read_plan(problem: PdProblem, source: Mapping[str, Any] | str | Path) -> PdP
     """The plan of ``source`` (a mapping, plan.json of ``solve --out`` or the JSON of ``optfleet solve``) checked
     against the instance; a plan file's errors also name the file (``--plan``)."""
     try:
-        return plan_from_dict(problem, dict(plan_document(source)))
+        return plan_from_dict(problem, dict(plan_document(source, "pd_fleet")))
     except InputError as exc:
         if isinstance(source, Mapping) or exc.field == "--plan":
             raise
