@@ -85,3 +85,16 @@ def test_a_price_change_reuses_the_sizing_and_scales_the_instances_it_prices(mix
 ])
 def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     assert_explain_refuses(CHAT, args, option, capsys)
+
+
+@pytest.mark.parametrize("curve, message", [("rho_max=0.5:1:3", "rho_max = 1 is outside (0, 1)"),
+                                            ("price:H100-SXM=1:1e300:2", "is outside (0, 1e+06]")])
+def test_curve_domains_are_the_instance_files(curve, message, capsys):
+    # each curve takes the values its field takes in an instance file: rho_max < 1, prices up to $1e6
+    assert_explain_refuses(CHAT, ["--curve", curve], message, capsys)
+
+
+def test_the_slowest_link_an_instance_file_takes_is_a_curve_point():
+    # 1e-3 GB/s, the least an instance file takes: the chat pool stays aggregated (no KV transfer), at the same cost
+    slowest, shipped = explain_objectives(CHAT, "link_gb_per_s", [1e-3, 50.0])
+    assert slowest == pytest.approx(shipped)

@@ -125,7 +125,8 @@ class CapacitySession:
 def schedule_label(kept_tokens: np.ndarray) -> str:
     """The gaps kept, the tokens kept and a digest of the whole schedule: equal labels are equal schedules."""
     digest = plan_digest(np.asarray(kept_tokens, dtype=np.int64))
-    return f"{int(np.count_nonzero(kept_tokens)):,} gaps keep {int(kept_tokens.sum()):,} tokens (schedule {digest})"
+    gaps = int(np.count_nonzero(kept_tokens))
+    return f"{gaps:,} {'gap keeps' if gaps == 1 else 'gaps keep'} {int(kept_tokens.sum()):,} tokens (schedule {digest})"
 
 
 def parameters(question: Question) -> dict[str, Parameter]:

@@ -38,12 +38,12 @@ from optfleet.errors import InfeasibleError
 from optfleet.problems.pd_fleet.analytic import ADMISSION_WAIT_SHARE
 from optfleet.problems.pd_fleet.plan import AggregatedPoolPlan, DisaggregatedPoolPlan
 from optfleet.problems.pd_fleet.problem import DecodeOption, PdProblem, PoolTraffic, PrefillOption
+from optfleet.problems.pd_fleet.schema import MAX_LINK_GB_PER_S, MAX_PRICE_PER_GPU_HOUR, MIN_LINK_GB_PER_S
 from optfleet.problems.pd_fleet.sizing import aggregated_states, disaggregated_pool
 from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
 
 DUAL_ZERO = 1e-9
-MIN_LINK_GB_PER_S, MAX_LINK_GB_PER_S = 1e-3, 1e6  # the instance file's bounds on a link (schema.BandwidthGbPerS)
 LEAST_ROWS = {"agg_least": "least aggregated instances", "prefill_least": "least prefill instances",
               "decode_least": "least decode instances"}
 
@@ -74,14 +74,15 @@ def parameters(problem: PdProblem) -> dict[str, Parameter]:
         "ttft_ms": Parameter("ttft_ms", "ms", "P99 TTFT target", problem.ttft_p99_ms, lambda p, v: replace(p, ttft_p99_ms=v)),
         "tpot_ms": Parameter("tpot_ms", "ms", "P99 TPOT target", problem.tpot_p99_ms, lambda p, v: replace(p, tpot_p99_ms=v)),
         "rho_max": Parameter("rho_max", "", "utilisation cap of every server, link and decode batch", problem.rho_max,
-                             lambda p, v: replace(p, rho_max=v), 0.0, 1.0, open_interval=False),
+                             lambda p, v: replace(p, rho_max=v), 0.0, 1.0),  # (0, 1) as in the instance file
         "link_gb_per_s": Parameter("link_gb_per_s", "GB/s", "KV link bandwidth of every GPU pair without its own",
                                    problem.link_default_gb_per_s, lambda p, v: replace(p, link_default_gb_per_s=v),
-                                   MIN_LINK_GB_PER_S, MAX_LINK_GB_PER_S, open_interval=False),
+                                   MIN_LINK_GB_PER_S, MAX_LINK_GB_PER_S, open_interval=False, low_included=True),
     }
     for gpu in problem.gpus.values():
         found[f"price:{gpu.name}"] = Parameter(f"price:{gpu.name}", "$/GPU-h", f"price of a {gpu.name} GPU-hour", gpu.cost_per_gpu_hour,
-                                               lambda p, v, name=gpu.name: _priced(p, name, v))
+                                               lambda p, v, name=gpu.name: _priced(p, name, v), 0.0, MAX_PRICE_PER_GPU_HOUR,
+                                               open_interval=False)
     return found
 
 

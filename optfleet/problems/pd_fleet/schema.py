@@ -34,7 +34,9 @@ and the occupancy law is evaluated up to it."""
 MAX_WINDOWS = 16
 """Most pools (windows) an instance may have: each pool is one selection of the MILP."""
 
-BandwidthGbPerS = Annotated[Real, Field(ge=1e-3), at_most(1e6, "GB/s", "a thousand times NVLink 5")]
+MIN_LINK_GB_PER_S, MAX_LINK_GB_PER_S = 1e-3, 1e6
+BandwidthGbPerS = Annotated[Real, Field(ge=MIN_LINK_GB_PER_S), at_most(MAX_LINK_GB_PER_S, "GB/s", "a thousand times NVLink 5")]
+MAX_PRICE_PER_GPU_HOUR = 1e6
 """A link bandwidth in GB/s (1e9 bytes per second): at least 1 MB/s (a link of 0 GB/s never delivers a KV cache, and
 1e-300 GB/s overflowed the transfer times' moments)."""
 
@@ -148,7 +150,8 @@ class GpuOverrideSpec(Strict):
 
     gpu: str
     """The GPU type, by catalog name."""
-    cost_per_gpu_hour: Annotated[Real, Field(gt=0.0), at_most(1e6, "$ per GPU-hour", "a million dollars an hour per GPU is a typo")] | None = None
+    cost_per_gpu_hour: Annotated[Real, Field(gt=0.0), at_most(MAX_PRICE_PER_GPU_HOUR, "$ per GPU-hour",
+                                                              "a million dollars an hour per GPU is a typo")] | None = None
     """Price of one GPU in $ per hour, replacing the catalog's (at most 1e6: 1e308 overflowed the plan's cost)."""
     power_w: Annotated[Real, Field(gt=0.0), at_most(1e6, "W per GPU", "a megawatt per GPU is a typo; a B200 draws 1 kW")] | None = None
     """Power of one GPU in watts, replacing the catalog's datasheet TDP (at most 1e6: 1e308 overflowed the plan's power)."""
