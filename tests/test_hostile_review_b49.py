@@ -1,6 +1,8 @@
 """Hostile prefix_cache TTFT models (review b49, Nov 28): a prefill time HiGHS cannot take in the hindsight MILP
 ended with exit 3 ("HiGHS refused the arrays of model 'hindsight-prefix-cache'"), with or without the FCFS server.
-Each case must now exit 2 with one stderr line naming the field, nothing on stdout and nothing written to --out."""
+Each case must now exit 2 with one stderr line naming the field, nothing on stdout and nothing written to --out.
+The command runs in this process (``capfd`` holds what is printed to the file descriptors, by HiGHS too); one case
+runs it as ``python -m optfleet`` in a process of its own."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from optfleet.cli import main
 
 pytestmark = pytest.mark.unit
 
@@ -32,28 +36,36 @@ def instance(tmp_path: Path, **changes) -> Path:
     return path
 
 
-def gap(path: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "optfleet", "gap", str(path), "--out", str(out)], capture_output=True, text=True, timeout=300)
+def gap(path: Path, out: Path, capfd: pytest.CaptureFixture[str], own_process: bool = False) -> tuple[int, str, str]:
+    """``optfleet gap PATH --out OUT``: its exit code, stdout and stderr."""
+    argv = ["gap", str(path), "--out", str(out)]
+    if own_process:
+        done = subprocess.run([sys.executable, "-m", "optfleet", *argv], capture_output=True, text=True, timeout=300)
+        return done.returncode, done.stdout, done.stderr
+    code = main(argv)
+    captured = capfd.readouterr()
+    return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"ttft": {"alpha_ms_per_token": 1e12}}, "ttft.alpha_ms_per_token"),
-    ({"ttft": {"alpha_ms_per_token": 1e270}}, "ttft.alpha_ms_per_token"),
-    ({"ttft": {"alpha_ms_per_token": 1e270}, "prefill_server": "none"}, "ttft.alpha_ms_per_token"),
-    ({"ttft": {"beta_ms": 1e270}}, "ttft.beta_ms"),
-    ({"ttft": {"beta_ms": 1e16}, "objective": "violations"}, "ttft.beta_ms"),
-], ids=["alpha-1e12", "alpha-1e270", "alpha-1e270-no-server", "beta-1e270", "beta-1e16-violations"])
-def test_a_prefill_time_highs_cannot_take_is_refused(tmp_path, changes, field):
-    done = gap(instance(tmp_path, **changes), tmp_path / "out")
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2, done.stderr
-    assert len(lines) == 1 and lines[0].startswith(f"error: {field} = ") and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout == "" and not (tmp_path / "out").exists()
+@pytest.mark.parametrize("changes, field, own_process", [
+    ({"ttft": {"alpha_ms_per_token": 1e12}}, "ttft.alpha_ms_per_token", True),
+    ({"ttft": {"alpha_ms_per_token": 1e12}}, "ttft.alpha_ms_per_token", False),
+    ({"ttft": {"alpha_ms_per_token": 1e270}}, "ttft.alpha_ms_per_token", False),
+    ({"ttft": {"alpha_ms_per_token": 1e270}, "prefill_server": "none"}, "ttft.alpha_ms_per_token", False),
+    ({"ttft": {"beta_ms": 1e270}}, "ttft.beta_ms", False),
+    ({"ttft": {"beta_ms": 1e16}, "objective": "violations"}, "ttft.beta_ms", False),
+], ids=["alpha-1e12-own-process", "alpha-1e12", "alpha-1e270", "alpha-1e270-no-server", "beta-1e270", "beta-1e16-violations"])
+def test_a_prefill_time_highs_cannot_take_is_refused(tmp_path, capfd, changes, field, own_process):
+    code, out, err = gap(instance(tmp_path, **changes), tmp_path / "out", capfd, own_process)
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field} = ") and "Traceback" not in err, err
+    assert out == "" and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("ttft", [{"alpha_ms_per_token": 1e8}, {"beta_ms": 5e10}], ids=["alpha-1e8", "beta-5e10"])
-def test_a_large_prefill_time_under_the_limit_still_solves(tmp_path, ttft):
+def test_a_large_prefill_time_under_the_limit_still_solves(tmp_path, capfd, ttft):
     """Below the limit the MILP solves (at alpha 6e13 HiGHS had reported this trace infeasible: exit 3)."""
-    done = gap(instance(tmp_path, ttft=ttft), tmp_path / "out")
-    assert done.returncode == 0, done.stderr
+    code, _, err = gap(instance(tmp_path, ttft=ttft), tmp_path / "out", capfd)
+    assert code == 0, err
     assert (tmp_path / "out" / "gap.json").exists()

@@ -158,14 +158,22 @@ def test_rerun_with_the_same_file_skips_done_scenarios(tmp_path, suffix):
 
 
 @pytest.mark.solved
-def test_engines_give_identical_tables():
+def test_engines_give_identical_tables_and_a_pool_runs_after_dask_and_highs():
+    """The serial engine, the local pool and Dask give the same tables.  The pools run after a Dask study and a HiGHS
+    solve in this process (their threads exist): a pool forked from it would hang.  One test, so that one Dask
+    cluster (some 7 s to start and close here) serves both."""
     axes = {"workload.rate_rps": "50:245:5", "slo.ttft_p99_ms": [1, 10000]}  # 80 scenarios: batches of 5 on 2 workers
     serial = optfleet.sweep(TOY, axes, METHODS, engine="serial")
-    pool = optfleet.sweep(TOY, axes, METHODS, engine="local", workers=2)
     dask = optfleet.sweep(TOY, axes, METHODS, engine="dask", workers=2)
     assert len(serial) == 160 and serial["objective"].notna().sum() == 80
-    pd.testing.assert_frame_equal(_comparable(pool), _comparable(serial))
     pd.testing.assert_frame_equal(_comparable(dask), _comparable(serial))
+    milp_axes = {"workload.rate_rps": [50, 100, 150]}
+    serial_milp = optfleet.sweep(TOY, milp_axes, "milp", engine="serial")  # HiGHS runs in this process
+    assert list(serial_milp["status"]) == ["optimal"] * 3
+    pool = optfleet.sweep(TOY, axes, METHODS, engine="local", workers=2)
+    pd.testing.assert_frame_equal(_comparable(pool), _comparable(serial))
+    pool_milp = optfleet.sweep(TOY, milp_axes, "milp", engine="local", workers=2)
+    pd.testing.assert_frame_equal(_comparable(pool_milp), _comparable(serial_milp))
 
 
 @pytest.mark.solved
@@ -204,17 +212,6 @@ def test_axis_labels_carry_the_units_of_the_column_names(column, label):
     from optfleet.studies.plot import axis_label
 
     assert axis_label(column, pd.DataFrame({"objective_unit": ["$/h", "$/h"]})) == label
-
-
-@pytest.mark.solved
-def test_pool_after_dask_and_highs_ran_in_this_process():
-    """A Dask study and a HiGHS solve ran in this process (their threads exist): a pool forked from it would hang."""
-    axes = {"workload.rate_rps": [50, 100, 150]}
-    optfleet.sweep(TOY, axes, "sweep", engine="dask", workers=1)
-    serial = optfleet.sweep(TOY, axes, "milp", engine="serial")
-    pool = optfleet.sweep(TOY, axes, "milp", engine="local", workers=2)
-    assert list(serial["status"]) == ["optimal"] * 3
-    pd.testing.assert_frame_equal(_comparable(pool), _comparable(serial))
 
 
 @pytest.mark.solved

@@ -97,9 +97,14 @@ class ReservedProblem:
 
 def prepare(loaded: LoadedInstance) -> ReservedProblem:
     spec: ReservedInstanceSpec = loaded.spec
+    split_s = spec.plans.robust.split_s if spec.plans.robust is not None else None
+    if split_s is not None:
+        _check_piece_width(split_s, spec.cost_window_s)  # before the trace is read or drawn
     profile = resolve(spec.profile)
     trace = read_trace(spec.trace, loaded.base_dir)
     _check_span(trace, spec, "trace")
+    if split_s is not None:
+        _check_pieces(split_s, trace)  # before the trace's windows and prices are computed
     prices = _prices(spec)
     paygo = prices.request_cost(trace) if prices is not None else np.zeros(len(trace))
     work = profile.work(trace.input_tokens, trace.cached_tokens, trace.output_tokens, trace.thinking_tokens)
@@ -164,12 +169,15 @@ of its own.  The shipped diurnal week cut into 6,048 pieces solves in 17 s here 
 minute; a 1e-7 s piece of that week made 6e12 and never finished."""
 
 
-def _check_pieces(split_s: float, trace: RequestTrace, cost_window_s: float) -> None:
-    """Refuse a piece shorter than the cost window (it holds no whole window) or more than :data:`MAX_ROBUST_PIECES`
-    pieces, before any is made."""
+def _check_piece_width(split_s: float, cost_window_s: float) -> None:
+    """Refuse a piece shorter than the cost window: it holds no whole window."""
     if split_s < cost_window_s:
         raise InputError("plans.robust.split_s", split_s, f"is shorter than cost_window_s ({cost_window_s:g} s): a piece must hold at "
                          "least one cost window")
+
+
+def _check_pieces(split_s: float, trace: RequestTrace) -> None:
+    """Refuse more than :data:`MAX_ROBUST_PIECES` pieces of ``trace``, before any is made."""
     pieces = math.ceil(trace.span_s / split_s)
     if pieces > MAX_ROBUST_PIECES:
         raise InputError("plans.robust.split_s", split_s, f"cuts the {trace.span_s:,.0f} s trace into {pieces:,} pieces, above the limit "
@@ -181,7 +189,6 @@ def _scenarios(spec, loaded, trace, profile, prices, work, paygo, notes) -> tupl
     tau = profile.tau_tokens_per_s_per_unit
     scenarios = []
     if robust.split_s is not None:
-        _check_pieces(robust.split_s, trace, spec.cost_window_s)
         piece = np.floor(trace.arrival_s / robust.split_s).astype(np.int64)
         for k in np.unique(piece).tolist():  # the pieces that hold requests, in time order
             rows = np.flatnonzero(piece == k)
