@@ -88,3 +88,13 @@ def test_the_lookahead_milp_does_not_beat_the_bound_under_tight_kv():
     problem = replace(problem, solve=problem.solve.model_copy(update={"lookahead_requests": 6, "lookahead_commit": 3, "time_limit_s": 30.0}))
     bound, _ = relaxation_bound(problem)
     assert evaluate(problem, lookahead(problem)[0]).objective_ms >= bound - 1e-6
+
+
+def test_the_kv_part_is_left_out_when_its_lp_passes_the_time_limit():
+    # the KV-hold LP obeys solve.time_limit_s: stopped by HiGHS (a limit of 0 s), it gives no part rather than an
+    # unproven value, and the bound falls back to the other two parts
+    problem = with_requests(instance(kv=3), [(0.0, 40, 5, 0, -1, 0), (0.0, 40, 5, 0, -1, 1)])
+    limited = replace(problem, solve=problem.solve.model_copy(update={"time_limit_s": 0.0}))
+    bound, parts = relaxation_bound(limited)
+    assert "kv_hold_ms" not in parts and bound == max(parts.values())
+    assert "kv_hold_ms" in relaxation_bound(problem)[1]

@@ -152,7 +152,7 @@ def relaxation_bound(problem: "PlacementProblem") -> tuple[float, dict[str, floa
     machine_work = ((prefill + overhead * work[:, None] / budget[None, :]) / alpha[None, :]).min(axis=1)
     fast = srpt_total_flow_ms(q.arrival_ms, machine_work, float((1.0 / alpha).sum())) / n
     parts = {"per_request_ms": float(per_request.mean()), "fast_machine_ms": fast}
-    kv_hold = kv_wait_bound_ms(problem, floors)
+    kv_hold = kv_wait_bound_ms(problem, floors, time_limit_s=problem.solve.time_limit_s)  # left out past the limit
     if kv_hold is not None:
         parts["kv_hold_ms"] = kv_hold
     return max(parts.values()), parts

@@ -97,9 +97,9 @@ def slot_edges_ms(arrival_ms: np.ndarray, area: np.ndarray, hold_ms: np.ndarray,
 
 
 def fluid_mean_busy_dates_ms(arrival_ms: np.ndarray, height: np.ndarray, hold_ms: np.ndarray, capacity_blocks: float,
-                             capacity_seqs: float) -> float:
-    """``min sum_r MBD_r`` of the slotted fluid LP (module docstring), solved to optimality by HiGHS (else an
-    error: an unproven value is no bound)."""
+                             capacity_seqs: float, time_limit_s: float | None = None) -> float | None:
+    """``min sum_r MBD_r`` of the slotted fluid LP (module docstring), solved to optimality by HiGHS; None when HiGHS
+    stops at ``time_limit_s`` (an unproven value is no bound; any other failure is an error)."""
     area = height * hold_ms
     edges = slot_edges_ms(arrival_ms, area, hold_ms, capacity_blocks)
     starts, widths = edges[:-1], np.diff(edges)
@@ -128,16 +128,18 @@ def fluid_mean_busy_dates_ms(arrival_ms: np.ndarray, height: np.ndarray, hold_ms
     ])
     limits = np.concatenate([capacity_blocks * widths, capacity_seqs * widths])
     result = linprog(cost, A_ub=upper, b_ub=limits, A_eq=equal, b_eq=area, bounds=np.column_stack([np.zeros(m), cap]),
-                     method="highs")
+                     method="highs", options={} if time_limit_s is None else {"time_limit": float(time_limit_s)})
+    if result.status == 1:  # the iteration or time limit
+        return None
     if result.status != 0:
         raise RuntimeError(f"the KV fluid LP was not solved to optimality: {result.message}")
     return float(result.fun)
 
 
 def kv_wait_bound_ms(problem: "PlacementProblem", prefill_floor_ms: np.ndarray, decode_ms: np.ndarray | None = None,
-                     height_blocks: np.ndarray | None = None) -> float | None:
+                     height_blocks: np.ndarray | None = None, time_limit_s: float | None = None) -> float | None:
     """Mean TTFT lower bound ``(min sum MBD - sum (a_r + L_r / 2)) / n + mean_r min_k f_rk`` (module docstring), or
-    None when the LP would exceed ``MAX_ARCS`` request-slot variables.
+    None when the LP would exceed ``MAX_ARCS`` request-slot variables or is not solved within ``time_limit_s``.
 
     ``decode_ms`` (per request, first token to completion) and ``height_blocks`` replace the floors ``(O_r - 1) d_rk``
     and ``h_r``: given a run's realised values (benchmarks/bench_placement.py) the value is no longer a bound on every
@@ -151,6 +153,8 @@ def kv_wait_bound_ms(problem: "PlacementProblem", prefill_floor_ms: np.ndarray, 
     hold = hold_floor_ms(problem, prefill_floor_ms) if decode_ms is None else floor + decode_ms
     capacity_blocks = float(sum(e.kv_capacity_blocks for e in problem.engines))
     capacity_seqs = float(sum(e.max_running_seqs for e in problem.engines))
-    busy_dates = fluid_mean_busy_dates_ms(q.arrival_ms.astype(float), height, hold, capacity_blocks, capacity_seqs)
+    busy_dates = fluid_mean_busy_dates_ms(q.arrival_ms.astype(float), height, hold, capacity_blocks, capacity_seqs, time_limit_s)
+    if busy_dates is None:
+        return None
     wait = max(0.0, busy_dates - float((q.arrival_ms + hold / 2).sum()))
     return wait / n + float(floor.mean())
