@@ -3,8 +3,7 @@ whole-number break-even of caching and prefix_cache, pd_fleet ``decode.max_batch
 with idle pools, capacity_plan ``solve``/``gap``/``explain``, the ``--help`` texts).
 
 Each test states the rule it holds: bad input exits 2 with one line naming the field and the value, no traceback,
-nothing written; a valid instance without a plan exits 1 and says why.  The tests marked ``xfail(strict=True)`` fail
-today in files other helpers own; the marker comes off with the fix."""
+nothing written; a valid instance without a plan exits 1 and says why.  Each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -145,16 +144,12 @@ def test_a_plot_that_cannot_be_written_names_the_file(capsys):
 # --- found here, fixed by the owners of the files named --------------------------------------------------------------
 
 @pytest.mark.solved
-@pytest.mark.xfail(strict=True, reason="optfleet/problems/placement/explain.py parameters(): the prefill_ms_per_token curve "
-                   "accepts (0, inf) where the schema caps 100 ms/token; 1e12 ends in exit 3 'HiGHS refused the arrays'")
 def test_placement_explain_refuses_a_prefill_time_above_the_schema_limit():
     with pytest.raises(InputError, match="--curve"):
         explain(PLACEMENT_TINY, curves=["prefill_ms_per_token:gpu=1e12"], near_optimal=False)
 
 
 @pytest.mark.solved
-@pytest.mark.xfail(strict=True, reason="optfleet/sensitivity/run.py alternatives(): with an optimum of 0 (ttft_excess, SLO met) "
-                   "an alternative that also costs 0 is marked within=False")
 def test_an_alternative_as_good_as_a_zero_optimum_is_within():
     result = explain(PLACEMENT_TINY, near_optimal=True, **{"solve.objective": "ttft_excess"})
     assert result.base.objective == 0
@@ -201,8 +196,6 @@ def test_simulate_names_the_kind_of_another_kinds_plan(tmp_path, capsys):
 
 
 @pytest.mark.solved
-@pytest.mark.xfail(strict=True, reason="optfleet/sensitivity/api.py explain(): an exact method without a plan is an InputError "
-                   "(exit 2, 'solve.method = exact') instead of the kind's infeasibility (exit 1, the binding constraint)")
 def test_explain_of_an_infeasible_instance_exits_1_and_says_why(capsys):
     assert main(["explain", str(CAPACITY_TINY), "--set", "constraints=[{kind: budget, max_cost: 1}]", "--quiet"]) == EXIT_INFEASIBLE
     assert "budget" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from optfleet.errors import InputError
+from optfleet.errors import InfeasibleError, InputError
 from optfleet.sensitivity.explainer import Explainer
 from optfleet.sensitivity.run import DEFAULT_WITHIN_PCT, ExplainResult, alternatives, break_even, curve, parse_curve
 from optfleet.progress import Progress, silent
@@ -49,6 +49,8 @@ def explain(source: Any, *, curves: Sequence[str] = (), break_even_of: Sequence[
     problem = loaded.problem if explainer.subject is None else explainer.subject
     progress("explain: exact solve", 0, 1)
     base = explainer.solve(problem)
+    if base.objective is None and base.status == "infeasible":  # a valid instance without a plan: exit 1, the binding term
+        raise InfeasibleError(f"nothing to explain: {base.plan}" if base.plan else "nothing to explain: the exact model is infeasible")
     if base.objective is None:
         raise InputError(loaded.kind.overrides.get("method", "method"), "exact", f"the exact method found no plan ({base.status}): nothing to explain")
     analysis = explainer.analyse(problem, base)

@@ -216,7 +216,9 @@ def alternatives(explainer: Explainer, problem: Any, base: Solved, within_pct: f
     for i, (label, restricted) in enumerate(named):
         progress(f"alternative {label}", i, len(named))
         solved = explainer.solve(restricted)
-        excess = None if solved.objective is None or not base.objective else 100 * (solved.objective / base.objective - 1)
+        excess = (None if solved.objective is None or base.objective is None
+                  else 0.0 if solved.objective == base.objective  # ties an optimum of 0 too
+                  else None if not base.objective else 100 * (solved.objective / base.objective - 1))
         records.append({"alternative": label, "objective": solved.objective, "status": solved.status, "over_optimum_pct": excess,
                         "within": excess is not None and excess <= within_pct + 1e-9, "plan": solved.plan})
     return pd.DataFrame(records, columns=["alternative", "objective", "status", "over_optimum_pct", "within", "plan"])

@@ -54,6 +54,7 @@ from optfleet.problems.placement.evaluate import evaluate
 from optfleet.problems.placement.exact import hindsight, hindsight_refusal, placement_data
 from optfleet.problems.placement.kind import objective_unit
 from optfleet.problems.placement.problem import PlacementProblem
+from optfleet.problems.placement.schema import MAX_PREFILL_MS_PER_TOKEN
 from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved, plan_digest
 from optfleet.solvers.report import TIME_LIMIT
 from optfleet.solvers.sensitivity import LpSensitivity, fixed_lp_sensitivity, row_binds, row_slack
@@ -104,7 +105,7 @@ def parameters(problem: PlacementProblem) -> dict[str, Parameter]:
         key = f"prefill_ms_per_token:{name}"
         found[key] = Parameter(key, "ms/token", f"prefill time per uncached token of the {name} servers",
                                problem.engines[int(servers_named(problem, name)[0])].prefill_ms_per_token,
-                               lambda p, v, name=name: with_prefill(p, name, v))
+                               lambda p, v, name=name: with_prefill(p, name, v), 0.0, MAX_PREFILL_MS_PER_TOKEN, open_interval=False)
     if problem.objective == "ttft_excess":
         found["slo_ttft_ms"] = Parameter("slo_ttft_ms", "ms", "the TTFT SLO the excess is measured from (slo.ttft_ms)", float(problem.slo.ttft_ms),
                                          lambda p, v: replace(p, slo=p.slo.model_copy(update={"ttft_ms": v})))
