@@ -147,9 +147,16 @@ def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLik
 
     ``phi_i = (L_in + L_out) / L_scale`` (length-scaled iteration; the join's half iteration dropped, ``delta = 0``,
     since ``phi`` is a ratio there) or ``phi_i = 1`` and ``delta = 1`` (flat): linear in the routed rates.
+
+    Under the engine model (batching_engine.py) the hold is ``h_i = J + Q + m_i t_d + P_i + L_out t`` with
+    ``t_d >= base`` and ``t >= base + E[D] / E[L_out]``, so ``E[h] >= E[(m_i + 1/2 + L_out) base + P_i + D_i]``:
+    the slot-milliseconds of request i are ``(m_i + 1/2 + L_out) base + P_i + D_i`` (``rho_max`` does not enter).
     """
     l_in, l_out = np.asarray(l_in, dtype=np.int64), np.asarray(l_out, dtype=np.int64)
     held = (config.prefill_chunks(l_in) + np.maximum(l_out, 1)).astype(np.float64)
+    if config.step is not None:
+        work = config.step.prefill_compute_ms(l_in) + config.step.decode_work_ms(l_in, np.maximum(l_out, 1))
+        return ((held + JOIN_ITERATIONS) * config.step.base_ms + work) / 1000.0
     if config.length_scale_tokens is None:
         scaled = held + JOIN_ITERATIONS
     else:
@@ -162,8 +169,8 @@ UNBOUNDED_GPUS = 1e6  # a pool this large has no slot wait worth counting: its p
 RATE_BISECTION_STEPS = 40
 
 
-def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
-                  ceiling_rps: NDArray[np.float64]) -> list[NDArray[np.float64]]:
+def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
+                  ceiling_rps: NDArray[np.float64], tpot: TpotTargets | None = None) -> list[NDArray[np.float64]]:
     """Per pool p, ``r[n - 1]``: the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n = 1 .. N_p``;
     ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
     ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
@@ -180,7 +187,7 @@ def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms:
 
     def feasible(rows: NDArray[np.int64], gpus: NDArray[np.float64], rate_per_gpu: NDArray[np.float64]) -> NDArray[np.bool_]:
         workload = replace(take_rows(unit, rows), rate_rps=rate_per_gpu * gpus)
-        return meets_slo(batching_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows]), slo_ms, rho_max)
+        return meets_slo(_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows], slo_ms), slo_ms, rho_max, tpot)
 
     def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:
         lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()

@@ -92,7 +92,7 @@ def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[i
     seconds = np.array([float(np.dot(traffic[j][2], cap_seconds_per_request(configs[j], traffic[j][0], traffic[j][1], problem.rho_max)))
                         / float(np.sum(traffic[j][2])) for j in rows])
     ceiling = problem.rho_max * np.array([c.slots_per_instance for c in chosen]) / seconds * (1.0 + 1e-9)
-    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling)
+    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets)
     result.update({j: rate * e for j, rate, e in zip(rows, rates, seconds, strict=True)})
     return result
 

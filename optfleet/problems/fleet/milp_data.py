@@ -361,10 +361,11 @@ def level_caps(problem: FleetProblem, cfg: PoolConfig, levels: int, extra_iterat
 def floor_caps(problem: FleetProblem, cfg: PoolConfig, floor_iterations: NDArray[np.float64], slo_ms: float | None = None) -> NDArray[np.float64]:
     """:func:`level_caps` for any floors: the most load per GPU of a pool whose P99 TTFT is at least ``t f`` for each
     ``f`` of ``floor_iterations``, ``(1 - W f / SLO) (W + rho_max s H) / H`` capped at ``rho_max s`` (``slo_ms``
-    in place of the instance's SLO when given)."""
+    in place of the instance's SLO when given).  The engine model's iteration is not ``W + H`` times the load, so it
+    gets the cap alone (its floors still hold: every iteration takes at least its base step ``W``)."""
     cap = problem.rho_max * cfg.slots_per_instance
     floors = np.asarray(floor_iterations, dtype=np.float64)
-    if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0:
+    if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0 or cfg.charges_prefill:
         return np.full(floors.shape, cap)
     pressure = 1.0 - cfg.w_ms * floors / (problem.ttft_p99_ms if slo_ms is None else slo_ms)
     return np.clip(pressure * (cfg.w_ms + cap * cfg.h_ms_per_slot) / cfg.h_ms_per_slot, 0.0, cap)

@@ -119,7 +119,7 @@ class FleetProblem:
     @property
     def milp_takes_service_model(self) -> bool:
         """False for the batching model under the engine model: the MILP's tables are not built for it."""
-        return not (self.service_model == "batching" and self.charges_prefill)
+        return True
 
     def with_compression_on(self) -> "FleetProblem":
         """The same problem with Compress-and-Route on at the instance's settings (its share ``p_c`` and gamma grid,
