@@ -48,6 +48,11 @@ TABLE_MARGIN = 1e-6  # relative, below every table entry and the per-GPU cap: ro
 # An option whose mix allows less than this share of its cap per GPU is closed in the plan's model: its load column
 # would be scaled past 1e3 (HiGHS refuses coefficients near 1e15 and branches badly long before)
 LEAST_CAPACITY_SHARE = 1e-3
+# Under the engine model each table entry solves the prefill queue (batching_engine.py, ~0.1 s a pool on this machine):
+# its tables bisect each rate in this many halvings of [0, ceiling] (the feasible end: 2^-13 of the ceiling below at
+# most), at about this many instance counts per doubling (the counts between read the rate below them: r(n) rises with n)
+ENGINE_RATE_STEPS = 13
+ENGINE_COUNTS_PER_OCTAVE = 2
 Traffic = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]  # l_in, l_out, weight
 
 
@@ -92,7 +97,8 @@ def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[i
     seconds = np.array([float(np.dot(traffic[j][2], cap_seconds_per_request(configs[j], traffic[j][0], traffic[j][1], problem.rho_max)))
                         / float(np.sum(traffic[j][2])) for j in rows])
     ceiling = problem.rho_max * np.array([c.slots_per_instance for c in chosen]) / seconds * (1.0 + 1e-9)
-    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets)
+    coarse = {"steps": ENGINE_RATE_STEPS, "counts_per_octave": ENGINE_COUNTS_PER_OCTAVE} if problem.charges_prefill else {}
+    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets, **coarse)
     result.update({j: rate * e for j, rate, e in zip(rows, rates, seconds, strict=True)})
     return result
 
