@@ -97,3 +97,32 @@ def test_engine_milp_plan_passes_and_its_bound_is_below_a_brute_force(toy_engine
                 costs.append(scored.cost_per_hour)
     assert len(costs) > 2 and result.report.bound <= min(costs) + 1e-6
     assert result.evaluation.cost_per_hour <= min(costs) + 1e-6 or result.report.status != "optimal"
+
+
+@settings(max_examples=30, deadline=None)
+@given(slots=st.integers(2, 48), base_ms=st.floats(2.0, 20.0), per_seq_ms=st.floats(0.01, 0.5), per_kv_token_ms=st.floats(0.0, 1e-4),
+       per_prefill_token_ms=st.floats(0.0, 0.05), gpus=st.integers(1, 4), load=st.floats(0.05, 1.0),
+       atoms=st.lists(st.tuples(st.integers(1, 6000), st.integers(1, 600), st.floats(0.05, 1.0)), min_size=1, max_size=4))
+def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
+                                                                  gpus, load, atoms):
+    """The relaxation's join levels hold under the engine model with the base step as ``W``: a stable pool's P99 TTFT
+    is at least ``base f_r`` at the level r its ``P99 of X + J`` picks (so a pool meeting the SLO has its level on the
+    grid, and row (4) holds there: milp_batching.join_levels)."""
+    from optfleet.problems.fleet.milp_batching import join_grid
+
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
+        return
+    chunks = cfg.prefill_chunks(l_in)
+    k_max = int(np.ceil(cfg.window_tokens / cfg.chunk_tokens))
+    grid = join_grid(k_max, base_ms, np.inf)
+    lo, hi = 0.0, float(chunks.max()) + 1.0  # the P99 of X + J, by bisection on its exact tail
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(weight @ np.clip(chunks + 1.0 - mid, 0.0, 1.0)) > 0.01 else (lo, mid)
+    level = int(np.searchsorted(grid.z, hi - 1e-12))
+    assert state.ttft_p99_ms[0] >= base_ms * grid.floor_iterations[level] * (1 - 1e-9)
