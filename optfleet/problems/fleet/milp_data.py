@@ -163,12 +163,6 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     if floor_bound not in FLOOR_BOUNDS:
         raise ValueError(f"floor_bound must be one of {FLOOR_BOUNDS}")
     batching = problem.service_model == "batching"
-    if not problem.milp_takes_service_model:
-        raise NotApplicableError(
-            "slo.service_model", "batching",
-            "the fleet MILP's batching tables are not built for preset engine yet (each entry solves the prefill queue, "
-            "which takes minutes per table): use method sweep, or service_model slots for the MILP",
-        )
     long_cfg = problem.pool(problem.long_window_tokens)
     if long_cfg.length_scale_tokens is not None and problem.ttft_rule == "paper" and not batching:
         raise NotApplicableError(
