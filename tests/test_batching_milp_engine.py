@@ -76,6 +76,7 @@ def toy_engine():
                          compression__enabled=False).problem
 
 
+@pytest.mark.slow  # about 90 s: each table entry solves the prefill queue
 def test_engine_milp_plan_passes_and_its_bound_is_below_a_brute_force(toy_engine):
     """The MILP's plan passes the evaluator; its bound is at most the cheapest passing plan of a brute force: every
     routing of the sweep's space and the one-pool fleet, each at every instance count from one below its least count
