@@ -29,10 +29,17 @@ def engine_config(slots: int, base_ms: float, per_seq_ms: float, per_kv_token_ms
                       chunk_tokens=chunk, length_scale_tokens=None, cost_per_instance_hour=1.0, gpu="test", step=step)
 
 
+# random engine pools: step coefficients, GPUs, a load up to 1.2 x the slots over the relaxation's hold, a mix of
+# (L_in, L_out, weight) atoms
+ENGINE_POOLS = dict(
+    slots=st.integers(2, 48), base_ms=st.floats(2.0, 20.0), per_seq_ms=st.floats(0.01, 0.5), per_kv_token_ms=st.floats(0.0, 1e-4),
+    per_prefill_token_ms=st.floats(0.0, 0.05), gpus=st.integers(1, 4), load=st.floats(0.05, 1.2),
+    atoms=st.lists(st.tuples(st.integers(1, 6000), st.integers(1, 600), st.floats(0.05, 1.0)), min_size=1, max_size=4),
+)
+
+
 @settings(max_examples=25, deadline=None)
-@given(slots=st.integers(2, 48), base_ms=st.floats(2.0, 20.0), per_seq_ms=st.floats(0.01, 0.5), per_kv_token_ms=st.floats(0.0, 1e-4),
-       per_prefill_token_ms=st.floats(0.0, 0.05), gpus=st.integers(1, 4), load=st.floats(0.05, 1.2),
-       atoms=st.lists(st.tuples(st.integers(1, 6000), st.integers(1, 600), st.floats(0.05, 1.0)), min_size=1, max_size=4))
+@given(**ENGINE_POOLS)
 def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
                                                                       gpus, load, atoms):
     """Row (3)'s load under the engine model, ``lambda_g E[(m + 1/2 + L_out) base + P + D]``, never exceeds the slots the
@@ -101,9 +108,7 @@ def test_engine_milp_plan_passes_and_its_bound_is_below_a_brute_force(toy_engine
 
 
 @settings(max_examples=30, deadline=None)
-@given(slots=st.integers(2, 48), base_ms=st.floats(2.0, 20.0), per_seq_ms=st.floats(0.01, 0.5), per_kv_token_ms=st.floats(0.0, 1e-4),
-       per_prefill_token_ms=st.floats(0.0, 0.05), gpus=st.integers(1, 4), load=st.floats(0.05, 1.0),
-       atoms=st.lists(st.tuples(st.integers(1, 6000), st.integers(1, 600), st.floats(0.05, 1.0)), min_size=1, max_size=4))
+@given(**ENGINE_POOLS)
 def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
                                                                   gpus, load, atoms):
     """The relaxation's join levels hold under the engine model with the base step as ``W``: a stable pool's P99 TTFT
