@@ -49,7 +49,8 @@
   prefill compute routed there, ``sum_k lambda p_k E[P_kj] x[k,j]`` (+ the
   compressed classes') in instance-seconds per second, is at most ``n_j (1 -
   t_w,j / T)``; a TPOT percentile target closes every pool option whose
-  longest-iteration bound is above it.
+  longest-iteration bound is above it.  Under the batching model neither:
+  its tables check the engine model's TPOT (batching_pool.py ``meets_slo``).
 * **Batching service model** (``slo.service_model: batching``): the load is
   each request's slot-seconds at the occupancy cap with no prefill wait
   (``cap_seconds_per_request``, batching_pool.py), the floor levels are the
@@ -284,7 +285,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
-        **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None else {}),
+        **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None and not batching else {}),
     )
 
 
@@ -378,8 +379,8 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
     """
     step = _floor_step_ms(problem, cfg)
     slo = problem.ttft_p99_ms
-    if not problem.tpot_targets.reachable(cfg.tpot_bound_ms, cfg.window_step_ms):
-        return (), np.zeros(0)
+    if problem.service_model != "batching" and not problem.tpot_targets.reachable(cfg.tpot_bound_ms, cfg.window_step_ms):
+        return (), np.zeros(0)  # the batching model checks its own TPOT in its tables (batching_pool.meets_slo)
     if problem.ttft_rule != "fleetsim":
         if problem.service_model == "batching":
             levels = int(min(k_max + 1, np.floor(slo / step)))
