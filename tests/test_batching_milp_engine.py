@@ -42,8 +42,9 @@ ENGINE_POOLS = dict(
 @given(**ENGINE_POOLS)
 def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
                                                                       gpus, load, atoms):
-    """Row (3)'s load under the engine model, ``lambda_g E[(m + 1/2 + L_out) base + P + D]``, never exceeds the slots the
-    engine model holds per GPU (``utilisation x s``), so a pool within its occupancy cap meets the row."""
+    """Row (3)'s loads under the engine model hold for every stable pool: ``lambda_g E[(m + 1/2 + L_out) base + P + D]``
+    never exceeds the slots the engine model holds per GPU (``utilisation x s``), so a pool within its occupancy cap
+    meets the occupancy row, and ``lambda_g E[P + D] < 1`` (the GPU-time row)."""
     cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
     l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
     weight = weight / weight.sum()
@@ -53,6 +54,8 @@ def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base
     if not state.stable[0]:
         return
     assert rate * seconds / gpus <= state.utilisation[0] * slots * (1 + 1e-9)
+    work_ms = float(weight @ (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, l_out)))
+    assert rate * work_ms / 1000.0 / gpus < 1.0  # the GPU-time row's (milp_batching._gpu_time_columns)
 
 
 def test_a_rate_table_on_a_count_grid_is_below_the_full_table():

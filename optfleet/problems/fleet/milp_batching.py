@@ -158,8 +158,21 @@ def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetM
         pools.append(replace(option, table_instances=1, level_floors_ms=tuple(levels.floor_iterations * config.w_ms)))
         caps.append(floor_caps(problem, config, levels.floor_iterations, problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)))
     relaxed = replace(data, pools=tuple(pools), floor_measure=measure, compressed_floor_measure=compressed, floor_allowance=allowance,
-                      level_caps=tuple(caps))
+                      level_caps=tuple(caps), **_gpu_time_columns(data))
     return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
+
+
+def _gpu_time_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
+    """Under the engine model, the relaxation's load columns: per option, the occupancy row's (the hold at the least
+    iterations, :func:`cap_seconds_per_request`) or the GPU-time row's (``rho_max s lambda E[P + D] <= rho_max s``
+    per GPU, the engine's stability ``lambda_g E[P + D] < 1`` scaled to the same cap), whichever is the larger at
+    the option's whole mix.  Each is necessary for every pool meeting the model, so either keeps the bound a bound;
+    empty (no change) under the paper's iteration."""
+    if data.gpu_time_load is None:
+        return {}
+    by_time = data.gpu_time_load.sum(axis=0) > data.load.sum(axis=0)
+    return {"load": np.where(by_time[None, :], data.gpu_time_load, data.load),
+            "compressed_load": np.where(by_time[None, :], data.compressed_gpu_time_load, data.compressed_load)}
 
 
 JOIN_LEVELS_PER_ITERATION = 4  # the relaxation's floor levels per iteration of the in-GPU time (join_levels)

@@ -133,6 +133,8 @@ class FleetMilpData:
     prefill_load: NDArray[np.float64] | None = None
     compressed_prefill_load: NDArray[np.float64] | None = None
     prefill_capacity: NDArray[np.float64] | None = None
+    gpu_time_load: NDArray[np.float64] | None = None  # [k, j] engine batching: rho_max s_j lambda sum_{i in k} w_i (P_i + D_i) / 1000
+    compressed_gpu_time_load: NDArray[np.float64] | None = None  # the same for class k compressed into pool j
 
     def gpu_caps(self, j: int) -> NDArray[np.float64]:
         """Pool j's load per GPU at each floor level, at every instance count (the wait rows (7) beyond the table and the
@@ -208,6 +210,15 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     compressed_second_load = np.zeros((count, n_pools))
     prefill_load = np.zeros((count, n_pools))
     compressed_prefill_load = np.zeros((count, n_pools))
+    engine_batching = batching and long_cfg.charges_prefill
+    gpu_time_load = np.zeros((count, n_pools))
+    compressed_gpu_time_load = np.zeros((count, n_pools))
+
+    def gpu_time_s(cfg: PoolConfig, l_in: NDArray[np.int64], l_out_: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Per request, ``rho_max s (P + D) / 1000``: its GPU time under the engine model, in the load's units."""
+        steps = np.maximum(l_out_, 1)
+        return problem.rho_max * cfg.slots_per_instance * (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, steps)) / 1000.0
+
     compressed_floor_measure = np.zeros((count, n_pools, width))
     gamma_max = max(problem.gammas)
     second = np.zeros(n_pools)
@@ -227,6 +238,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service, minlength=count)
         second_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service**2, minlength=count)
         prefill_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cfg.prefill_compute_ms(mix.l_in) / 1000.0, minlength=count)
+        if engine_batching:
+            gpu_time_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * gpu_time_s(cfg, mix.l_in, l_out), minlength=count)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
         second[j] = np.dot(w[fit_atoms], service[fit_atoms] ** 2)
@@ -239,6 +252,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
             compressed_s = seconds(cfg, window - l_out[band], l_out[band])
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
+            if engine_batching:
+                compressed_gpu_time_load[:, j] = problem.rate_rps * np.bincount(
+                    class_of[band], weights=w[band] * gpu_time_s(cfg, window - l_out[band], l_out[band]), minlength=count)
             compressed_second_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s**2, minlength=count)
             compressed_prefill_load[:, j] = problem.rate_rps * np.bincount(
                 class_of[band], weights=w[band] * cfg.prefill_compute_ms(window - l_out[band]) / 1000.0, minlength=count)
@@ -285,6 +301,7 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
+        **({"gpu_time_load": gpu_time_load, "compressed_gpu_time_load": compressed_gpu_time_load} if engine_batching else {}),
         **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None and not batching else {}),
     )
 
