@@ -13,13 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from optfleet.errors import InfeasibleError, InputError, NotApplicableError
+from optfleet.errors import InfeasibleError, InputError
 from optfleet.instance import load_instance
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.assumptions import assumption_lines
 from optfleet.problems.fleet.batching_pool import batching_workload, min_instances_batching, state_at
 from optfleet.problems.fleet.heuristics import sweep
-from optfleet.problems.fleet.milp import solve_milp
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.problem import prepare
 from optfleet.problems.fleet.simulate.batching import simulate_batching
@@ -205,11 +204,6 @@ def test_an_unreachable_tpot_target_is_explained():
     assert evaluate(problem, Plan((PoolPlan("long", 2000, 3),))).pools[0].binding == "tpot"
 
 
-def test_the_milp_refuses_the_engine_batching_model():
-    with pytest.raises(NotApplicableError, match="slo.service_model"):
-        solve_milp(_problem())
-
-
 def test_a_budget_above_the_window_is_the_window():
     # every prompt of the 2000-token pool prefills in one iteration either way: the same pool, the same plan
     at_window = _problem(hardware__iteration={"chunk_tokens": 2000})
@@ -224,12 +218,10 @@ def test_an_unreachable_tpot_target_is_explained_by_the_batching_model():
         sweep(problem)
 
 
-def test_the_instance_may_not_ask_for_the_milp_and_the_header_says_what_tpot_targets_meet():
-    with pytest.raises(InputError, match="solve.method"):
-        _problem(solve={"method": "milp"})
+def test_the_header_says_what_tpot_targets_meet():
     lines = assumption_lines(_problem(slo={"ttft_p99_ms": 1000, "service_model": "batching", "tpot_p50_ms": 20}))
     assert "p50 20 ms (percentiles checked against the batching model's P99 TPOT)" in "\n".join(lines)
-    assert "the MILP does not take the engine's batching model" in lines[-1] and "K = 2 pools" in lines[-1]
+    assert "MILP: " in lines[-1] and "K = 2 pools" in lines[-1]
 
 
 def test_a_token_budget_too_small_for_the_window_is_refused():

@@ -42,7 +42,6 @@ def assumptions(problem: FleetProblem) -> dict[str, Any]:
                         if problem.compression_enabled else {"enabled": False}),
         "max_pools": problem.max_pools,
         "milp_routing": problem.milp_routing,
-        "milp_applies": problem.milp_takes_service_model,
     }
 
 
@@ -90,6 +89,5 @@ def assumption_lines(problem: FleetProblem) -> list[str]:
         f"  iteration times: {engines}",
         f"  chunk {a['chunk_tokens']:,} tokens; P99 TTFT {significant(a['ttft_p99_ms'], 6)} ms (rule {a['ttft_rule']}); TPOT targets: {tpot}; "
         f"rho_max {a['rho_max']:g}",
-        f"  compression {compression}; K = {a['max_pools']} pools; "
-        + (f"MILP: {a['milp_routing']} routing" if a["milp_applies"] else "the MILP does not take the engine's batching model"),
+        f"  compression {compression}; K = {a['max_pools']} pools; MILP: {a['milp_routing']} routing",
     ]

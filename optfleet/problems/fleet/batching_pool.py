@@ -147,9 +147,16 @@ def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLik
 
     ``phi_i = (L_in + L_out) / L_scale`` (length-scaled iteration; the join's half iteration dropped, ``delta = 0``,
     since ``phi`` is a ratio there) or ``phi_i = 1`` and ``delta = 1`` (flat): linear in the routed rates.
+
+    Under the engine model (batching_engine.py) the hold is ``h_i = J + Q + m_i t_d + P_i + L_out t`` with
+    ``t_d >= base`` and ``t >= base + E[D] / E[L_out]``, so ``E[h] >= E[(m_i + 1/2 + L_out) base + P_i + D_i]``:
+    the slot-milliseconds of request i are ``(m_i + 1/2 + L_out) base + P_i + D_i`` (``rho_max`` does not enter).
     """
     l_in, l_out = np.asarray(l_in, dtype=np.int64), np.asarray(l_out, dtype=np.int64)
     held = (config.prefill_chunks(l_in) + np.maximum(l_out, 1)).astype(np.float64)
+    if config.step is not None:
+        work = config.step.prefill_compute_ms(l_in) + config.step.decode_work_ms(l_in, np.maximum(l_out, 1))
+        return ((held + JOIN_ITERATIONS) * config.step.base_ms + work) / 1000.0
     if config.length_scale_tokens is None:
         scaled = held + JOIN_ITERATIONS
     else:
@@ -162,8 +169,9 @@ UNBOUNDED_GPUS = 1e6  # a pool this large has no slot wait worth counting: its p
 RATE_BISECTION_STEPS = 40
 
 
-def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
-                  ceiling_rps: NDArray[np.float64]) -> list[NDArray[np.float64]]:
+def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
+                  ceiling_rps: NDArray[np.float64], tpot: TpotTargets | None = None, steps: int = RATE_BISECTION_STEPS,
+                  counts_per_octave: int | None = None) -> list[NDArray[np.float64]]:
     """Per pool p, ``r[n - 1]``: the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n = 1 .. N_p``;
     ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
     ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
@@ -173,18 +181,21 @@ def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms:
     rate ``r(n)`` rises with ``n`` towards ``r_inf``, the rate of a pool without slot wait.  ``N_p`` is the least
     ``n`` that meets the SLO at ``r_inf`` (then ``r(n) = r_inf`` from there on), capped at ``TABLE_GPU_LIMIT``
     (then ``r(N_p)``, a floor for larger pools).  A pool that cannot meet the SLO even idle gets ``[0]``.
-    Each rate is the feasible end of a bisection (relative width ``2^-40``).
+    Each rate is the feasible end of a bisection of ``steps`` halvings of ``[0, ceiling]`` (relative width ``2^-steps``).
+    With ``counts_per_octave`` k, ``r`` is bisected only at ``n = floor(2^(i / k))`` and ``N_p`` and each other count
+    reads the rate of the largest such count below it (a floor, since ``r`` rises with ``n``): about ``k log2 N_p``
+    entries per pool instead of ``N_p``.
     """
     count = len(configs)
     slots, w_ms, h_ms = pool_arrays(configs)
 
     def feasible(rows: NDArray[np.int64], gpus: NDArray[np.float64], rate_per_gpu: NDArray[np.float64]) -> NDArray[np.bool_]:
         workload = replace(take_rows(unit, rows), rate_rps=rate_per_gpu * gpus)
-        return meets_slo(batching_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows]), slo_ms, rho_max)
+        return meets_slo(_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows], slo_ms), slo_ms, rho_max, tpot)
 
     def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:
         lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()
-        for _ in range(RATE_BISECTION_STEPS):
+        for _ in range(steps):
             mid = 0.5 * (lo + hi)
             ok = feasible(rows, gpus, mid)
             lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
@@ -219,9 +230,13 @@ def rates_per_gpu(unit: BatchingWorkload, configs: Sequence[PoolConfig], slo_ms:
     gpus = np.concatenate([np.arange(1, size + 1, dtype=np.float64) for size in sizes])
     at_limit = (gpus == sizes[rows]) & (limit[rows] > 0) & (known_bad[rows] < TABLE_GPU_LIMIT)
     rates = np.where(at_limit, limit[rows], 0.0)
-    search = np.flatnonzero(~at_limit & (limit[rows] > 0))
+    grid = np.ones(len(gpus), dtype=bool) if counts_per_octave is None else np.isin(
+        gpus, np.floor(2.0 ** (np.arange(int(np.log2(TABLE_GPU_LIMIT)) * counts_per_octave + 1) / counts_per_octave)))
+    search = np.flatnonzero(~at_limit & (limit[rows] > 0) & grid)
     if len(search):
         rates[search] = largest(rows[search], gpus[search])
+    # a count off the grid reads the last grid count's rate before it (np.maximum.accumulate of the grid's positions)
+    rates = rates[np.maximum.accumulate(np.where(grid | at_limit, np.arange(len(gpus)), 0))]
     # r(n) rises with n; each count reads at most the rate of every larger one (a table that never claims more
     # than a larger pool's bisection found, whatever the noise)
     ends = np.cumsum(sizes)[:-1]

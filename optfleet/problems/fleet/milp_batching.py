@@ -48,6 +48,11 @@ TABLE_MARGIN = 1e-6  # relative, below every table entry and the per-GPU cap: ro
 # An option whose mix allows less than this share of its cap per GPU is closed in the plan's model: its load column
 # would be scaled past 1e3 (HiGHS refuses coefficients near 1e15 and branches badly long before)
 LEAST_CAPACITY_SHARE = 1e-3
+# Under the engine model each table entry solves the prefill queue (batching_engine.py, ~0.1 s a pool on this machine):
+# its tables bisect each rate in this many halvings of [0, ceiling] (the feasible end: 2^-13 of the ceiling below at
+# most), at about this many instance counts per doubling (the counts between read the rate below them: r(n) rises with n)
+ENGINE_RATE_STEPS = 13
+ENGINE_COUNTS_PER_OCTAVE = 2
 Traffic = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]  # l_in, l_out, weight
 
 
@@ -92,7 +97,8 @@ def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[i
     seconds = np.array([float(np.dot(traffic[j][2], cap_seconds_per_request(configs[j], traffic[j][0], traffic[j][1], problem.rho_max)))
                         / float(np.sum(traffic[j][2])) for j in rows])
     ceiling = problem.rho_max * np.array([c.slots_per_instance for c in chosen]) / seconds * (1.0 + 1e-9)
-    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling)
+    coarse = {"steps": ENGINE_RATE_STEPS, "counts_per_octave": ENGINE_COUNTS_PER_OCTAVE} if problem.charges_prefill else {}
+    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets, **coarse)
     result.update({j: rate * e for j, rate, e in zip(rows, rates, seconds, strict=True)})
     return result
 
@@ -152,8 +158,21 @@ def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetM
         pools.append(replace(option, table_instances=1, level_floors_ms=tuple(levels.floor_iterations * config.w_ms)))
         caps.append(floor_caps(problem, config, levels.floor_iterations, problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)))
     relaxed = replace(data, pools=tuple(pools), floor_measure=measure, compressed_floor_measure=compressed, floor_allowance=allowance,
-                      level_caps=tuple(caps))
+                      level_caps=tuple(caps), **_gpu_time_columns(data))
     return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
+
+
+def _gpu_time_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
+    """Under the engine model, the relaxation's load columns: per option, the occupancy row's (the hold at the least
+    iterations, :func:`cap_seconds_per_request`) or the GPU-time row's (``rho_max s lambda E[P + D] <= rho_max s``
+    per GPU, the engine's stability ``lambda_g E[P + D] < 1`` scaled to the same cap), whichever is the larger at
+    the option's whole mix.  Each is necessary for every pool meeting the model, so either keeps the bound a bound;
+    empty (no change) under the paper's iteration."""
+    if data.gpu_time_load is None:
+        return {}
+    by_time = data.gpu_time_load.sum(axis=0) > data.load.sum(axis=0)
+    return {"load": np.where(by_time[None, :], data.gpu_time_load, data.load),
+            "compressed_load": np.where(by_time[None, :], data.compressed_gpu_time_load, data.compressed_load)}
 
 
 JOIN_LEVELS_PER_ITERATION = 4  # the relaxation's floor levels per iteration of the in-GPU time (join_levels)

@@ -49,7 +49,8 @@
   prefill compute routed there, ``sum_k lambda p_k E[P_kj] x[k,j]`` (+ the
   compressed classes') in instance-seconds per second, is at most ``n_j (1 -
   t_w,j / T)``; a TPOT percentile target closes every pool option whose
-  longest-iteration bound is above it.
+  longest-iteration bound is above it.  Under the batching model neither:
+  its tables check the engine model's TPOT (batching_pool.py ``meets_slo``).
 * **Batching service model** (``slo.service_model: batching``): the load is
   each request's slot-seconds at the occupancy cap with no prefill wait
   (``cap_seconds_per_request``, batching_pool.py), the floor levels are the
@@ -132,6 +133,8 @@ class FleetMilpData:
     prefill_load: NDArray[np.float64] | None = None
     compressed_prefill_load: NDArray[np.float64] | None = None
     prefill_capacity: NDArray[np.float64] | None = None
+    gpu_time_load: NDArray[np.float64] | None = None  # [k, j] engine batching: rho_max s_j lambda sum_{i in k} w_i (P_i + D_i) / 1000
+    compressed_gpu_time_load: NDArray[np.float64] | None = None  # the same for class k compressed into pool j
 
     def gpu_caps(self, j: int) -> NDArray[np.float64]:
         """Pool j's load per GPU at each floor level, at every instance count (the wait rows (7) beyond the table and the
@@ -163,12 +166,6 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     if floor_bound not in FLOOR_BOUNDS:
         raise ValueError(f"floor_bound must be one of {FLOOR_BOUNDS}")
     batching = problem.service_model == "batching"
-    if not problem.milp_takes_service_model:
-        raise NotApplicableError(
-            "slo.service_model", "batching",
-            "the fleet MILP's batching tables are not built for preset engine yet (each entry solves the prefill queue, "
-            "which takes minutes per table): use method sweep, or service_model slots for the MILP",
-        )
     long_cfg = problem.pool(problem.long_window_tokens)
     if long_cfg.length_scale_tokens is not None and problem.ttft_rule == "paper" and not batching:
         raise NotApplicableError(
@@ -213,6 +210,15 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     compressed_second_load = np.zeros((count, n_pools))
     prefill_load = np.zeros((count, n_pools))
     compressed_prefill_load = np.zeros((count, n_pools))
+    engine_batching = batching and long_cfg.charges_prefill
+    gpu_time_load = np.zeros((count, n_pools))
+    compressed_gpu_time_load = np.zeros((count, n_pools))
+
+    def gpu_time_s(cfg: PoolConfig, l_in: NDArray[np.int64], l_out_: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Per request, ``rho_max s (P + D) / 1000``: its GPU time under the engine model, in the load's units."""
+        steps = np.maximum(l_out_, 1)
+        return problem.rho_max * cfg.slots_per_instance * (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, steps)) / 1000.0
+
     compressed_floor_measure = np.zeros((count, n_pools, width))
     gamma_max = max(problem.gammas)
     second = np.zeros(n_pools)
@@ -232,6 +238,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service, minlength=count)
         second_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service**2, minlength=count)
         prefill_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cfg.prefill_compute_ms(mix.l_in) / 1000.0, minlength=count)
+        if engine_batching:
+            gpu_time_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * gpu_time_s(cfg, mix.l_in, l_out), minlength=count)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
         second[j] = np.dot(w[fit_atoms], service[fit_atoms] ** 2)
@@ -244,6 +252,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             k_comp = np.ceil((window - l_out[band]) / chunk).astype(np.int64)
             compressed_s = seconds(cfg, window - l_out[band], l_out[band])
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
+            if engine_batching:
+                compressed_gpu_time_load[:, j] = problem.rate_rps * np.bincount(
+                    class_of[band], weights=w[band] * gpu_time_s(cfg, window - l_out[band], l_out[band]), minlength=count)
             compressed_second_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s**2, minlength=count)
             compressed_prefill_load[:, j] = problem.rate_rps * np.bincount(
                 class_of[band], weights=w[band] * cfg.prefill_compute_ms(window - l_out[band]) / 1000.0, minlength=count)
@@ -290,7 +301,8 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
-        **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None else {}),
+        **({"gpu_time_load": gpu_time_load, "compressed_gpu_time_load": compressed_gpu_time_load} if engine_batching else {}),
+        **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None and not batching else {}),
     )
 
 
@@ -361,10 +373,11 @@ def level_caps(problem: FleetProblem, cfg: PoolConfig, levels: int, extra_iterat
 def floor_caps(problem: FleetProblem, cfg: PoolConfig, floor_iterations: NDArray[np.float64], slo_ms: float | None = None) -> NDArray[np.float64]:
     """:func:`level_caps` for any floors: the most load per GPU of a pool whose P99 TTFT is at least ``t f`` for each
     ``f`` of ``floor_iterations``, ``(1 - W f / SLO) (W + rho_max s H) / H`` capped at ``rho_max s`` (``slo_ms``
-    in place of the instance's SLO when given)."""
+    in place of the instance's SLO when given).  The engine model's iteration is not ``W + H`` times the load, so it
+    gets the cap alone (its floors still hold: every iteration takes at least its base step ``W``)."""
     cap = problem.rho_max * cfg.slots_per_instance
     floors = np.asarray(floor_iterations, dtype=np.float64)
-    if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0:
+    if cfg.length_scale_tokens is not None or cfg.h_ms_per_slot <= 0 or cfg.charges_prefill:
         return np.full(floors.shape, cap)
     pressure = 1.0 - cfg.w_ms * floors / (problem.ttft_p99_ms if slo_ms is None else slo_ms)
     return np.clip(pressure * (cfg.w_ms + cap * cfg.h_ms_per_slot) / cfg.h_ms_per_slot, 0.0, cap)
@@ -383,8 +396,8 @@ def floor_levels(problem: FleetProblem, cfg: PoolConfig, k_max: int, floor_bound
     """
     step = _floor_step_ms(problem, cfg)
     slo = problem.ttft_p99_ms
-    if not problem.tpot_targets.reachable(cfg.tpot_bound_ms, cfg.window_step_ms):
-        return (), np.zeros(0)
+    if problem.service_model != "batching" and not problem.tpot_targets.reachable(cfg.tpot_bound_ms, cfg.window_step_ms):
+        return (), np.zeros(0)  # the batching model checks its own TPOT in its tables (batching_pool.meets_slo)
     if problem.ttft_rule != "fleetsim":
         if problem.service_model == "batching":
             levels = int(min(k_max + 1, np.floor(slo / step)))

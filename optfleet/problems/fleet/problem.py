@@ -116,11 +116,6 @@ class FleetProblem:
         """True under the engine model (``preset: engine``)."""
         return self.preset == ENGINE_PRESET
 
-    @property
-    def milp_takes_service_model(self) -> bool:
-        """False for the batching model under the engine model: the MILP's tables are not built for it."""
-        return not (self.service_model == "batching" and self.charges_prefill)
-
     def with_compression_on(self) -> "FleetProblem":
         """The same problem with Compress-and-Route on at the instance's settings (its share ``p_c`` and gamma grid,
         ``compression_gammas``): what an instance that leaves compression off would get with it."""
@@ -251,9 +246,6 @@ def prepare(loaded: LoadedInstance) -> FleetProblem:
     check_preset_fields(spec.preset, spec.hardware)
     _check_token_budget(spec.hardware)
     tpot_given = [name for name in ("tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tpot_mean_ms") if getattr(spec.slo, name) is not None]
-    if spec.preset == ENGINE_PRESET and spec.slo.service_model == "batching" and spec.solve.method == "milp":
-        raise InputError("solve.method", "milp", "the fleet MILP's batching tables are not built for preset engine yet (each entry solves "
-                         "the prefill queue): use method sweep, or service_model slots for the MILP")
     if tpot_given and spec.slo.service_model == "batching" and spec.preset != ENGINE_PRESET:
         raise InputError(f"slo.{tpot_given[0]}", getattr(spec.slo, tpot_given[0]), f"TPOT targets under the batching model need "
                          f"preset engine (the paper's batching iteration, preset {spec.preset}, has no TPOT model); or use service_model: slots")

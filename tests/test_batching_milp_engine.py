@@ -1,0 +1,137 @@
+"""The fleet MILP under the engine model's batching service model (``preset: engine``, ``slo.service_model: batching``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import optfleet
+from optfleet.engine.step import AffineStep
+from optfleet.problems.fleet import evaluate
+from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, meets_slo, rates_per_gpu, state_at
+from optfleet.problems.fleet.heuristics import homogeneous
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet.pool_config import PoolConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "instances/fleet/toy.yaml"
+
+
+def engine_config(slots: int, base_ms: float, per_seq_ms: float, per_kv_token_ms: float, per_prefill_token_ms: float,
+                  chunk: int = 512, window: int = 8192) -> PoolConfig:
+    step = AffineStep(base_ms=base_ms, per_seq_ms=per_seq_ms, per_kv_token_ms=per_kv_token_ms, per_prefill_token_ms=per_prefill_token_ms,
+                      per_prefill_pair_ms=0.0)
+    return PoolConfig(window_tokens=window, slots_per_instance=slots, w_ms=base_ms, h_ms_per_slot=float(step.seq_step_ms(window)),
+                      chunk_tokens=chunk, length_scale_tokens=None, cost_per_instance_hour=1.0, gpu="test", step=step)
+
+
+# random engine pools: step coefficients, GPUs, a load up to 1.2 x the slots over the relaxation's hold, a mix of
+# (L_in, L_out, weight) atoms
+ENGINE_POOLS = dict(
+    slots=st.integers(2, 48), base_ms=st.floats(2.0, 20.0), per_seq_ms=st.floats(0.01, 0.5), per_kv_token_ms=st.floats(0.0, 1e-4),
+    per_prefill_token_ms=st.floats(0.0, 0.05), gpus=st.integers(1, 4), load=st.floats(0.05, 1.2),
+    atoms=st.lists(st.tuples(st.integers(1, 6000), st.integers(1, 600), st.floats(0.05, 1.0)), min_size=1, max_size=4),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(**ENGINE_POOLS)
+def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
+                                                                      gpus, load, atoms):
+    """Row (3)'s loads under the engine model hold for every stable pool: ``lambda_g E[(m + 1/2 + L_out) base + P + D]``
+    never exceeds the slots the engine model holds per GPU (``utilisation x s``), so a pool within its occupancy cap
+    meets the occupancy row, and ``lambda_g E[P + D] < 1`` (the GPU-time row)."""
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    seconds = float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    rate = load * slots * gpus / seconds
+    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    if not state.stable[0]:
+        return
+    assert rate * seconds / gpus <= state.utilisation[0] * slots * (1 + 1e-9)
+    work_ms = float(weight @ (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, l_out)))
+    assert rate * work_ms / 1000.0 / gpus < 1.0  # the GPU-time row's (milp_batching._gpu_time_columns)
+
+
+def test_a_rate_table_on_a_count_grid_is_below_the_full_table():
+    """The engine tables' coarse rates (fewer halvings, a grid of counts: ``rates_per_gpu``'s ``steps`` and
+    ``counts_per_octave``) never claim more than the full table, rise with the count and meet the model at every count
+    (the grid's logic does not depend on the model: checked on the paper's, whose entries are cheap)."""
+    cfg = PoolConfig(window_tokens=65536, slots_per_instance=16, w_ms=8.0, h_ms_per_slot=0.65, chunk_tokens=512, length_scale_tokens=None,
+                     cost_per_instance_hour=1.0, gpu="test")
+    l_in, l_out, weight = np.array([200, 4000]), np.array([300, 200]), np.array([0.6, 0.4])
+    unit = batching_workload([cfg], [(l_in, l_out, weight)], 1.0)
+    slo, rho = 500.0, 0.85
+    ceiling = np.array([rho * 16 / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, rho))])
+    (full,) = rates_per_gpu(unit, [cfg], slo, rho, ceiling)
+    (coarse,) = rates_per_gpu(unit, [cfg], slo, rho, ceiling, steps=10, counts_per_octave=1)
+    assert len(coarse) > 4 and np.all(np.diff(coarse) >= 0)
+    extended = np.pad(full, (0, max(len(coarse) - len(full), 0)), mode="edge")  # the last entry holds from N on
+    assert np.all(coarse <= extended[:len(coarse)] * (1 + 1e-12))
+    assert len(np.unique(coarse)) < len(coarse)  # off-grid counts read the rate below them
+    n = np.arange(1, len(coarse) + 1)
+    workload = batching_workload([cfg] * len(n), [(l_in, l_out, weight)] * len(n), coarse * n)
+    assert np.all(meets_slo(state_at(workload, [cfg] * len(n), n), slo, rho))
+
+
+@pytest.fixture(scope="module")
+def toy_engine():
+    """The toy fleet (two windows) under the engine model's batching service model, compression off."""
+    return optfleet.load(TOY, preset="engine", hardware__iteration={"chunk_tokens": 1000}, slo__service_model="batching",
+                         compression__enabled=False).problem
+
+
+@pytest.mark.slow  # about 90 s: each table entry solves the prefill queue
+def test_engine_milp_plan_passes_and_its_bound_is_below_a_brute_force(toy_engine):
+    """The MILP's plan passes the evaluator; its bound is at most the cheapest passing plan of a brute force: every
+    routing of the sweep's space and the one-pool fleet, each at every instance count from one below its least count
+    under the evaluator to two above."""
+    from optfleet.problems.fleet.heuristics.sweep import candidate_table, plan_from_row
+
+    result = solve_milp(toy_engine)
+    assert result.evaluation.meets_slo
+    assert result.report.bound is not None and result.report.bound <= result.evaluation.cost_per_hour + 1e-6
+    plans = [plan_from_row(toy_engine, row, "sweep") for _, row in candidate_table(toy_engine).iterrows() if row["feasible"]]
+    plans.append(homogeneous(toy_engine))
+    costs = []
+    for plan in plans:
+        least = [p.min_instances for p in evaluate(toy_engine, plan).pools]
+        for counts in np.ndindex(*(4,) * len(least)):
+            sized = plan.with_instances([max(n + d - 1, 1) for n, d in zip(least, counts, strict=True)])
+            scored = evaluate(toy_engine, sized)
+            if scored.meets_slo:
+                costs.append(scored.cost_per_hour)
+    assert len(costs) > 2 and result.report.bound <= min(costs) + 1e-6
+    assert result.evaluation.cost_per_hour <= min(costs) + 1e-6 or result.report.status != "optimal"
+
+
+@settings(max_examples=30, deadline=None)
+@given(**ENGINE_POOLS)
+def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
+                                                                  gpus, load, atoms):
+    """The relaxation's join levels hold under the engine model with the base step as ``W``: a stable pool's P99 TTFT
+    is at least ``base f_r`` at the level r its ``P99 of X + J`` picks (so a pool meeting the SLO has its level on the
+    grid, and row (4) holds there: milp_batching.join_levels)."""
+    from optfleet.problems.fleet.milp_batching import join_grid
+
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
+        return
+    chunks = cfg.prefill_chunks(l_in)
+    k_max = int(np.ceil(cfg.window_tokens / cfg.chunk_tokens))
+    grid = join_grid(k_max, base_ms, np.inf)
+    lo, hi = 0.0, float(chunks.max()) + 1.0  # the P99 of X + J, by bisection on its exact tail
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(weight @ np.clip(chunks + 1.0 - mid, 0.0, 1.0)) > 0.01 else (lo, mid)
+    level = int(np.searchsorted(grid.z, hi - 1e-12))
+    assert state.ttft_p99_ms[0] >= base_ms * grid.floor_iterations[level] * (1 - 1e-9)
