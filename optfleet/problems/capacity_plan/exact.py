@@ -88,7 +88,8 @@ def lp_guided_plan(problem: CapacityProblem, time_limit_s: float) -> Schedule | 
     A heuristic start for the full MILP, whose own heuristics find poor plans on long horizons: on
     week_three_models (168 periods) their first incumbent came after about 50 s of root cuts at $21,525; from this
     start the 60 s solve ends at $20,222.5 against a bound of $19,352.6, a 4.5 % gap where it was 9.9 %
-    (benchmarks/bench_capacity_plan.py, docs/guide/capacity-plan.md)."""
+    (benchmarks/bench_capacity_plan.py, docs/guide/capacity-plan.md; measured before the residual-capacity rows,
+    with which this start is $20,387.4)."""
     began = time.perf_counter()
     options = problem.spec.solve
     relaxed, report = lp_relaxation(problem, time_limit_s)
@@ -118,7 +119,8 @@ def lp_bound(problem: CapacityProblem, time_limit_s: float | None = None) -> flo
     (models/capacity_plan.py, checked by brute force in tests/test_capacity_plan.py) and the relaxation's feasible
     set holds every MILP solution: ``LP* <= MILP* <= cost(plan)``.  For plans that no full MILP can be run on in
     time (the month study's rolling horizon, benchmarks/bench_capacity_plan_study.py).  It is weak where the
-    relaxation splits a model across types: 18,864 on week_three_models against plans of about $20,200 (6.7 %)."""
+    relaxation splits a model across types: 19,487.5 on week_three_models against plans of about $20,200 (3.6 %;
+    18,863.8 and 6.7 % without the residual-capacity rows of models/capacity_plan.py)."""
     _, report = lp_relaxation(problem, time_limit_s)
     return report.objective if report.status == OPTIMAL else None
 
