@@ -212,10 +212,10 @@ def add_residual_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> Non
     and "free" the other models that may run on ``g``.  E.g. ``O >= (a + b - cap_R - cap_K) y``: a model that
     does not fit in the reserved and spot caps beside the forced models needs that much on demand.
 
-    Valid (a mixed-integer rounding of the capacity row, the residual-capacity inequality of network design,
-    Magnanti, Mirchandani and Vachani, Math. Programming 60 (1993)): the capacity row (:func:`add_capacity`) with
-    ``X <= cap_X`` and ``w <= Q`` gives ``sum_S X >= max(0, use - D)``, and ``use >= b + sum_free a y`` (``u >= tp x
-    >= tp n y``).  ``h(v) = max(0, b + v - D)`` is convex with ``h(0) = 0`` when ``D > b``, hence superadditive, so
+    Valid (a superadditive lifting of the capacity row; cf. the residual-capacity inequalities of network design,
+    Magnanti, Mirchandani and Vachani, Math. Programming 60 (1993) 233-250): the capacity row
+    (:func:`add_capacity`) with ``X <= cap_X`` and ``w <= Q`` gives ``sum_S X >= max(0, use - D)``, and ``use >= b
+    + sum_free a y`` (``u >= tp x >= tp n y``).  ``h(v) = max(0, b + v - D)`` is convex with ``h(0) = 0`` when ``D > b``, hence superadditive, so
     for binary ``y`` ``h(sum_{y_m = 1} a_m) >= sum_{y_m = 1} h(a_m)``.  It cuts off the LP's split assignments:
     a fraction ``y`` of a model that fills the capped options exactly (the LP's ``sum_S X >= b + sum a y - D``
     is weaker by ``(D - b)(1 - y)``); where ``D <= b`` the row is that LP row, and is left out.  On week_three_models
