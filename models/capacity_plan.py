@@ -25,6 +25,9 @@ the spot GPUs counted at the type's confidence when ``s`` are bought (spot.py).
   optimum ``w`` is the minimum, the evaluator's ``held_usable``).  Since ``R``, ``O`` and ``K`` are integers this
   is ``ceil(use - R - A - O) <= k(S)`` with ``A = P + sum_m min(u, Q)``: the spot GPUs relied on survive with
   probability at least the confidence (exactly the evaluator's rule; the chance holds per type and period);
+* :func:`add_residual_capacity`: valid rows that cut off split assignments, ``sum_{X in S} X >= sum_m (a[m, g, t] +
+  b - D)^+ y[m, g, t]`` for each set ``S`` of a type's purchase options whose complement is capped at ``D`` GPUs
+  (``b``: the GPUs of the models with no other type); they remove no integer plan;
 * :func:`add_budget`, :func:`add_gpu_mix`: ``cost <= B``; ``min_share sum_g H <= H_g <= max_share sum_g H``
   with ``H = R + P + sum_m Q + O + S`` the GPUs held, in every period;
 * objective ``min sum_gt c^R_g r + c^O_g O + c^S_g S`` (the reservations already held are sunk: not in it).
@@ -36,6 +39,7 @@ schedule the evaluator finds feasible (tests/test_capacity_plan.py checks this b
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +72,7 @@ def build(problem: CapacityProblem, constraints: bool = True, reserved_before: n
     add_on_demand(m, problem)
     add_spot(m, problem)
     add_capacity(m, problem)
+    add_residual_capacity(m, problem)
     add_cost(m, problem)
     if constraints:
         for i, constraint in enumerate(problem.spec.constraints):
@@ -166,17 +171,75 @@ def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
     m.pinned_use = pyo.Constraint(m.W, rule=lambda _, i, g, t: m.w[i, g, t] <= scaled(model_use(m, problem, i, g, t)))
 
     def rule(_, g, t):
-        offer = problem.offers[g]
-        k = offer.spot_counted
         use = [term for i in range(n_models) for term in model_use(m, problem, i, g, t)]
-        held = [(1.0, m.o[g, t])] if (g, t) in m.o else []
-        held += [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, int(offer.spot_cap[t]) + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
+        held = [term for terms, _ in purchased(m, problem, g, t).values() for term in terms]
         held += [(1.0, m.w[i, g, t]) for i in range(n_models) if (i, g, t) in m.W]
         if not use:
             return pyo.Constraint.Skip
-        return scaled(use) <= scaled(held) + m.reserved_held(g, t) + int(m.reserved_before[g, t]) + int(problem.held.pool[g, t])
+        return scaled(use) <= scaled(held) + int(m.reserved_before[g, t]) + int(problem.held.pool[g, t])
 
     m.capacity = pyo.Constraint(range(len(problem.offers)), range(problem.periods), rule=rule)
+
+
+def purchased(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int) -> dict[str, tuple[list[tuple[float, object]], int | None]]:
+    """The GPUs type ``g`` holds in period ``t`` by each purchase option it offers, as (terms, cap): ``reserved``
+    ``R[g, t] = sum_{t - term < s <= t} r[g, s]`` (cap: ``reserved.max_gpus`` less those held from before a window),
+    ``on_demand`` ``O[g, t]`` (cap ``on_demand.max_gpus``) and ``spot`` ``K[g, t] = sum_j (k(j) - k(j-1)) z[g, t, j]``
+    (cap ``k(spot_cap[t])``); None: no cap.  An option without a variable in the period is left out."""
+    offer = problem.offers[g]
+    parts: dict[str, tuple[list[tuple[float, object]], int | None]] = {}
+    term = offer.reserved_term_periods
+    if term is not None:
+        cap = None if offer.reserved_max_gpus is None else offer.reserved_max_gpus - int(m.reserved_before[g, t])
+        parts["reserved"] = ([(1.0, m.r[g, s]) for s in range(max(0, t - term + 1), t + 1)], cap)
+    if (g, t) in m.o:
+        parts["on_demand"] = ([(1.0, m.o[g, t])], offer.on_demand_max_gpus)
+    k, cap_t = offer.spot_counted, int(offer.spot_cap[t])
+    steps = [(float(k[j] - k[j - 1]), m.z[g, t, j]) for j in range(1, cap_t + 1) if (g, t, j) in m.Z and k[j] > k[j - 1]]
+    if steps:
+        parts["spot"] = (steps, int(k[cap_t]))
+    return parts
+
+
+def add_residual_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """Residual-capacity rows: for a type ``g``, a period ``t`` and a set ``S`` of its purchase options whose
+    complement is capped,
+
+        sum_{X in S} X[g, t]  >=  sum_{m free} (a[m, g, t] + b - D)^+ y[m, g, t]     (only where D > b),
+
+    with ``D = sum_{X not in S} cap_X + R_before + P + sum_m Q`` the most GPUs the other options and the GPUs
+    already held can give, ``b`` the GPUs of the models that can run on ``g`` alone in ``t`` (their ``y = 1``),
+    and "free" the other models that may run on ``g``.  E.g. ``O >= (a + b - cap_R - cap_K) y``: a model that
+    does not fit in the reserved and spot caps beside the forced models needs that much on demand.
+
+    Valid (a superadditive lifting of the capacity row; cf. the residual-capacity inequalities of network design,
+    Magnanti, Mirchandani and Vachani, Math. Programming 60 (1993) 233-250): the capacity row
+    (:func:`add_capacity`) with ``X <= cap_X`` and ``w <= Q`` gives ``sum_S X >= max(0, use - D)``, and ``use >= b
+    + sum_free a y`` (``u >= tp x >= tp n y``).  ``h(v) = max(0, b + v - D)`` is convex with ``h(0) = 0`` when ``D > b``, hence superadditive, so
+    for binary ``y`` ``h(sum_{y_m = 1} a_m) >= sum_{y_m = 1} h(a_m)``.  It cuts off the LP's split assignments:
+    a fraction ``y`` of a model that fills the capped options exactly (the LP's ``sum_S X >= b + sum a y - D``
+    is weaker by ``(D - b)(1 - y)``); where ``D <= b`` the row is that LP row, and is left out.  On week_three_models
+    the LP relaxation rises from 18,863.8 to 19,487.5 (docs/guide/capacity-plan.md)."""
+    a = m.problem_gpus
+    n_models, n_types, periods = a.shape
+    rows: dict[tuple[int, int, str], tuple[list[tuple[float, object]], list[tuple[float, object]]]] = {}
+    for g in range(n_types):
+        for t in range(periods):
+            runs = [i for i in range(n_models) if (i, g, t) in m.Y]
+            forced = [i for i in runs if not any((i, h, t) in m.Y for h in range(n_types) if h != g)]
+            b = int(sum(a[i, g, t] for i in forced))
+            always = int(m.reserved_before[g, t]) + int(problem.held.pool[g, t]) + int(problem.held.pinned[:, g, t].sum())
+            parts = purchased(m, problem, g, t)
+            for size in range(1, len(parts)):
+                for kept in itertools.combinations(parts, size):
+                    caps = [cap for name, (_, cap) in parts.items() if name not in kept]
+                    if None in caps or always + sum(caps) <= b:
+                        continue
+                    d = always + sum(caps)
+                    need = [(float(a[i, g, t] + b - d), m.y[i, g, t]) for i in runs if i not in forced and a[i, g, t] + b > d]
+                    if need:
+                        rows[(g, t, "+".join(kept))] = ([term for name in kept for term in parts[name][0]], need)
+    m.residual_capacity = pyo.Constraint(list(rows), rule=lambda _, g, t, kept: scaled(rows[(g, t, kept)][0]) >= scaled(rows[(g, t, kept)][1]))
 
 
 def held_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):

@@ -7,6 +7,7 @@ import itertools
 import json
 
 import numpy as np
+import pyomo.environ as pyo
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -16,12 +17,14 @@ from scipy.stats import binom
 from optfleet.cli import main
 from optfleet.errors import EXIT_BAD_INPUT, InfeasibleError, InputError
 from optfleet.instance import load_instance
+from optfleet.models.capacity_plan import build
 from optfleet.problems.capacity_plan.evaluator import evaluate
 from optfleet.problems.capacity_plan.exact import lp_bound, solve_milp
 from optfleet.problems.capacity_plan.plan import Schedule, gpus_in_use
 from optfleet.problems.capacity_plan.problem import prepare
 from optfleet.problems.capacity_plan.rolling import rolling_horizon
 from optfleet.problems.capacity_plan.spot import counted_spot
+from optfleet.solvers import highs
 
 from support import REPO
 
@@ -122,6 +125,38 @@ def test_milp_equals_brute_force(overrides):
     assert evaluation.total_cost == pytest.approx(report.objective, rel=1e-9)
     assert report.objective == pytest.approx(brute_force(problem), rel=1e-9)
     assert 0 < lp_bound(problem) <= report.objective + 1e-9  # the relaxation's optimum bounds the brute-force optimum
+
+
+def _optimum(problem, residual: bool, relaxed: bool) -> float:
+    """The MILP's optimum (its LP relaxation's when ``relaxed``), with or without the residual-capacity rows."""
+    model = build(problem)
+    if not residual:
+        model.residual_capacity.deactivate()
+    if relaxed:
+        pyo.TransformationFactory("core.relax_integer_vars").apply_to(model)
+    report = highs.solve(model)
+    assert report.status == "optimal"
+    return report.objective
+
+
+@pytest.mark.parametrize("overrides, lifts", [
+    ({"periods": 2, "gpus__0__reserved__term_periods": 2, "gpus__0__reserved__max_gpus": 2}, True),
+    ({"periods": 2, "gpus__0__reserved__term_periods": 2, "gpus__0__reserved__max_gpus": 3, "gpus__0__on_demand__max_gpus": 1}, True),
+    ({"periods": 2, "gpus__0__reserved__term_periods": 2, "gpus__0__reserved__max_gpus": 2,
+     "reservations": [{"gpu_type": "H100", "gpus": 1, "start_period": 0, "end_period": 2, "model": "batch"},
+                      {"gpu_type": "A100", "gpus": 1, "start_period": 1, "end_period": 2}]}, False),
+], ids=["reserved-cap", "reserved-and-on-demand-caps", "caps-and-reservations-held"])
+def test_residual_capacity_rows_lift_the_lp_and_keep_every_plan(overrides, lifts):
+    """The rows are valid (the MILP with and without them has the brute-force optimum, and the LP with them stays
+    below it); where ``lifts``, they cut (the LP with them is higher; with the reservations held, the held GPUs
+    widen every ``D`` and the rows left do not bind at the LP's optimum)."""
+    problem = tiny(**overrides)
+    best = brute_force_with_held(problem)
+    assert len(build(problem).residual_capacity) > 0
+    assert _optimum(problem, residual=True, relaxed=False) == pytest.approx(best, rel=1e-9)
+    assert _optimum(problem, residual=False, relaxed=False) == pytest.approx(best, rel=1e-9)
+    lifted, plain = _optimum(problem, residual=True, relaxed=True), _optimum(problem, residual=False, relaxed=True)
+    assert lifted <= best + 1e-9 and (plain < lifted - 1e-6) == lifts
 
 
 # --- the evaluator against hand-worked schedules ----------------------------------------------------------------

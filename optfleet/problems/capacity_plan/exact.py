@@ -33,6 +33,11 @@ START_SHARE = 0.4
 """The share of ``solve.time_limit_s`` the LP-guided start (:func:`lp_guided_plan`) may take; the MILP gets the rest."""
 MIN_SOLVE_S = 1.0
 """The least time the full MILP gets after its start, however long the start took."""
+START_MIP_GAP = 0.001
+"""The relative gap the LP-guided start's restricted MILP is solved to (``solve.mip_gap`` if smaller): the full MILP
+did not improve on its start in any of four 60 s runs on week_three_models, so the start should be nearly the best
+plan for its assignment.  There, at 0.1 % the start was $20,268.7 and the 60 s solve's gap 2.93 %; at the instance's
+1 %, $20,387.4 and 3.55-3.70 % (one core, loaded machine; docs/guide/capacity-plan.md)."""
 
 
 def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
@@ -83,12 +88,15 @@ def best_rule_plan(problem: CapacityProblem) -> Schedule | None:
 def lp_guided_plan(problem: CapacityProblem, time_limit_s: float) -> Schedule | None:
     """A plan from the LP relaxation: each model in each period on the type the relaxation gives its largest share
     (``argmax_g y[m, g, t]``), and the rest of the MILP (instances, reservations, on-demand and spot GPUs) solved
-    with that assignment fixed, all within ``time_limit_s``; None when either solve finds nothing in time.
+    with that assignment fixed (to a relative gap of :data:`START_MIP_GAP`), all within ``time_limit_s``; None when
+    either solve finds nothing in time.
 
     A heuristic start for the full MILP, whose own heuristics find poor plans on long horizons: on
     week_three_models (168 periods) their first incumbent came after about 50 s of root cuts at $21,525; from this
     start the 60 s solve ends at $20,222.5 against a bound of $19,352.6, a 4.5 % gap where it was 9.9 %
-    (benchmarks/bench_capacity_plan.py, docs/guide/capacity-plan.md)."""
+    (benchmarks/bench_capacity_plan.py, docs/guide/capacity-plan.md; measured before the residual-capacity rows and
+    with the restricted MILP at the instance's 1 % gap; with the rows this start is $20,387.4 at 1 %, $20,268.7 at
+    :data:`START_MIP_GAP`)."""
     began = time.perf_counter()
     options = problem.spec.solve
     relaxed, report = lp_relaxation(problem, time_limit_s)
@@ -97,7 +105,8 @@ def lp_guided_plan(problem: CapacityProblem, time_limit_s: float) -> Schedule | 
     restricted = build(problem)
     fix_types(restricted, largest_shares(relaxed))
     left_s = time_limit_s - (time.perf_counter() - began)
-    if left_s <= 0 or not highs.solve(restricted, solver=options.solver, time_limit=left_s, mip_gap=options.mip_gap).has_solution:
+    gap = min(options.mip_gap, START_MIP_GAP)
+    if left_s <= 0 or not highs.solve(restricted, solver=options.solver, time_limit=left_s, mip_gap=gap).has_solution:
         return None
     return Schedule(**extract(restricted, problem), method="milp")
 
@@ -118,7 +127,8 @@ def lp_bound(problem: CapacityProblem, time_limit_s: float | None = None) -> flo
     (models/capacity_plan.py, checked by brute force in tests/test_capacity_plan.py) and the relaxation's feasible
     set holds every MILP solution: ``LP* <= MILP* <= cost(plan)``.  For plans that no full MILP can be run on in
     time (the month study's rolling horizon, benchmarks/bench_capacity_plan_study.py).  It is weak where the
-    relaxation splits a model across types: 18,864 on week_three_models against plans of about $20,200 (6.7 %)."""
+    relaxation splits a model across types: 19,487.5 on week_three_models against plans of about $20,200 (3.6 %;
+    18,863.8 and 6.7 % without the residual-capacity rows of models/capacity_plan.py)."""
     _, report = lp_relaxation(problem, time_limit_s)
     return report.objective if report.status == OPTIMAL else None
 
