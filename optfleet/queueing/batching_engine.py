@@ -67,7 +67,7 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and instance
   adds to the window once prefilled.  The sum is a shifted gamma law with the three cumulants, capped at a full budget
   per iteration; the P99 is that of the mixture over requests with two output tokens or more, by bisection; the mean
   is ``E[a] + lambda t E[P]``.  The law without these three terms (the prompts arriving in a fixed window of ``m t``,
-  and the queue's work seen at an arrival) put the P99 TPOT 16-38 % below the simulator where prompts take half of
+  and the queue's work seen at an arrival) put the P99 TPOT 6-38 % below the simulator where prompts take half of
   an instance's time (docs/guide/engine-model.md, the long-prompts table).
 
 An approximation of the engine (mean-field operating point, a renewal stream for the dispatcher, Kimura's slot
@@ -141,7 +141,8 @@ class EngineBatchingWorkload:
         return self.decode_ms / np.maximum(self.decode_iterations, 1.0)
 
 
-def _cross_marks(prefill_ms: NDArray, sigma_ms: NDArray, decodes: NDArray, weight: NDArray, windows: NDArray) -> NDArray[np.float64]:
+def _cross_marks(prefill_ms: NDArray, sigma_ms: NDArray, decodes: NDArray, weight: NDArray,
+                 windows: NDArray) -> NDArray[np.float64]:
     """``E[P sigma E_U[min(L, (1 - U) m)]]`` per window ``m`` (``U`` uniform: where in the window a request arrives;
     ``L`` its decode iterations): ``int_0^1 min(L, v m) dv = L - L^2 / (2 m)`` for ``L < m``, else ``m / 2``."""
     m = np.asarray(windows, dtype=np.float64)[:, None]
@@ -495,8 +496,8 @@ def busy_period_cumulants(start: tuple[ArrayLike, ArrayLike, ArrayLike], rate_pe
         return f * mean, f**2 * var + second * mean, f**3 * third + 3.0 * f * second * var + psi3 * mean
 
 
-def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, gpus: NDArray, t: NDArray, others_ms: NDArray, backlog: tuple[NDArray, NDArray],
-             stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, gpus: NDArray, t: NDArray, others_ms: NDArray,
+             backlog: tuple[NDArray, NDArray], stable: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``(P99, mean)`` TPOT per pool (module docstring); 0 for a pool with no request of two output tokens or more.
 
     The window's length ``D`` is a busy period (:func:`busy_period_cumulants`) in which the prompts arriving at
@@ -518,9 +519,8 @@ def _tpot_ms(load: EngineBatchingWorkload, lam: NDArray, gpus: NDArray, t: NDArr
         timed = (lam / np.maximum(np.asarray(gpus, dtype=np.float64), 1.0))[:, None]  # lambda'
         fixed = arrivals - timed * m * t[:, None]  # the window's prompts from the stream that follows iterations
         backlog_k3 = np.where(backlog_mean > 0, 2.0 * backlog_var**2 / np.where(backlog_mean > 0, backlog_mean, 1.0), 0.0)
-        start = (m * t[:, None] * (1.0 - timed * load.prefill_ms[:, None]),
-                 backlog_var + decode_var * m**2 + fixed * load.prefill_sq_ms2[:, None] + 2.0 * arrivals * load.tpot_cross_ms2,
-                 backlog_k3 + fixed * load.prefill_cube_ms3[:, None])
+        start_var = backlog_var + decode_var * m**2 + fixed * load.prefill_sq_ms2[:, None] + 2.0 * arrivals * load.tpot_cross_ms2
+        start = (m * t[:, None] * (1.0 - timed * load.prefill_ms[:, None]), start_var, backlog_k3 + fixed * load.prefill_cube_ms3[:, None])
         moments = (load.prefill_ms[:, None], load.prefill_sq_ms2[:, None], load.prefill_cube_ms3[:, None])
         _, var_d, k3_d = busy_period_cumulants(start, timed, moments)
         k2, k3 = var_d / m**2, k3_d / m**3
