@@ -183,6 +183,8 @@ def test_pd_plan_row_of_both_modes_is_refused():
 
     with pytest.raises(InputError, match=r"plan\.pools\[0\]"):
         plan_from_dict(problem, {"pools": [row]})
+    with pytest.raises(InputError, match=r"plan\.pools\[0\]\.7"):  # a YAML file's integer key
+        plan_from_dict(problem, {"pools": [{"aggregated": "agg H100-SXM B2048", "instances": 2, 7: "x"}]})
 
 
 @pytest.mark.unit

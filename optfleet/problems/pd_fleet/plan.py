@@ -97,7 +97,7 @@ DISAGGREGATED_KEYS = ("prefill", "prefill_instances", "decode", "decode_instance
 
 def _only(row: dict[str, Any], keys: tuple[str, ...], field: str) -> None:
     """Refuse a pool row holding keys of the other mode (or unknown ones): it would be read as one mode, the rest lost."""
-    extra = sorted(str(k) for k in row if k not in keys)
+    extra = sorted((k for k in row if k not in keys), key=str)  # a YAML plan file may hold keys of any type
     if extra:
         mode = "an aggregated" if keys is AGGREGATED_KEYS else "a disaggregated"
         raise InputError(f"{field}.{extra[0]}", row[extra[0]], f"is not a field of {mode} pool row ({', '.join(keys)}): give one "
