@@ -90,6 +90,17 @@ def highs_clock() -> Iterator[list[float]]:
         highspy.Highs.run = run
 
 
+def _timed(work, wall_s: list[float], cpu_s: list[float], highs_s: list[float]):
+    """``work()``'s result; its wall-clock, CPU and in-HiGHS seconds appended to the three lists."""
+    with highs_clock() as in_highs:
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = work()
+        wall_s.append(time.perf_counter() - wall)
+        cpu_s.append(time.process_time() - cpu)
+    highs_s.append(in_highs[0])
+    return result
+
+
 def measure(path: str, spec: str, repeats: int) -> dict:
     """``repeats`` rounds, each of a freshly loaded instance: one exact solve, then the curve from it (interleaved, so
     a change in the machine's load falls on both); the medians of the wall-clock and CPU seconds of each, and of the
@@ -99,19 +110,9 @@ def measure(path: str, spec: str, repeats: int) -> dict:
         loaded = api.load(ROOT / path)
         explainer = explainer_of(loaded)
         subject = loaded.problem if explainer.subject is None else explainer.subject
-        with highs_clock() as in_highs:
-            wall, cpu = time.perf_counter(), time.process_time()
-            base = explainer.solve(subject)
-            solve_wall.append(time.perf_counter() - wall)
-            solve_cpu.append(time.process_time() - cpu)
-        solve_highs.append(in_highs[0])
-        with highs_clock() as in_highs:
-            wall, cpu = time.perf_counter(), time.process_time()
-            request = parse_curve(spec, explainer)
-            frame = curve(explainer, subject, request, base)
-            curve_wall.append(time.perf_counter() - wall)
-            curve_cpu.append(time.process_time() - cpu)
-        curve_highs.append(in_highs[0])
+        base = _timed(lambda: explainer.solve(subject), solve_wall, solve_cpu, solve_highs)
+        request = parse_curve(spec, explainer)
+        frame = _timed(lambda: curve(explainer, subject, request, base), curve_wall, curve_cpu, curve_highs)
     one, seconds = statistics.median(solve_wall), statistics.median(curve_wall)
     return {"instance": path, "kind": loaded.kind.name, "curve": spec, "one_solve_s": one, "curve_s": seconds, "points": POINTS,
             "ratio_to_10_solves": seconds / (POINTS * one),

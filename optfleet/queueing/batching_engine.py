@@ -74,8 +74,9 @@ An approximation of the engine (mean-field operating point, a renewal stream for
 wait, moment-matched TPOT laws), checked against the batching simulator by ``benchmarks/bench_batching_engine.py``
 on the shipped instances and on plans away from them (the documentation quotes its table: every case and its error).  The
 dispatcher is the weakest part: how far the most-free-slots rule sits between turn-taking (Erlang ``n``) and
-random routing (Poisson) is measured on the simulator, not derived (:func:`arrival_shape`).  The
-fleet MILP does not take it yet (its tables would solve the prefill queue for every entry).
+random routing (Poisson) is measured on the simulator, not derived (:func:`arrival_shape`).  The fleet MILP's
+tables under this model are coarser than the slot model's (milp_batching.py ``ENGINE_RATE_STEPS``): each entry
+solves the prefill queue.
 """
 
 from __future__ import annotations
