@@ -29,7 +29,8 @@ TOLERANCE = 1e-7  # relative slack on the caps (solver tolerances)
 
 AGGREGATED_APPROXIMATION = ("aggregated pools: the fleet kind's continuous-batching model (approximate; with long prompts "
                             "taking half of one instance's time its P99 TPOT ran up to 16 % below the simulator, and its "
-                            "P99 TTFT up to 19 % above on 2-4 instances: check with optfleet simulate)")
+                            "P99 TTFT from 12 % below on one instance to 13 % above on two: check with optfleet "
+                            "simulate)")
 """What is approximate in an aggregated pool's figures (docs/guide/pd-fleet.md, "Not yet here")."""
 
 
