@@ -1,5 +1,6 @@
-"""Benchmark: a 10-point parametric curve of ``optfleet explain`` against 10 times one exact solve, and against its 10
-points each solved cold, in one run.
+"""Benchmark: a 10-point curve of ``optfleet explain`` against 10 x one exact solve and against its 10 points solved cold.
+
+All in one run.
 
 For each case the exact method is solved once on the instance (its time is the median of ``--repeats`` runs), then
 a 10-point curve is computed (optfleet/sensitivity/run.py ``curve``): ``rate_growth`` from 1.0 to 1.5, or for the
