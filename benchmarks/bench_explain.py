@@ -1,7 +1,5 @@
 """Benchmark: a 10-point curve of ``optfleet explain`` against 10 x one exact solve and against its 10 points solved cold.
 
-All in one run.
-
 For each case the exact method is solved once on the instance (its time is the median of ``--repeats`` runs), then
 a 10-point curve is computed (optfleet/sensitivity/run.py ``curve``): ``rate_growth`` from 1.0 to 1.5, or for the
 caching LP (no rate parameter: its LP depends on the order of events only) ``capacity_tokens`` over the instance's
@@ -10,7 +8,8 @@ The point at the instance's own value is its solve; the others are exact re-solv
 session (the caching LP's capacity: one HiGHS model, right-hand sides changed, dual simplex from the previous basis;
 the routing design's GPU price: one computed grid repriced; pd_fleet's prices: its pools' sizing reused;
 capacity_plan's demand: the capacity tables' sizings kept, a point whose table equals an earlier point's not solved
-again), else each a full solve with the kind's own warm start.  Each timed solve is of a freshly loaded instance, so a kind's per-problem
+again; placement's arrival rate: one Pyomo model whose rows that do not read the arrival times are built once), else
+each a full solve with the kind's own warm start.  Each timed solve is of a freshly loaded instance, so a kind's per-problem
 caches count in it as in a user's first solve.
 The ratio column is
 
@@ -28,7 +27,8 @@ both curves are above the target for that reason (docs/project/benchmarks.md giv
 
 The second baseline measures what the curve's warm paths save on its own points, however hard they are: each of
 the curve's 10 values solved cold and on its own (:func:`cold_points`: a freshly loaded instance, the parameter set,
-the kind's ``solve``: its own model, no session, nothing from another point), in the same process, and the ratio
+the kind's ``solve``: its own model, no session, nothing from another point), in the same process and the same rounds
+(median; only in the first round when the ten took ``COLD_ONCE_S`` or more there), and the ratio
 
     curve seconds / (sum of the 10 cold solves' seconds)
 
