@@ -122,6 +122,7 @@ class ArrivalSession:
         return solved_by(problem, lambda: self.placed(problem))
 
     def placed(self, problem: PlacementProblem) -> tuple[np.ndarray, SolveReport]:
+        """The hindsight placement and report of ``problem`` (this session's instance at another ``rate_growth``)."""
         data, time_limit_s = placement_data(problem, 0, len(problem.requests)), problem.solve.time_limit_s
         clock = build_clock(time_limit_s)
         model, self.model = self.model, None
