@@ -245,6 +245,28 @@ def build(d: PlacementData, clock: BuildClock | None = None) -> pyo.ConcreteMode
     return m
 
 
+ARRIVAL_FAMILIES = ("PAIRS", "fcfs", "release", "first_use", "balance", "e", "excess", "obj")
+"""What :func:`rearrive` declares again: the families that read the arrival times, and those :func:`build` declares
+after them."""
+
+
+def rearrive(m: pyo.ConcreteModel, d: PlacementData, clock: BuildClock | None = None) -> None:
+    """``m``, built for the same requests and servers at other arrival times, made the MILP of ``d``: the bounds
+    ``s[r] >= a[r]``, the fcfs and release rows and the objective declared again, and ``first_use`` and ``balance``,
+    which do not read the arrivals, after them as :func:`build` declares them, so the model's rows (and HiGHS's run)
+    are :func:`build`'s.  The assignment, reuse and prefill rows stay."""
+    for name in ARRIVAL_FAMILIES:
+        if m.component(name) is not None:
+            m.del_component(name)
+    for r in m.R:
+        m.s[r].setlb(float(d.arrival_ms[r]))
+    with building(clock):
+        constraint_fcfs(m, d, clock)
+        constraint_symmetry(m, d, clock)
+    constraint_balance(m, d)
+    objective_ttft(m, d)
+
+
 def extract(m: pyo.ConcreteModel, d: PlacementData) -> np.ndarray:
     """The placement: each request's server (its largest ``x``)."""
     return np.array([max(range(d.k), key=lambda k: pyo.value(m.x[r, k])) for r in range(d.n)], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""benchmarks/bench_explain.py's clock of the time inside HiGHS, and its --only option."""
+"""benchmarks/bench_explain.py's clock of the time inside HiGHS, its cold baseline, and its --only option."""
 
 from __future__ import annotations
 
@@ -57,3 +57,15 @@ def test_only_is_refused_with_publish(bench, monkeypatch, capsys):
         bench.main()
     assert exit_info.value.code == 2
     assert "--publish writes the whole table" in capsys.readouterr().err
+
+
+@pytest.mark.solved
+def test_the_cold_points_are_the_curves_points_solved_on_their_own(bench):
+    """The second baseline solves the curve's own values (the instance's included), each to the curve's objective."""
+    spec = "rate_growth=1:1.5:4"
+    explainer, subject = bench.fresh("instances/reserved/tiny.yaml")
+    frame = bench.curve(explainer, subject, bench.parse_curve(spec, explainer), explainer.solve(subject))
+    points = bench.cold_points("instances/reserved/tiny.yaml", spec)
+    assert [p["value"] for p in points] == list(frame["rate_growth"])
+    assert [p["objective"] for p in points] == pytest.approx(list(frame["objective"]), rel=1e-12)
+    assert all(p["wall_s"] >= p["highs_s"] > 0 and p["cpu_s"] > 0 for p in points)

@@ -1,8 +1,11 @@
 """optfleet explain on placement (issue 39 for the hindsight placement MILP): the fixed-placement LP is the placement's
 Lindley recursion, its prefill duals checked by finite differences (of the LP and of the recursion), TTFT monotone in
-the rate and in the prefill time, the SLO curve of the excess objective, alternatives, bad options exit 2."""
+the rate and in the prefill time, the SLO curve of the excess objective, alternatives, bad options exit 2; the
+rate_growth session's model is a fresh build's at every point."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,10 +15,12 @@ from hypothesis import strategies as st
 import optfleet
 from optfleet import api
 from optfleet.errors import InputError
-from optfleet.models.placement import model_ttft_ms
+from optfleet.models.placement import build, model_ttft_ms
 from optfleet.problems.placement import explain as placement_explain
 from optfleet.problems.placement.bounds import relaxation_bound
 from optfleet.problems.placement.exact import placement_data
+from optfleet.sensitivity.run import curve, parse_curve
+from optfleet.solvers.highs import _compile, _pass_model_args
 from tests.support import REPO, assert_explain_refuses, explain_objectives
 from tests.test_explain import duals_checked_by_finite_differences, solved_for_explain
 
@@ -128,3 +133,45 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
 def test_a_trace_too_long_for_the_milp_is_refused_before_any_solve():
     with pytest.raises(InputError, match="solve.max_milp_requests"):
         optfleet.explain(api.load(TINY, solve__max_milp_requests=10))
+
+
+def model_arrays(model) -> tuple:
+    """What HiGHS receives for ``model`` (its ``passModel`` arrays), with the names of its columns and rows."""
+    form, integer = _compile(model, warm_start=False)
+    return (_pass_model_args(form, integer), [v.name for v in form.columns], [(row.constraint.name, row.bound_type) for row in form.rows])
+
+
+def assert_same_arrays(one: tuple, other: tuple) -> None:
+    (args, columns, rows), (other_args, other_columns, other_rows) = one, other
+    assert columns == other_columns and rows == other_rows
+    for mine, theirs in zip(args, other_args, strict=True):
+        assert np.array_equal(np.asarray(mine), np.asarray(theirs))
+
+
+@pytest.mark.parametrize("objective", ["total_ttft", "ttft_excess"])
+def test_the_rate_growth_session_hands_highs_a_fresh_builds_model(objective):
+    """At each growth the session's model (built at the first, its arrival families declared again since) gives HiGHS
+    the arrays a fresh build gives, so its points are the cold solves' (more FCFS rows at 1.5x: the structure changes)."""
+    loaded = api.load(TINY, solve__objective=objective)
+    explainer = placement_explain.explainer(loaded.problem)
+    growth = explainer.parameters["rate_growth"]
+    session = explainer.session(loaded.problem, "rate_growth")
+    sizes = []
+    for value in (1.25, 1.5, 0.8):
+        problem = growth.apply(loaded.problem, value)
+        solved = session(problem)  # solved: the model holds the values of the point before when the next is declared
+        data = placement_data(problem, 0, len(problem.requests))
+        fresh = build(data)
+        assert_same_arrays(model_arrays(session.model), model_arrays(fresh))
+        assert solved.objective == pytest.approx(explainer.solve(problem).objective, rel=1e-9)
+        sizes.append(len(fresh.fcfs))
+    assert sizes[0] < sizes[1] and sizes[2] < sizes[0]
+    assert explainer.session(loaded.problem, "prefill_ms_per_token:gpu") is None
+
+
+def test_a_curve_with_the_session_is_the_curve_without(tiny):
+    problem, explainer, solved = tiny
+    request = parse_curve("rate_growth=1:1.5:4", explainer)
+    warm = curve(explainer, problem, request, solved)
+    cold = curve(replace(explainer, session=None), problem, request, solved)
+    assert warm.equals(cold)

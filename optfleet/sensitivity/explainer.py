@@ -15,10 +15,11 @@ A kind's ``explain(problem) -> Explainer`` hook returns:
 * ``subject`` (optional): what the hooks take as ``problem`` when it is not the prepared problem itself (e.g. the
   reserved kind's question: the problem and the percentile asked);
 * ``session(problem, parameter) -> solve_at | None`` (optional): a warm re-solver for the points of one parameter's
-  curve or break-even.  ``solve_at(changed_problem) -> Solved`` gives what ``solve`` gives, but keeps one model
-  between calls and changes only its bounds or costs, so the solver restarts from the previous point's basis (e.g.
-  the caching LP's capacity rows).  None for a parameter the kind has no warm path for: each point is then solved
-  by ``solve``.
+  curve or break-even.  ``solve_at(changed_problem) -> Solved`` gives what ``solve`` gives, but keeps what the
+  parameter does not change between calls: one model whose bounds or costs change, so the solver restarts from the
+  previous point's basis (e.g. the caching LP's capacity rows), or the rows that do not read the parameter, built
+  once (the placement MILP's at another arrival rate).  None for a parameter the kind has no warm path for: each
+  point is then solved by ``solve``.
 """
 
 from __future__ import annotations

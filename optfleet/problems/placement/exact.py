@@ -28,6 +28,7 @@ import math
 import time
 
 import numpy as np
+import pyomo.environ as pyo
 from optfleet.models.clock import BuildClock
 from optfleet.models.placement import PlacementData, build, extract, model_size, model_ttft_ms
 from optfleet.solvers import highs
@@ -93,10 +94,21 @@ def hindsight_refusal(problem: PlacementProblem) -> str | None:
     return size_refusal(placement_data(problem, 0, n), limit, "the hindsight MILP", f"solve.time_limit_s = {limit:g} s")
 
 
+def build_clock(time_limit_s: float | None) -> BuildClock | None:
+    """The clock of a placement MILP's build under ``time_limit_s`` (None without a limit)."""
+    return None if time_limit_s is None else BuildClock(time_limit_s, "the placement MILP")
+
+
 def _solve(problem: PlacementProblem, data: PlacementData, time_limit_s: float | None) -> tuple[np.ndarray, SolveReport]:
     """Build (under the clock of ``time_limit_s``), solve with what is left of it, and extract."""
-    clock = None if time_limit_s is None else BuildClock(time_limit_s, "the placement MILP")
-    model = build(data, clock)
+    clock = build_clock(time_limit_s)
+    return solve_built(problem, build(data, clock), data, time_limit_s, clock)
+
+
+def solve_built(problem: PlacementProblem, model: pyo.ConcreteModel, data: PlacementData, time_limit_s: float | None,
+                clock: BuildClock | None) -> tuple[np.ndarray, SolveReport]:
+    """Solve ``model``, the MILP of ``data`` built under ``clock``, with what is left of ``time_limit_s``, and extract
+    the placement (an error without one: NoPlanInTimeError when the limit passed first, else InfeasibleError)."""
     report = highs.solve(model, solver=problem.solve.solver, time_limit=time_limit_s, deadline=None if clock is None else clock.deadline)
     if not report.has_solution and report.status == TIME_LIMIT:
         raise NoPlanInTimeError(f"the time limit of {time_limit_s:g} s (build, hand-over and solve) passed before the placement MILP found a "

@@ -35,13 +35,17 @@ naming ``solve.max_milp_requests`` or ``solve.time_limit_s``).
   price-ranges table.
 * **parameters**: ``rate_growth`` (arrival times divided by it: the same trace, denser), the prefill speed
   ``prefill_ms_per_token:<server name>`` and, with ``ttft_excess``, ``slo_ttft_ms``.  Each point is a hindsight MILP
-  solve within ``solve.time_limit_s`` (its status is shown); no warm session.  No default curve or break-even.
+  solve within ``solve.time_limit_s`` (its status is shown).  A ``rate_growth`` curve keeps one model
+  (:class:`ArrivalSession`): the rows that do not read the arrival times are built once, the others at each point;
+  HiGHS solves each point from scratch (a MIP start from the previous point's placement did not shorten its runs on
+  tiny.yaml: they are spent proving the optimum, not finding it).  No default curve or break-even.
 * **alternatives**: one server of a name fewer, and no server of a name (when there are two names or more), each
   solved by the hindsight MILP.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -49,14 +53,14 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError, InputError, NoPlanInTimeError
-from optfleet.models.placement import build
+from optfleet.models.placement import build, rearrive
 from optfleet.problems.placement.evaluate import evaluate
-from optfleet.problems.placement.exact import hindsight, hindsight_refusal, placement_data
+from optfleet.problems.placement.exact import build_clock, hindsight, hindsight_refusal, placement_data, solve_built
 from optfleet.problems.placement.kind import objective_unit
 from optfleet.problems.placement.problem import PlacementProblem
 from optfleet.problems.placement.schema import MAX_PREFILL_MS_PER_TOKEN
 from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved, plan_digest
-from optfleet.solvers.report import TIME_LIMIT
+from optfleet.solvers.report import TIME_LIMIT, SolveReport
 from optfleet.solvers.sensitivity import LpSensitivity, fixed_lp_sensitivity, row_binds, row_slack
 
 SHOWN_ROWS = 10  # requests whose prefill price is listed one by one (the largest first)
@@ -73,7 +77,7 @@ def explainer(problem: PlacementProblem) -> Explainer:
         field = "solve.max_milp_requests" if len(problem.requests) > problem.solve.max_milp_requests else "solve.time_limit_s"
         limit = problem.solve.max_milp_requests if field == "solve.max_milp_requests" else problem.solve.time_limit_s
         raise InputError(field, limit, f"explain needs the hindsight MILP, which does not run on this instance: {refusal}")
-    return Explainer(objective_unit(problem), solve, analyse, parameters(problem), alternatives)
+    return Explainer(objective_unit(problem), solve, analyse, parameters(problem), alternatives, session=session)
 
 
 def server_names(problem: PlacementProblem) -> list[str]:
@@ -83,14 +87,51 @@ def server_names(problem: PlacementProblem) -> list[str]:
 
 def solve(problem: PlacementProblem) -> Solved:
     """The hindsight MILP's placement: its model objective, status and a label (requests per server, a digest)."""
+    return solved_by(problem, lambda: hindsight(problem))
+
+
+def solved_by(problem: PlacementProblem, placed: Callable[[], tuple[np.ndarray, SolveReport]]) -> Solved:
+    """What :func:`solve` gives for the placement and report ``placed()`` returns (its errors: no placement)."""
     try:
-        placement, report = hindsight(problem)
+        placement, report = placed()
     except NoPlanInTimeError:
         return Solved(None, TIME_LIMIT, "no placement in the time limit")
     except InfeasibleError as exc:
         return Solved(None, "infeasible", str(exc))
     counts = " + ".join(f"{int((placement == k).sum())} on {e.name}" for k, e in enumerate(problem.engines))
     return Solved(report.objective, report.status, f"{counts} #{plan_digest(placement)}", (placement, report))
+
+
+def session(problem: PlacementProblem, parameter: str) -> ArrivalSession | None:
+    """The warm path of a ``rate_growth`` curve or break-even (:class:`ArrivalSession`); None for the other
+    parameters (each point built and solved)."""
+    return ArrivalSession() if parameter == "rate_growth" else None
+
+
+class ArrivalSession:
+    """The hindsight MILP at one ``rate_growth`` after another in one Pyomo model (module docstring): the growth
+    divides the arrival times only, so the assignment, reuse and prefill rows, which do not read them, are built once
+    and each point declares again the rest (models.placement.rearrive), in the order a build gives, so each point's
+    HiGHS run is that of a fresh build.  Each point is built and solved under ``solve.time_limit_s``; a build
+    stopped by it leaves no model (the next point builds one)."""
+
+    def __init__(self) -> None:
+        self.model: pyo.ConcreteModel | None = None
+
+    def __call__(self, problem: PlacementProblem) -> Solved:
+        return solved_by(problem, lambda: self.placed(problem))
+
+    def placed(self, problem: PlacementProblem) -> tuple[np.ndarray, SolveReport]:
+        """The hindsight placement and report of ``problem`` (this session's instance at another ``rate_growth``)."""
+        data, time_limit_s = placement_data(problem, 0, len(problem.requests)), problem.solve.time_limit_s
+        clock = build_clock(time_limit_s)
+        model, self.model = self.model, None
+        if model is None:
+            model = build(data, clock)
+        else:
+            rearrive(model, data, clock)
+        self.model = model
+        return solve_built(problem, model, data, time_limit_s, clock)
 
 
 def servers_named(problem: PlacementProblem, name: str) -> np.ndarray:
