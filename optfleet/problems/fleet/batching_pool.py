@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import TpotTargets
+from optfleet.progress import Progress
 from optfleet.queueing import RELATIVE_TOLERANCE
 from optfleet.queueing.batching import (JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, take_rows,
                                         workload_moments)
@@ -167,11 +168,13 @@ def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLik
 TABLE_GPU_LIMIT = 256  # largest table a pool gets; past it the per-GPU rate at the limit is used (conservative)
 UNBOUNDED_GPUS = 1e6  # a pool this large has no slot wait worth counting: its per-GPU rate is the limit's
 RATE_BISECTION_STEPS = 40
+# rounds of the search for N_p: doubling from 1 to TABLE_GPU_LIMIT, then bisection between the last two counts
+TABLE_SEARCH_ROUNDS = 2 * int(np.log2(TABLE_GPU_LIMIT)) + 1
 
 
 def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
                   ceiling_rps: NDArray[np.float64], tpot: TpotTargets | None = None, steps: int = RATE_BISECTION_STEPS,
-                  counts_per_octave: int | None = None) -> list[NDArray[np.float64]]:
+                  counts_per_octave: int | None = None, progress: Progress | None = None) -> list[NDArray[np.float64]]:
     """Per pool p, ``r[n - 1]``: the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n = 1 .. N_p``;
     ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
     ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
@@ -185,6 +188,11 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
     With ``counts_per_octave`` k, ``r`` is bisected only at ``n = floor(2^(i / k))`` and ``N_p`` and each other count
     reads the rate of the largest such count below it (a floor, since ``r`` rises with ``n``): about ``k log2 N_p``
     entries per pool instead of ``N_p``.
+
+    ``progress(label, done, total)`` (if given) is told each round of the three searches (every pool's is one
+    vectorised model evaluation): ``steps`` halvings of ``r_inf``, at most ``TABLE_SEARCH_ROUNDS`` rounds for
+    ``N_p``, ``steps`` halvings of the table's counts; ``total`` is their sum, ``done`` the rounds run (the count
+    search's unused rounds are skipped when it ends), the label says which search and over how many entries.
     """
     count = len(configs)
     slots, w_ms, h_ms = pool_arrays(configs)
@@ -193,23 +201,33 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         workload = replace(take_rows(unit, rows), rate_rps=rate_per_gpu * gpus)
         return meets_slo(_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows], slo_ms), slo_ms, rho_max, tpot)
 
-    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:
+    total = 2 * steps + TABLE_SEARCH_ROUNDS
+
+    def tell(label: str, done: int) -> None:
+        if progress is not None:
+            progress(label, float(done), float(total))
+
+    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64], what: str, first: int) -> NDArray[np.float64]:
         lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()
-        for _ in range(steps):
+        for step in range(steps):
+            tell(f"{what}, halving {step + 1}/{steps}", first + step)
             mid = 0.5 * (lo + hi)
             ok = feasible(rows, gpus, mid)
             lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
         return lo
 
     pools = np.arange(count)
-    limit = largest(pools, np.full(count, UNBOUNDED_GPUS))
+    limit = largest(pools, np.full(count, UNBOUNDED_GPUS), f"rate without slot wait of {count} pools", 0)
     # N_p: the least n feasible at r_inf, by doubling then bisection (feasibility rises with n).
     known_bad = np.zeros(count)
     first_good = np.full(count, float(TABLE_GPU_LIMIT))
     n = np.ones(count)
     searching = limit > 0
+    rounds = 0
     while searching.any():
         rows = np.flatnonzero(searching)
+        tell(f"least GPU count at that rate, doubling: {len(rows)} of {count} pools searching", steps + min(rounds, TABLE_SEARCH_ROUNDS - 1))
+        rounds += 1
         ok = feasible(rows, n[rows], limit[rows])
         first_good[rows[ok]] = n[rows[ok]]
         known_bad[rows[~ok]] = n[rows[~ok]]
@@ -221,6 +239,8 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         open_ = np.flatnonzero((limit > 0) & (first_good - known_bad > 1))
         if not len(open_):
             break
+        tell(f"least GPU count at that rate, bisection: {len(open_)} of {count} pools searching", steps + min(rounds, TABLE_SEARCH_ROUNDS - 1))
+        rounds += 1
         mid = np.floor(0.5 * (first_good[open_] + known_bad[open_]))
         ok = feasible(open_, mid, limit[open_])
         first_good[open_[ok]] = mid[ok]
@@ -234,7 +254,8 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         gpus, np.floor(2.0 ** (np.arange(int(np.log2(TABLE_GPU_LIMIT)) * counts_per_octave + 1) / counts_per_octave)))
     search = np.flatnonzero(~at_limit & (limit[rows] > 0) & grid)
     if len(search):
-        rates[search] = largest(rows[search], gpus[search])
+        rates[search] = largest(rows[search], gpus[search], f"rates at {len(search)} GPU counts up to {int(gpus[search].max())}",
+                                steps + TABLE_SEARCH_ROUNDS)
     # a count off the grid reads the last grid count's rate before it (np.maximum.accumulate of the grid's positions)
     rates = rates[np.maximum.accumulate(np.where(grid | at_limit, np.arange(len(gpus)), 0))]
     # r(n) rises with n; each count reads at most the rate of every larger one (a table that never claims more

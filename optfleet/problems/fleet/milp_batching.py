@@ -41,6 +41,7 @@ from optfleet.problems.fleet.milp_data import FleetMilpData, floor_caps, level_c
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.routing import route
+from optfleet.progress import Progress
 from optfleet.queueing import RELATIVE_TOLERANCE
 from optfleet.queueing.batching import IN_GPU_GRID_ITERATIONS
 
@@ -53,6 +54,7 @@ LEAST_CAPACITY_SHARE = 1e-3
 # most), at about this many instance counts per doubling (the counts between read the rate below them: r(n) rises with n)
 ENGINE_RATE_STEPS = 13
 ENGINE_COUNTS_PER_OCTAVE = 2
+TABLE_NAMES_SHOWN = 3  # pool options a table-building progress label names (then "and N more")
 Traffic = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]  # l_in, l_out, weight
 
 
@@ -82,10 +84,11 @@ def plan_traffic(data: FleetMilpData, plan: Plan) -> dict[int, Traffic]:
     return {index[key]: (t.l_in, t.l_out, t.weight) for key, t in zip(keys, served, strict=True) if t.share > 0 and key in index}
 
 
-def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[int, NDArray[np.float64]]:
+def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic], progress: Progress | None = None) -> dict[int, NDArray[np.float64]]:
     """For each option j of ``traffic``, ``c[n - 1] = r_j(n) e_j``: the largest load (the model's erlangs) per GPU meeting
     the batching SLO at ``n = 1 .. N_j`` GPUs with the option's traffic in that mix (``c[N_j - 1]`` holds from ``N_j``
-    on; ``[0.0]``: no load meets it).  An option without traffic gets its cap ``rho_max s_j`` (no table)."""
+    on; ``[0.0]``: no load meets it).  An option without traffic gets its cap ``rho_max s_j`` (no table).
+    ``progress`` (if given) follows the searches (:func:`rates_per_gpu`), its label naming the options tabulated."""
     problem = data.problem
     configs = option_configs(data)
     rows = [j for j in sorted(traffic) if float(np.sum(traffic[j][2])) > 0]
@@ -98,7 +101,10 @@ def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[i
                         / float(np.sum(traffic[j][2])) for j in rows])
     ceiling = problem.rho_max * np.array([c.slots_per_instance for c in chosen]) / seconds * (1.0 + 1e-9)
     coarse = {"steps": ENGINE_RATE_STEPS, "counts_per_octave": ENGINE_COUNTS_PER_OCTAVE} if problem.charges_prefill else {}
-    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets, **coarse)
+    named = [data.pools[j].name for j in rows]
+    which = ", ".join(named[:TABLE_NAMES_SHOWN]) + (f" and {len(named) - TABLE_NAMES_SHOWN} more" if len(named) > TABLE_NAMES_SHOWN else "")
+    told = None if progress is None else (lambda label, done, total: progress(f"tables of {which}: {label}", done, total))
+    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets, progress=told, **coarse)
     result.update({j: rate * e for j, rate, e in zip(rows, rates, seconds, strict=True)})
     return result
 
@@ -244,10 +250,11 @@ class BatchingTables:
     capacity: dict[int, NDArray[np.float64]]
     tightening: bool = False
 
-    def refreshed(self, data: FleetMilpData, plan: Plan, failed: bool) -> tuple[BatchingTables, bool]:
+    def refreshed(self, data: FleetMilpData, plan: Plan, failed: bool, progress: Progress | None = None) -> tuple[BatchingTables, bool]:
         """The tables after ``plan`` (each of its pools at its routed mix; no entry rises once a plan has failed the
-        evaluator), and whether they changed for the plan's pools (relative 1e-6)."""
-        fresh = per_gpu_capacity(data, plan_traffic(data, plan))
+        evaluator), and whether they changed for the plan's pools (relative 1e-6); ``progress`` as in
+        :func:`per_gpu_capacity`."""
+        fresh = per_gpu_capacity(data, plan_traffic(data, plan), progress)
         tightening = self.tightening or failed
         capacity = dict(self.capacity)
         changed = False

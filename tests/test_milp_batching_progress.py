@@ -1,0 +1,54 @@
+"""The batching MILP's table building reports its progress (which options, which search, how far)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import optfleet
+from optfleet.problems.fleet.batching_pool import TABLE_SEARCH_ROUNDS, batching_workload, cap_seconds_per_request, rates_per_gpu
+from optfleet.problems.fleet.milp import solve_milp
+from optfleet.problems.fleet.milp_data import prepare_milp_data
+from optfleet.problems.fleet.pool_config import PoolConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "instances/fleet/toy.yaml"
+
+
+def test_rates_per_gpu_tells_each_search_round_with_advancing_counts():
+    """Every round of the three searches is told once, ``done`` rising through ``[0, total)`` with a fixed ``total``;
+    the labels name the searches in order."""
+    cfg = PoolConfig(window_tokens=8192, slots_per_instance=16, w_ms=8.0, h_ms_per_slot=0.65, chunk_tokens=512, length_scale_tokens=None,
+                     cost_per_instance_hour=1.0, gpu="test")
+    traffic = [(np.array([200, 4000]), np.array([300, 200]), np.array([0.6, 0.4])), (np.array([100]), np.array([100]), np.array([1.0]))]
+    unit = batching_workload([cfg, cfg], traffic, 1.0)
+    ceiling = np.array([0.85 * 16 / float(w @ cap_seconds_per_request(cfg, i, o, 0.85)) for i, o, w in traffic])
+    calls: list[tuple[str, float, float]] = []
+    told = rates_per_gpu(unit, [cfg, cfg], 500.0, 0.85, ceiling, steps=6, progress=lambda label, done, total: calls.append((label, done, total)))
+    silent = rates_per_gpu(unit, [cfg, cfg], 500.0, 0.85, ceiling, steps=6)
+    assert all(np.array_equal(a, b) for a, b in zip(told, silent, strict=True))  # telling changes nothing
+    done = [c[1] for c in calls]
+    assert {c[2] for c in calls} == {2 * 6 + TABLE_SEARCH_ROUNDS}
+    assert done[0] == 0 and np.all(np.diff(done) > 0) and done[-1] < calls[0][2]
+    assert sum("rate without slot wait of 2 pools" in c[0] for c in calls) == 6
+    assert any("least GPU count" in c[0] for c in calls)
+    first_search = next(i for i, c in enumerate(calls) if "least GPU count" in c[0])
+    assert all("rate without slot wait" in c[0] for c in calls[:first_search])
+    table = [c for c in calls if c[0].startswith("rates at")]
+    assert [c[0].split("halving ")[1] for c in table] == [f"{i}/6" for i in range(1, 7)]
+
+
+def test_the_batching_milp_tells_each_models_tables_and_solve():
+    """``solve_milp``'s progress names the model, the options tabulated and the search; ``done`` never falls and stays
+    below ``total`` (the method's end is told by the caller)."""
+    problem = optfleet.load(TOY, slo__service_model="batching").problem
+    calls: list[tuple[str, float, float]] = []
+    result = solve_milp(problem, progress=lambda label, done, total: calls.append((label, done, total)))
+    assert result.evaluation.meets_slo
+    done = np.array([c[1] for c in calls])
+    assert len(calls) > 10 and np.all(np.diff(done) >= 0) and np.all(done < np.array([c[2] for c in calls]))
+    assert calls[0][0].startswith("model 1 of at most ") and "tables of " in calls[0][0] and "halving 1/" in calls[0][0]
+    assert any(c[0].endswith("HiGHS solve") for c in calls)
+    names = {p.name for p in prepare_milp_data(problem).pools}
+    assert any(name in calls[0][0] for name in names)
