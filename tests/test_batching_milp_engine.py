@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import optfleet
 from optfleet.engine.step import AffineStep
 from optfleet.problems.fleet import evaluate
-from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, meets_slo, rates_per_gpu, state_at
+from optfleet.problems.fleet.batching_pool import (batching_workload, cap_seconds_per_request, cycle_seconds_per_request, floor_threshold_ms,
+                                                   meets_slo, prefill_floor_ms, rates_per_gpu, state_at)
 from optfleet.problems.fleet.heuristics import homogeneous
 from optfleet.problems.fleet.milp import solve_milp
 from optfleet.problems.fleet.pool_config import PoolConfig
@@ -55,7 +56,61 @@ def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base
         return
     assert rate * seconds / gpus <= state.utilisation[0] * slots * (1 + 1e-9)
     work_ms = float(weight @ (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, l_out)))
-    assert rate * work_ms / 1000.0 / gpus < 1.0  # the GPU-time row's (milp_batching._gpu_time_columns)
+    assert rate * work_ms / 1000.0 / gpus < 1.0  # the engine's stability, below the cycle row (milp_batching._cycle_columns)
+
+
+@settings(max_examples=40, deadline=None)
+@given(**ENGINE_POOLS)
+def test_the_cycle_row_holds_for_every_stable_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                          atoms):
+    """The relaxation's cycle row (``cycle_seconds_per_request``) at the cap set to a stable pool's own occupancy
+    ``u``: ``lambda_g E[c] <= u s``.  So a pool within the cap ``rho_max`` meets the row at ``rho_max``, and the row
+    is at least the engine's stability ``lambda_g E[P + D] < 1`` scaled to the cap."""
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    if not state.stable[0]:
+        return
+    u = float(state.utilisation[0])
+    assert rate / gpus * float(weight @ cycle_seconds_per_request(cfg, l_in, l_out, u)) <= u * slots * (1 + 1e-9)
+    work_s = (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, l_out)) / 1000.0
+    assert np.all(cycle_seconds_per_request(cfg, l_in, l_out, 0.85) >= 0.85 * slots * work_s * (1 - 1e-9) * (slots - 1) / slots)
+
+
+@settings(max_examples=200, deadline=None)
+@given(held=st.floats(1e-3, 5000.0), slots=st.integers(1, 4000))
+def test_a_held_request_meets_at_least_s_minus_1_over_s_of_the_others(held, slots):
+    """``met_share >= (s - 1) / s`` (the cycle row's proof, ``cycle_seconds_per_request``), at any held count."""
+    from optfleet.queueing.batching_engine import met_share
+
+    assert met_share(np.array([held]), np.array([float(slots)]))[0] >= (slots - 1) / slots * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(**ENGINE_POOLS, chunk=st.sampled_from([256, 512, 2048]))
+def test_a_pool_meeting_its_ttft_has_at_most_1_percent_above_its_prefill_floor_threshold(slots, base_ms, per_seq_ms, per_kv_token_ms,
+                                                                                        per_prefill_token_ms, gpus, load, atoms, chunk):
+    """The relaxation's prefill floor rows (milp_data.PrefillFloorLevels): a stable pool, whose P99 TTFT is then its
+    SLO at best, has at most 1 % of its mass with ``prefill_floor_ms`` above ``floor_threshold_ms`` at that SLO."""
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, chunk=chunk)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
+        return
+    threshold = floor_threshold_ms(cfg, float(state.ttft_p99_ms[0]))
+    assert float(weight @ (prefill_floor_ms(cfg, l_in) > threshold)) <= 0.01
+
+
+def test_the_prefill_floor_threshold_is_the_slo_plus_half_a_grid_cell():
+    """``floor_threshold_ms`` sits a little above the SLO (half the model's grid cell at most: a few percent), more for
+    a longer window (its longest prefill widens the grid)."""
+    short, long = (engine_config(64, 8.0, 0.1, 1e-5, 0.02, chunk=2048, window=w) for w in (4096, 65536))
+    near, far = floor_threshold_ms(short, 500.0), floor_threshold_ms(long, 500.0)
+    assert 500.0 < near < far < 1.1 * 500.0
 
 
 def test_a_rate_table_on_a_count_grid_is_below_the_full_table():

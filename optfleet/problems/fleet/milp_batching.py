@@ -5,8 +5,9 @@ chunk mix, the prefill work law, the hold law), not on one load number, so no ta
 The MILP is solved twice, in the shape of the fleetsim rule's restriction and relaxation (milp.py):
 
 * **The bound: a relaxation, valid for every plan.**  The load of class k in pool option j is its slot-seconds at
-  the occupancy cap with no prefill wait (``cap_seconds_per_request``, batching_pool.py), so the utilisation cap
-  (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor rows (4) are the join
+  the occupancy cap with no prefill wait (``cap_seconds_per_request``, batching_pool.py; under the engine model the
+  cycle row's where larger, ``cycle_seconds_per_request``: each request's GPU time stalls every slot), so the
+  utilisation cap (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor rows (4) are the join
   levels (:func:`join_levels`): level r allows 1 % of a pool's traffic with ``X + J`` (prefill chunks plus the
   uniform join) above ``z_r``, on a grid of ``1 / JOIN_LEVELS_PER_ITERATION`` iteration, and caps the load per
   GPU so that the no-wait iteration ``W_j / (1 - G)`` times the level's floor ``f_r`` is within the SLO
@@ -36,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, rates_per_gpu
+from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, cycle_seconds_per_request, rates_per_gpu
 from optfleet.problems.fleet.milp_data import FleetMilpData, floor_caps, level_caps
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
@@ -148,6 +149,8 @@ def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetM
     if not with_join:
         pools = tuple(replace(o, table_instances=1) for o in data.pools)
         return replace(data, pools=pools), [np.zeros((1, o.levels)) for o in pools]
+    if data.prefill_floor is not None:
+        return _prefill_floor_relaxation(data)
     problem = data.problem
     grid = join_levels(data)
     width = max((len(g.floor_iterations) for g in grid), default=0)
@@ -164,21 +167,38 @@ def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetM
         pools.append(replace(option, table_instances=1, level_floors_ms=tuple(levels.floor_iterations * config.w_ms)))
         caps.append(floor_caps(problem, config, levels.floor_iterations, problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)))
     relaxed = replace(data, pools=tuple(pools), floor_measure=measure, compressed_floor_measure=compressed, floor_allowance=allowance,
-                      level_caps=tuple(caps), **_gpu_time_columns(data))
+                      level_caps=tuple(caps), **_cycle_columns(data))
     return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
 
 
-def _gpu_time_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
+def _prefill_floor_relaxation(data: FleetMilpData) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
+    """:func:`relaxation_data` under the engine model: the prefill floor levels (milp_data.py ``PrefillFloorLevels``) in
+    place of the join levels (their floor ``(m + 1) base`` is the prefill floor's without the prompt's compute; the
+    join, at most an iteration, is left out), every level at the option's cap (the engine's iteration is not linear
+    in the load: ``floor_caps``), and the cycle columns (:func:`_cycle_columns`)."""
+    floor = data.prefill_floor
+    assert floor is not None
+    width = len(floor.thresholds_ms)
+    pools = tuple(replace(o, table_instances=1, level_floors_ms=tuple(floor.thresholds_ms[:levels]))
+                  for o, levels in zip(data.pools, floor.levels, strict=True))
+    allowance = np.where(np.arange(width)[None, :] < floor.levels[:, None], JOIN_LEVEL_ALLOWANCE, 0.0)
+    caps = tuple(np.full(o.levels, data.problem.rho_max * o.slots_per_instance) for o in pools)
+    relaxed = replace(data, pools=pools, floor_measure=floor.measure, compressed_floor_measure=floor.compressed_measure, floor_allowance=allowance,
+                      level_caps=caps, **_cycle_columns(data))
+    return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
+
+
+def _cycle_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
     """Under the engine model, the relaxation's load columns: per option, the occupancy row's (the hold at the least
-    iterations, :func:`cap_seconds_per_request`) or the GPU-time row's (``rho_max s lambda E[P + D] <= rho_max s``
-    per GPU, the engine's stability ``lambda_g E[P + D] < 1`` scaled to the same cap), whichever is the larger at
-    the option's whole mix.  Each is necessary for every pool meeting the model, so either keeps the bound a bound;
-    empty (no change) under the paper's iteration."""
-    if data.gpu_time_load is None:
+    iterations, :func:`cap_seconds_per_request`) or the cycle row's (:func:`cycle_seconds_per_request`: the hold with
+    each request's GPU time stalling the GPU's slots, at least the engine's stability ``lambda_g E[P + D] < 1`` scaled
+    to the cap), whichever is the larger at the option's whole mix.  Each is necessary for every pool meeting the
+    model, so either keeps the bound a bound; empty (no change) under the paper's iteration."""
+    if data.cycle_load is None:
         return {}
-    by_time = data.gpu_time_load.sum(axis=0) > data.load.sum(axis=0)
-    return {"load": np.where(by_time[None, :], data.gpu_time_load, data.load),
-            "compressed_load": np.where(by_time[None, :], data.compressed_gpu_time_load, data.compressed_load)}
+    by_cycle = data.cycle_load.sum(axis=0) > data.load.sum(axis=0)
+    return {"load": np.where(by_cycle[None, :], data.cycle_load, data.load),
+            "compressed_load": np.where(by_cycle[None, :], data.compressed_cycle_load, data.compressed_load)}
 
 
 JOIN_LEVELS_PER_ITERATION = 4  # the relaxation's floor levels per iteration of the in-GPU time (join_levels)
