@@ -190,3 +190,36 @@ def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms
         lo, hi = (mid, hi) if float(weight @ np.clip(chunks + 1.0 - mid, 0.0, 1.0)) > 0.01 else (lo, mid)
     level = int(np.searchsorted(grid.z, hi - 1e-12))
     assert state.ttft_p99_ms[0] >= base_ms * grid.floor_iterations[level] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("rate_rps", "ttft_ms", "compression"), [
+    (100, 10000, False), (400, 3000, False),
+    pytest.param(400, 3000, True, marks=pytest.mark.slow), pytest.param(50, 1500, True, marks=pytest.mark.slow),  # about 15 s each
+])
+def test_the_engine_relaxation_bound_is_below_every_plan_of_a_brute_force(rate_rps, ttft_ms, compression):
+    """The relaxation the MILP's bound comes from (cycle row, prefill floor levels) is below the cheapest passing plan
+    of a brute force on toy engine fleets: every (B, gamma) candidate of the sweep and the one-pool fleet, each at its
+    least count under the evaluator (feasible counts are an up-set) -- with and without compression (whose classes
+    read the options' own floors)."""
+    from optfleet.problems.fleet.constraints import gpu_bounds
+    from optfleet.problems.fleet.heuristics.sweep import candidate_table, plan_from_row
+    from optfleet.problems.fleet.milp import _build, _runner
+    from optfleet.problems.fleet.milp_batching import relaxation_data
+    from optfleet.problems.fleet.milp_data import prepare_milp_data
+
+    problem = optfleet.load(TOY, preset="engine", hardware__iteration={"chunk_tokens": 1000}, slo__service_model="batching",
+                            compression__enabled=compression, workload__rate_rps=rate_rps, slo__ttft_p99_ms=ttft_ms).problem
+    relaxed, tables = relaxation_data(prepare_milp_data(problem))
+    assert relaxed.prefill_floor is not None and relaxed.cycle_load is not None
+    model = _build(problem, relaxed, gpu_bounds(relaxed, problem.constraints), relaxed.service_ratio_ms, routing=problem.milp_routing,
+                   max_pools=problem.max_pools, customize=None, wait_tables=tables)
+    bound = _runner(model, problem.solver, None)(model, time_limit=None, mip_gap=problem.mip_gap).bound
+    plans = [plan_from_row(problem, row, "sweep") for _, row in candidate_table(problem).iterrows() if row["feasible"]]
+    plans.append(homogeneous(problem))
+    costs = []
+    for plan in plans:
+        least = evaluate(problem, plan)
+        sized = evaluate(problem, plan.with_instances([max(p.min_instances, 0) for p in least.pools]))
+        if sized.meets_slo:
+            costs.append(sized.cost_per_hour)
+    assert costs and bound is not None and bound <= min(costs) + 1e-6
