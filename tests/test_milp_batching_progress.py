@@ -52,3 +52,26 @@ def test_the_batching_milp_tells_each_models_tables_and_solve():
     assert any(c[0].endswith("HiGHS solve") for c in calls)
     names = {p.name for p in prepare_milp_data(problem).pools}
     assert any(name in calls[0][0] for name in names)
+
+
+def test_a_refresh_at_the_mix_a_curve_was_computed_at_reuses_it():
+    """``BatchingTables.refreshed`` tabulates only the pools whose mix is new: refreshing twice with one plan runs the
+    searches once (no progress the second time) and gives the same curves; ``same_mix`` is blind to scale only."""
+    from optfleet.problems.fleet.heuristics import sweep
+    from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, plan_traffic, same_mix
+
+    problem = optfleet.load(TOY, slo__service_model="batching").problem
+    data = prepare_milp_data(problem)
+    plan = sweep(problem).plan
+    tables = BatchingTables.start(data, initial_traffic(data, None))
+    calls: list[str] = []
+    once, _ = tables.refreshed(data, plan, failed=False, progress=lambda label, done, total: calls.append(label))
+    first = len(calls)
+    twice, changed = once.refreshed(data, plan, failed=False, progress=lambda label, done, total: calls.append(label))
+    routed = plan_traffic(data, plan)
+    assert 0 < first and len(calls) == first and not changed
+    assert all(np.array_equal(twice.capacity[j], once.capacity[j]) for j in routed)
+    l_in, l_out, weight = max(routed.values(), key=lambda t: len(t[2]))
+    assert len(weight) > 1
+    assert same_mix((l_in, l_out, weight), (l_in, l_out, 3.0 * weight))
+    assert not same_mix((l_in, l_out, weight), (l_in, l_out, weight * np.linspace(1.0, 2.0, len(weight))))

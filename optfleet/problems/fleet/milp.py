@@ -66,7 +66,7 @@ from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.heuristics.sweep import compression_hint
-from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, per_gpu_capacity, relaxation_data, tabled_data
+from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, relaxation_data, tabled_data
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_moments import PoolState, initial_grid, refine
 from optfleet.problems.fleet.milp_plan import extract_plan
@@ -469,7 +469,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     repairable = not customize and FLEET_CONSTRAINTS.objective(problem.constraints) == COST
     repaired: tuple[int, FleetEvaluation] | None = None
     swept = _sweep_incumbent(problem, sweep_plan, max_pools, customize)  # the sweep's plan also starts the tables
-    tables = BatchingTables(per_gpu_capacity(data, initial_traffic(data, sweep_plan), _model_progress(tell, 1, max_iterations)))
+    tables = BatchingTables.start(data, initial_traffic(data, sweep_plan), _model_progress(tell, 1, max_iterations))
     start = sweep_plan if warm_start else None
     previous: pyo.ConcreteModel | None = None
     best: MilpResult | None = None

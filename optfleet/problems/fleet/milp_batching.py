@@ -32,7 +32,7 @@ The MILP is solved twice, in the shape of the fleetsim rule's restriction and re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -263,18 +263,44 @@ def join_grid(k_max: int, w_ms: float, slo_ms: float) -> JoinLevels:
     return JoinLevels(z[keep], floors[keep])
 
 
+def same_mix(a: Traffic, b: Traffic) -> bool:
+    """Whether two traffics are one mix up to scale: the same ``(L_in, L_out)`` atoms with weight, at the same shares
+    (relative 1e-12).  A capacity curve depends on the mix alone (:func:`per_gpu_capacity` normalises the weights)."""
+    def atoms(traffic: Traffic) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        l_in, l_out, weight = (np.asarray(v) for v in traffic)
+        kept = weight > 0
+        keys = np.stack([l_in[kept], l_out[kept]])
+        order = np.lexsort(keys)
+        return keys[:, order], weight[kept][order] / weight[kept].sum()
+
+    (keys_a, share_a), (keys_b, share_b) = atoms(a), atoms(b)
+    return keys_a.shape == keys_b.shape and np.array_equal(keys_a, keys_b) and np.allclose(share_a, share_b, rtol=1e-12, atol=0.0)
+
+
 @dataclass(frozen=True)
 class BatchingTables:
-    """The tables' state in the driver: each option's capacity curve, and whether entries may only fall from now on."""
+    """The tables' state in the driver: each option's capacity curve, whether entries may only fall from now on, and
+    per option the last curve computed and the mix it was computed at (a refresh at the same mix reuses it)."""
 
     capacity: dict[int, NDArray[np.float64]]
     tightening: bool = False
+    computed: dict[int, tuple[Traffic, NDArray[np.float64]]] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, data: FleetMilpData, traffic: dict[int, Traffic], progress: Progress | None = None) -> BatchingTables:
+        """The first tables: every option's curve at ``traffic`` (:func:`initial_traffic`)."""
+        capacity = per_gpu_capacity(data, traffic, progress)
+        return cls(capacity, computed={j: (traffic[j], capacity[j]) for j in traffic})
 
     def refreshed(self, data: FleetMilpData, plan: Plan, failed: bool, progress: Progress | None = None) -> tuple[BatchingTables, bool]:
         """The tables after ``plan`` (each of its pools at its routed mix; no entry rises once a plan has failed the
         evaluator), and whether they changed for the plan's pools (relative 1e-6); ``progress`` as in
-        :func:`per_gpu_capacity`."""
-        fresh = per_gpu_capacity(data, plan_traffic(data, plan), progress)
+        :func:`per_gpu_capacity`.  A pool whose mix is the one its option's last curve was computed at keeps that
+        curve (the same engine states would be solved again)."""
+        traffic = plan_traffic(data, plan)
+        known = {j: self.computed[j][1] for j, t in traffic.items() if j in self.computed and same_mix(self.computed[j][0], t)}
+        fresh = {**known, **per_gpu_capacity(data, {j: t for j, t in traffic.items() if j not in known}, progress)}
+        computed = {**self.computed, **{j: (traffic[j], fresh[j]) for j in traffic}}
         tightening = self.tightening or failed
         capacity = dict(self.capacity)
         changed = False
@@ -283,4 +309,4 @@ class BatchingTables:
             old = self.capacity[j]
             changed |= len(new) != len(old) or not np.allclose(new, old, rtol=1e-6, atol=0.0)
             capacity[j] = new
-        return BatchingTables(capacity, tightening), changed
+        return BatchingTables(capacity, tightening, computed), changed
