@@ -144,8 +144,10 @@ def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -
 
 def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
     """``data`` without wait tables (every option's table size 1) and with the join's floor levels
-    (:func:`join_levels`): the relaxation whose bound holds for the batching problem (module docstring).  With
-    ``with_join`` False the integer chunk levels stay (the looser relaxation before the join levels, for comparison)."""
+    (:func:`join_levels`; under the engine model the prefill floor levels and the cycle columns,
+    :func:`_prefill_floor_relaxation`): the relaxation whose bound holds for the batching problem (module docstring).
+    With ``with_join`` False the integer chunk levels and the occupancy row stay (the looser relaxation before either
+    refinement, for comparison)."""
     if not with_join:
         pools = tuple(replace(o, table_instances=1) for o in data.pools)
         return replace(data, pools=pools), [np.zeros((1, o.levels)) for o in pools]
