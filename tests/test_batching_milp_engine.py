@@ -39,13 +39,23 @@ ENGINE_POOLS = dict(
 )
 
 
+def random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load, atoms, chunk=512):
+    """``(config, l_in, l_out, weight, rate, state)`` of an ``ENGINE_POOLS`` draw: the rate is ``load`` times the
+    slots over the occupancy row's hold (cap 0.9)."""
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, chunk=chunk)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    return cfg, l_in, l_out, weight, rate, state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+
+
 @settings(max_examples=25, deadline=None)
 @given(**ENGINE_POOLS)
 def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
                                                                       gpus, load, atoms):
     """Row (3)'s loads under the engine model hold for every stable pool: ``lambda_g E[(m + 1/2 + L_out) base + P + D]``
     never exceeds the slots the engine model holds per GPU (``utilisation x s``), so a pool within its occupancy cap
-    meets the occupancy row, and ``lambda_g E[P + D] < 1`` (the GPU-time row)."""
+    meets the occupancy row, and ``lambda_g E[P + D] < 1`` (the engine's stability)."""
     cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
     l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
     weight = weight / weight.sum()
@@ -66,11 +76,8 @@ def test_the_cycle_row_holds_for_every_stable_engine_pool(slots, base_ms, per_se
     """The relaxation's cycle row (``cycle_seconds_per_request``) at the cap set to a stable pool's own occupancy
     ``u``: ``lambda_g E[c] <= u s``.  So a pool within the cap ``rho_max`` meets the row at ``rho_max``, and the row
     is at least the engine's stability ``lambda_g E[P + D] < 1`` scaled to the cap."""
-    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
-    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
-    weight = weight / weight.sum()
-    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
-    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    cfg, l_in, l_out, weight, rate, state = random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                              atoms)
     if not state.stable[0]:
         return
     u = float(state.utilisation[0])
@@ -94,11 +101,8 @@ def test_a_pool_meeting_its_ttft_has_at_most_1_percent_above_its_prefill_floor_t
                                                                                         per_prefill_token_ms, gpus, load, atoms, chunk):
     """The relaxation's prefill floor rows (milp_data.PrefillFloorLevels): a stable pool, whose P99 TTFT is then its
     SLO at best, has at most 1 % of its mass with ``prefill_floor_ms`` above ``floor_threshold_ms`` at that SLO."""
-    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, chunk=chunk)
-    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
-    weight = weight / weight.sum()
-    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
-    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    cfg, l_in, l_out, weight, rate, state = random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                              atoms, chunk)
     if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
         return
     threshold = floor_threshold_ms(cfg, float(state.ttft_p99_ms[0]))
@@ -174,11 +178,8 @@ def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms
     grid, and row (4) holds there: milp_batching.join_levels)."""
     from optfleet.problems.fleet.milp_batching import join_grid
 
-    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
-    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
-    weight = weight / weight.sum()
-    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
-    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    cfg, l_in, l_out, weight, rate, state = random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                              atoms)
     if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
         return
     chunks = cfg.prefill_chunks(l_in)
