@@ -17,8 +17,8 @@ TOY = ROOT / "instances/fleet/toy.yaml"
 
 
 def test_rates_per_gpu_tells_each_search_round_with_advancing_counts():
-    """Every round of the three searches is told once, ``done`` rising through ``[0, total)`` with a fixed ``total``;
-    the labels name the searches in order."""
+    """Every round of the three searches is told once, ``done / total`` rising through ``[0, 1)`` (``total`` counts
+    entries, set once the third search's are known); the labels name the searches in order."""
     cfg = PoolConfig(window_tokens=8192, slots_per_instance=16, w_ms=8.0, h_ms_per_slot=0.65, chunk_tokens=512, length_scale_tokens=None,
                      cost_per_instance_hour=1.0, gpu="test")
     traffic = [(np.array([200, 4000]), np.array([300, 200]), np.array([0.6, 0.4])), (np.array([100]), np.array([100]), np.array([1.0]))]
@@ -28,14 +28,16 @@ def test_rates_per_gpu_tells_each_search_round_with_advancing_counts():
     told = rates_per_gpu(unit, [cfg, cfg], 500.0, 0.85, ceiling, steps=6, progress=lambda label, done, total: calls.append((label, done, total)))
     silent = rates_per_gpu(unit, [cfg, cfg], 500.0, 0.85, ceiling, steps=6)
     assert all(np.array_equal(a, b) for a, b in zip(told, silent, strict=True))  # telling changes nothing
-    done = [c[1] for c in calls]
-    assert {c[2] for c in calls} == {2 * 6 + TABLE_SEARCH_ROUNDS}
-    assert done[0] == 0 and np.all(np.diff(done) > 0) and done[-1] < calls[0][2]
+    share = np.array([c[1] / c[2] for c in calls])
+    assert share[0] == 0 and np.all(np.diff(share) > 0) and share[-1] < 1.0
+    table = [c for c in calls if c[0].startswith("rates at")]
+    searched = int(table[0][0].split()[2])  # "rates at N GPU counts ..."
+    assert {c[2] for c in table} == {2 * 2 + searched} and len({c[2] for c in calls}) == 2  # the total is set once the counts are known
+    assert max(c[1] for c in calls if "least GPU count" in c[0]) <= 2 * 2 and len([c for c in calls if "least GPU count" in c[0]]) <= TABLE_SEARCH_ROUNDS
     assert sum("rate without slot wait of 2 pools" in c[0] for c in calls) == 6
     assert any("least GPU count" in c[0] for c in calls)
     first_search = next(i for i, c in enumerate(calls) if "least GPU count" in c[0])
     assert all("rate without slot wait" in c[0] for c in calls[:first_search])
-    table = [c for c in calls if c[0].startswith("rates at")]
     assert [c[0].split("halving ")[1] for c in table] == [f"{i}/6" for i in range(1, 7)]
 
 

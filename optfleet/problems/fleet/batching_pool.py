@@ -272,6 +272,11 @@ RATE_BISECTION_STEPS = 40
 TABLE_SEARCH_ROUNDS = 2 * int(np.log2(TABLE_GPU_LIMIT)) + 1
 
 
+def _count_grid(counts_per_octave: int) -> NDArray[np.float64]:
+    """The counts :func:`rates_per_gpu` bisects at ``counts_per_octave`` k: ``floor(2^(i / k))`` up to ``TABLE_GPU_LIMIT``."""
+    return np.unique(np.floor(2.0 ** (np.arange(int(np.log2(TABLE_GPU_LIMIT)) * counts_per_octave + 1) / counts_per_octave)))
+
+
 def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
                   ceiling_rps: NDArray[np.float64], tpot: TpotTargets | None = None, steps: int = RATE_BISECTION_STEPS,
                   counts_per_octave: int | None = None, progress: Progress | None = None) -> list[NDArray[np.float64]]:
@@ -291,8 +296,10 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
 
     ``progress(label, done, total)`` (if given) is told each round of the three searches (every pool's is one
     vectorised model evaluation): ``steps`` halvings of ``r_inf``, at most ``TABLE_SEARCH_ROUNDS`` rounds for
-    ``N_p``, ``steps`` halvings of the table's counts; ``total`` is their sum, ``done`` the rounds run (the count
-    search's unused rounds are skipped when it ends), the label says which search and over how many entries.
+    ``N_p``, ``steps`` halvings of the table's counts; the label says which search and over how many entries.
+    ``done`` and ``total`` count entries (a round's cost grows with them): one per pool for each of the first two
+    searches, one per count bisected for the third, whose number is known once ``N_p`` is (before, ``total``
+    counts every grid count up to ``TABLE_GPU_LIMIT``: ``done / total`` never falls).
     """
     count = len(configs)
     slots, w_ms, h_ms = pool_arrays(configs)
@@ -301,16 +308,17 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         workload = replace(take_rows(unit, rows), rate_rps=rate_per_gpu * gpus)
         return meets_slo(_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows], slo_ms), slo_ms, rho_max, tpot)
 
-    total = 2 * steps + TABLE_SEARCH_ROUNDS
+    grid_counts = TABLE_GPU_LIMIT if counts_per_octave is None else len(_count_grid(counts_per_octave))
+    total = [2.0 * count + count * grid_counts]  # entries; the third search's are known after the second
 
-    def tell(label: str, done: int) -> None:
+    def tell(label: str, done: float) -> None:
         if progress is not None:
-            progress(label, float(done), float(total))
+            progress(label, done, total[0])
 
-    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64], what: str, first: int) -> NDArray[np.float64]:
+    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64], what: str, first: float) -> NDArray[np.float64]:
         lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()
         for step in range(steps):
-            tell(f"{what}, halving {step + 1}/{steps}", first + step)
+            tell(f"{what}, halving {step + 1}/{steps}", first + len(rows) * step / steps)
             mid = 0.5 * (lo + hi)
             ok = feasible(rows, gpus, mid)
             lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
@@ -326,7 +334,7 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
     rounds = 0
     while searching.any():
         rows = np.flatnonzero(searching)
-        tell(f"least GPU count at that rate, doubling: {len(rows)} of {count} pools searching", steps + min(rounds, TABLE_SEARCH_ROUNDS - 1))
+        tell(f"least GPU count at that rate, doubling: {len(rows)} of {count} pools searching", count * (1.0 + min(rounds / TABLE_SEARCH_ROUNDS, 1.0)))
         rounds += 1
         ok = feasible(rows, n[rows], limit[rows])
         first_good[rows[ok]] = n[rows[ok]]
@@ -339,7 +347,7 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         open_ = np.flatnonzero((limit > 0) & (first_good - known_bad > 1))
         if not len(open_):
             break
-        tell(f"least GPU count at that rate, bisection: {len(open_)} of {count} pools searching", steps + min(rounds, TABLE_SEARCH_ROUNDS - 1))
+        tell(f"least GPU count at that rate, bisection: {len(open_)} of {count} pools searching", count * (1.0 + min(rounds / TABLE_SEARCH_ROUNDS, 1.0)))
         rounds += 1
         mid = np.floor(0.5 * (first_good[open_] + known_bad[open_]))
         ok = feasible(open_, mid, limit[open_])
@@ -350,12 +358,11 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
     gpus = np.concatenate([np.arange(1, size + 1, dtype=np.float64) for size in sizes])
     at_limit = (gpus == sizes[rows]) & (limit[rows] > 0) & (known_bad[rows] < TABLE_GPU_LIMIT)
     rates = np.where(at_limit, limit[rows], 0.0)
-    grid = np.ones(len(gpus), dtype=bool) if counts_per_octave is None else np.isin(
-        gpus, np.floor(2.0 ** (np.arange(int(np.log2(TABLE_GPU_LIMIT)) * counts_per_octave + 1) / counts_per_octave)))
+    grid = np.ones(len(gpus), dtype=bool) if counts_per_octave is None else np.isin(gpus, _count_grid(counts_per_octave))
     search = np.flatnonzero(~at_limit & (limit[rows] > 0) & grid)
+    total[0] = 2.0 * count + len(search)
     if len(search):
-        rates[search] = largest(rows[search], gpus[search], f"rates at {len(search)} GPU counts up to {int(gpus[search].max())}",
-                                steps + TABLE_SEARCH_ROUNDS)
+        rates[search] = largest(rows[search], gpus[search], f"rates at {len(search)} GPU counts up to {int(gpus[search].max())}", 2.0 * count)
     # a count off the grid reads the last grid count's rate before it (np.maximum.accumulate of the grid's positions)
     rates = rates[np.maximum.accumulate(np.where(grid | at_limit, np.arange(len(gpus)), 0))]
     # r(n) rises with n; each count reads at most the rate of every larger one (a table that never claims more

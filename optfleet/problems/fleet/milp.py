@@ -87,7 +87,8 @@ MOMENTS_GAP = ("optimal for the model at its own pools' E[S^2]/E[S]; the gap is 
 FLOOR_RESOLUTIONS = (1, 2, 4, 8)  # fleetsim floor levels per prefill chunk, refined while the relaxation leaves a gap
 MOMENT_ROUNDS = 8  # E[S^2]/E[S] grids tried while the moments leave a gap (milp_moments.py)
 MIN_SOLVE_S = 1.0  # a batching table model's solve gets at least this much of what is left of the time limit
-TABLE_SHARE = 0.9  # of a batching table model's unit of progress, its tables' (the rest: its solve)
+TABLE_SHARE = 0.9  # of a batching table model's share of the progress, its tables' (the rest: its solve)
+FIRST_MODEL_SHARE = 0.8  # of the batching MILP's progress, its first table model's
 # Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
 OPEN_SET_LIMIT = 20_000
 
@@ -461,7 +462,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     constraints: the cheapest of them all is the result (its ``note`` says where it came from; status ``unproven``):
     the tables hold only at the mix they were computed for.  No passing plan at all raises ``NoPlanFoundError``
     (not proof of infeasibility).  ``progress`` is told each model's table building (which options, which search)
-    and solve, model i filling ``[i - 1, i)`` of ``max_iterations``."""
+    and solve as a share of the run (:func:`_model_progress`)."""
     tell = progress or silent
     sweep_plan = _sweep_plan(problem)
     # Outside the model's plans only under the cost objective and without a Python hook, each checked against the
@@ -488,7 +489,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
                           skip=skip, wait_tables=wait_tables)
 
         model = model_at()
-        tell(f"model {iteration} of at most {max_iterations}: HiGHS solve", iteration - 1 + TABLE_SHARE, max_iterations)
+        _model_progress(tell, iteration, max_iterations)("HiGHS solve", 1.0, 1.0)
         report = _solve_from(model, start, previous, None, solver=solver, customize=customize, time_limit_s=remaining, mip_gap=mip_gap)
         if not report.has_solution:
             if iteration > 1:
@@ -528,9 +529,15 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
 
 
 def _model_progress(progress: Progress, model: int, models: int) -> Progress:
-    """``progress`` for the tables of model ``model`` of at most ``models``: their searches fill the first
-    ``TABLE_SHARE`` of the model's unit."""
-    return lambda label, done, total: progress(f"model {model} of at most {models}: {label}", model - 1 + TABLE_SHARE * done / total, models)
+    """``progress`` for model ``model`` of at most ``models``, as a share of the run: the first model (whose tables
+    cover every option, the bulk of the time) spans ``[0, FIRST_MODEL_SHARE)``, each next one half the rest; its
+    tables' searches fill ``TABLE_SHARE`` of its span (``done == total``: its solve)."""
+    def start(i: int) -> float:
+        return 0.0 if i == 1 else 1.0 - (1.0 - FIRST_MODEL_SHARE) * 0.5 ** (i - 2)
+
+    span = start(model + 1) - start(model)
+    return lambda label, done, total: progress(f"model {model} of at most {models}: {label}",
+                                               start(model) + span * TABLE_SHARE * min(done / total, 1.0), 1.0)
 
 
 def _sweep_incumbent(problem: FleetProblem, sweep_plan: Plan | None, max_pools: int,
