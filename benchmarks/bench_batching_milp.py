@@ -12,7 +12,13 @@ Where the gap is: the relaxation's routing with every pool at its least instance
 leaves out: the loaded iteration ``t`` against the idle ``W`` the floor levels count in, and the in-GPU P99 in
 iterations against the relaxation's floor ``P99 chunks + 1`` (the rest is the join and the prefill wait).
 
-Writes benchmarks/out/ (benchmarks/results/ with --publish): batching_milp.json|md and batching_milp_gap_parts.json|md.
+A third table holds the engine model's instances (``preset: engine``, the batching service model: the Azure 70B and
+LMSYS 8B fleets), whose bound is the relaxation with the cycle row and the prefill floor levels
+(milp_batching.py ``relaxation_data``); its "before" is the relaxation without either (the occupancy row and the
+integer chunk levels with the base step as ``W``).
+
+Writes benchmarks/out/ (benchmarks/results/ with --publish): batching_milp.json|md, batching_milp_gap_parts.json|md and
+batching_milp_engine.json|md.
 Run: python benchmarks/bench_batching_milp.py
 """
 
@@ -40,6 +46,7 @@ from output import add_output_option, output_folder, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
+ENGINE_INSTANCES = ("azure_2023_h100_batching", "lmsys_llama3_8b_batching")  # preset: engine, batching service model
 
 
 def row(name: str) -> dict:
@@ -105,6 +112,17 @@ def origin(note: str) -> str:
     return note
 
 
+def table_row(r: dict) -> list[str]:
+    """One workload's line of the MILP tables."""
+    return [r["workload"], f"{r['sweep_cost']:,.2f} ({r['sweep_gpus']})", f"{r['milp_cost']:,.2f} ({r['milp_gpus']})", r["milp_plan"],
+            origin(r["plan_origin"]),
+            "-" if r["chunk_level_bound"] is None else f"{r['chunk_level_bound']:,.2f} ({percent(r['chunk_level_gap'])})",
+            "-" if r["bound"] is None else f"{r['bound']:,.2f}", percent(r["milp_gap"]), percent(r["sweep_gap"]),
+            "-" if r["relaxation_routing_cost"] is None else f"{r['relaxation_routing_cost']:,.2f} ({percent(r['relaxation_routing_gap'])})",
+            r["status"], f"{r['models_solved']} ({r['passing_models']})",
+            f"{r['milp_seconds']:.1f} / {r['sweep_seconds']:.1f} = {r['milp_seconds'] / r['sweep_seconds']:.1f}x"]
+
+
 def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f} %"
 
@@ -117,19 +135,18 @@ def main() -> int:
     for name in WORKLOADS:
         rows.append(row(name))
         print(rows[-1])
+    engine_rows = []
+    for name in ENGINE_INSTANCES:
+        engine_rows.append(row(name))
+        print(engine_rows[-1])
     columns = ["workload", "sweep $/h (GPUs)", "MILP $/h (GPUs)", "MILP plan", "plan from", "bound: chunk levels $/h (MILP gap)",
                "bound: join levels $/h", "MILP gap", "sweep gap", "relaxation's routing resized $/h (gap)", "status", "models solved (passing)",
                "MILP s / sweep s"]
-    table = [[r["workload"], f"{r['sweep_cost']:,.2f} ({r['sweep_gpus']})", f"{r['milp_cost']:,.2f} ({r['milp_gpus']})", r["milp_plan"],
-              origin(r["plan_origin"]),
-              "-" if r["chunk_level_bound"] is None else f"{r['chunk_level_bound']:,.2f} ({percent(r['chunk_level_gap'])})",
-              "-" if r["bound"] is None else f"{r['bound']:,.2f}", percent(r["milp_gap"]), percent(r["sweep_gap"]),
-              "-" if r["relaxation_routing_cost"] is None else f"{r['relaxation_routing_cost']:,.2f} ({percent(r['relaxation_routing_gap'])})",
-              r["status"], f"{r['models_solved']} ({r['passing_models']})",
-              f"{r['milp_seconds']:.1f} / {r['sweep_seconds']:.1f} = {r['milp_seconds'] / r['sweep_seconds']:.1f}x"]
-             for r in rows]
     folder = output_folder(args)
-    write_results(folder, "batching_milp", {"rows": rows}, columns, table)
+    write_results(folder, "batching_milp", {"rows": rows}, columns, [table_row(r) for r in rows])
+    engine_columns = [*columns[:5], "bound: occupancy row, chunk levels $/h (MILP gap)", "bound: cycle row, prefill floor levels $/h",
+                      *columns[7:]]
+    write_results(folder, "batching_milp_engine", {"rows": engine_rows}, engine_columns, [table_row(r) for r in engine_rows])
     part_columns = ["workload", "pool", "GPUs", "iteration t ms (idle W)", "in-GPU P99 iterations", "relaxation floor iterations (P99 chunks + 1)",
                     "join + prefill wait iterations", "slot wait P99 ms", "P99 TTFT ms"]
     part_rows = [[r["workload"], f"w{p['window_tokens']}", str(p["instances"]), f"{p['iteration_ms']:.1f} ({p['w_ms']:.0f})",

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import optfleet
 from optfleet.engine.step import AffineStep
 from optfleet.problems.fleet import evaluate
-from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, meets_slo, rates_per_gpu, state_at
+from optfleet.problems.fleet.batching_pool import (batching_workload, cap_seconds_per_request, cycle_seconds_per_request, floor_threshold_ms,
+                                                   meets_slo, prefill_floor_ms, rates_per_gpu, state_at)
 from optfleet.problems.fleet.heuristics import homogeneous
 from optfleet.problems.fleet.milp import solve_milp
 from optfleet.problems.fleet.pool_config import PoolConfig
@@ -38,13 +39,23 @@ ENGINE_POOLS = dict(
 )
 
 
+def random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load, atoms, chunk=512):
+    """``(config, l_in, l_out, weight, rate, state)`` of an ``ENGINE_POOLS`` draw: the rate is ``load`` times the
+    slots over the occupancy row's hold (cap 0.9)."""
+    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, chunk=chunk)
+    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
+    weight = weight / weight.sum()
+    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
+    return cfg, l_in, l_out, weight, rate, state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+
+
 @settings(max_examples=25, deadline=None)
 @given(**ENGINE_POOLS)
 def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms,
                                                                       gpus, load, atoms):
     """Row (3)'s loads under the engine model hold for every stable pool: ``lambda_g E[(m + 1/2 + L_out) base + P + D]``
     never exceeds the slots the engine model holds per GPU (``utilisation x s``), so a pool within its occupancy cap
-    meets the occupancy row, and ``lambda_g E[P + D] < 1`` (the GPU-time row)."""
+    meets the occupancy row, and ``lambda_g E[P + D] < 1`` (the engine's stability)."""
     cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
     l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
     weight = weight / weight.sum()
@@ -55,7 +66,55 @@ def test_the_relaxation_load_is_at_most_the_engine_models_held_slots(slots, base
         return
     assert rate * seconds / gpus <= state.utilisation[0] * slots * (1 + 1e-9)
     work_ms = float(weight @ (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, l_out)))
-    assert rate * work_ms / 1000.0 / gpus < 1.0  # the GPU-time row's (milp_batching._gpu_time_columns)
+    assert rate * work_ms / 1000.0 / gpus < 1.0  # the engine's stability, below the cycle row (milp_batching._cycle_columns)
+
+
+@settings(max_examples=40, deadline=None)
+@given(**ENGINE_POOLS)
+def test_the_cycle_row_holds_for_every_stable_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                          atoms):
+    """The relaxation's cycle row (``cycle_seconds_per_request``) at the cap set to a stable pool's own occupancy
+    ``u``: ``lambda_g E[c] <= u s``.  So a pool within the cap ``rho_max`` meets the row at ``rho_max``, and the row
+    is at least the engine's stability ``lambda_g E[P + D] < 1`` scaled to the cap."""
+    cfg, l_in, l_out, weight, rate, state = random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                              atoms)
+    if not state.stable[0]:
+        return
+    u = float(state.utilisation[0])
+    assert rate / gpus * float(weight @ cycle_seconds_per_request(cfg, l_in, l_out, u)) <= u * slots * (1 + 1e-9)
+    work_s = (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, l_out)) / 1000.0
+    assert np.all(cycle_seconds_per_request(cfg, l_in, l_out, 0.85) >= 0.85 * slots * work_s * (1 - 1e-9) * (slots - 1) / slots)
+
+
+@settings(max_examples=200, deadline=None)
+@given(held=st.floats(1e-3, 5000.0), slots=st.integers(1, 4000))
+def test_a_held_request_meets_at_least_s_minus_1_over_s_of_the_others(held, slots):
+    """``met_share >= (s - 1) / s`` (the cycle row's proof, ``cycle_seconds_per_request``), at any held count."""
+    from optfleet.queueing.batching_engine import met_share
+
+    assert met_share(np.array([held]), np.array([float(slots)]))[0] >= (slots - 1) / slots * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(**ENGINE_POOLS, chunk=st.sampled_from([256, 512, 2048]))
+def test_a_pool_meeting_its_ttft_has_at_most_1_percent_above_its_prefill_floor_threshold(slots, base_ms, per_seq_ms, per_kv_token_ms,
+                                                                                        per_prefill_token_ms, gpus, load, atoms, chunk):
+    """The relaxation's prefill floor rows (milp_data.PrefillFloorLevels): a stable pool, whose P99 TTFT is then its
+    SLO at best, has at most 1 % of its mass with ``prefill_floor_ms`` above ``floor_threshold_ms`` at that SLO."""
+    cfg, l_in, l_out, weight, rate, state = random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                              atoms, chunk)
+    if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
+        return
+    threshold = floor_threshold_ms(cfg, float(state.ttft_p99_ms[0]))
+    assert float(weight @ (prefill_floor_ms(cfg, l_in) > threshold)) <= 0.01
+
+
+def test_the_prefill_floor_threshold_is_the_slo_plus_half_a_grid_cell():
+    """``floor_threshold_ms`` sits a little above the SLO (half the model's grid cell at most: a few percent), more for
+    a longer window (its longest prefill widens the grid)."""
+    short, long = (engine_config(64, 8.0, 0.1, 1e-5, 0.02, chunk=2048, window=w) for w in (4096, 65536))
+    near, far = floor_threshold_ms(short, 500.0), floor_threshold_ms(long, 500.0)
+    assert 500.0 < near < far < 1.1 * 500.0
 
 
 def test_a_rate_table_on_a_count_grid_is_below_the_full_table():
@@ -119,11 +178,8 @@ def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms
     grid, and row (4) holds there: milp_batching.join_levels)."""
     from optfleet.problems.fleet.milp_batching import join_grid
 
-    cfg = engine_config(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms)
-    l_in, l_out, weight = (np.array(v) for v in zip(*atoms, strict=True))
-    weight = weight / weight.sum()
-    rate = load * slots * gpus / float(weight @ cap_seconds_per_request(cfg, l_in, l_out, 0.9))
-    state = state_at(batching_workload([cfg], [(l_in, l_out, weight)], rate), [cfg], [gpus])
+    cfg, l_in, l_out, weight, rate, state = random_engine_pool(slots, base_ms, per_seq_ms, per_kv_token_ms, per_prefill_token_ms, gpus, load,
+                                                              atoms)
     if not (state.stable[0] and np.isfinite(state.ttft_p99_ms[0])):
         return
     chunks = cfg.prefill_chunks(l_in)
@@ -135,3 +191,36 @@ def test_the_engine_models_ttft_is_at_least_its_join_levels_floor(slots, base_ms
         lo, hi = (mid, hi) if float(weight @ np.clip(chunks + 1.0 - mid, 0.0, 1.0)) > 0.01 else (lo, mid)
     level = int(np.searchsorted(grid.z, hi - 1e-12))
     assert state.ttft_p99_ms[0] >= base_ms * grid.floor_iterations[level] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("rate_rps", "ttft_ms", "compression"), [
+    (100, 10000, False), (400, 3000, False),
+    pytest.param(400, 3000, True, marks=pytest.mark.slow), pytest.param(50, 1500, True, marks=pytest.mark.slow),  # about 15 s each
+])
+def test_the_engine_relaxation_bound_is_below_every_plan_of_a_brute_force(rate_rps, ttft_ms, compression):
+    """The relaxation the MILP's bound comes from (cycle row, prefill floor levels) is below the cheapest passing plan
+    of a brute force on toy engine fleets: every (B, gamma) candidate of the sweep and the one-pool fleet, each at its
+    least count under the evaluator (feasible counts are an up-set) -- with and without compression (whose classes
+    read the options' own floors)."""
+    from optfleet.problems.fleet.constraints import gpu_bounds
+    from optfleet.problems.fleet.heuristics.sweep import candidate_table, plan_from_row
+    from optfleet.problems.fleet.milp import _build, _runner
+    from optfleet.problems.fleet.milp_batching import relaxation_data
+    from optfleet.problems.fleet.milp_data import prepare_milp_data
+
+    problem = optfleet.load(TOY, preset="engine", hardware__iteration={"chunk_tokens": 1000}, slo__service_model="batching",
+                            compression__enabled=compression, workload__rate_rps=rate_rps, slo__ttft_p99_ms=ttft_ms).problem
+    relaxed, tables = relaxation_data(prepare_milp_data(problem))
+    assert relaxed.prefill_floor is not None and relaxed.cycle_load is not None
+    model = _build(problem, relaxed, gpu_bounds(relaxed, problem.constraints), relaxed.service_ratio_ms, routing=problem.milp_routing,
+                   max_pools=problem.max_pools, customize=None, wait_tables=tables)
+    bound = _runner(model, problem.solver, None)(model, time_limit=None, mip_gap=problem.mip_gap).bound
+    plans = [plan_from_row(problem, row, "sweep") for _, row in candidate_table(problem).iterrows() if row["feasible"]]
+    plans.append(homogeneous(problem))
+    costs = []
+    for plan in plans:
+        least = evaluate(problem, plan)
+        sized = evaluate(problem, plan.with_instances([max(p.min_instances, 0) for p in least.pools]))
+        if sized.meets_slo:
+            costs.append(sized.cost_per_hour)
+    assert costs and bound is not None and bound <= min(costs) + 1e-6

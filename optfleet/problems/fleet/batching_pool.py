@@ -20,10 +20,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import TpotTargets
+from optfleet.progress import Progress
 from optfleet.queueing import RELATIVE_TOLERANCE
 from optfleet.queueing.batching import (JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, take_rows,
                                         workload_moments)
-from optfleet.queueing.batching_engine import EngineBatchingWorkload, engine_batching_state, engine_workload_row, tpot_columns
+from optfleet.queueing.batching import QUANTILE
+from optfleet.queueing.batching_engine import (DECODE_LEVELS, GRID_PER_ITERATION, JOIN_POINTS, OFFSET_CELLS, SERVICE_CELLS, EngineBatchingWorkload,
+                                               engine_batching_state, engine_workload_row, tpot_columns)
 
 Workload = BatchingWorkload | EngineBatchingWorkload
 from optfleet.queueing.sizing import MAX_GPUS, smallest_feasible
@@ -164,14 +167,119 @@ def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLik
     return ((held + JOIN_ITERATIONS) * config.w_ms + rho_max * config.slots_per_instance * config.h_ms_per_slot * scaled) / 1000.0
 
 
+def cycle_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, rho_max: float) -> NDArray[np.float64]:
+    """Under the engine model, per request ``i`` the slot-seconds ``c_i`` of a necessary condition every pool within its
+    occupancy cap satisfies, ``lambda_g E[c] <= rho_max s`` per GPU (the fleet MILP's relaxation load, milp_data.py):
+
+        c_i = ((L_out + 1/2) base + D_i) / (1 + eps) + rho_max s (mu_s D_i + P_i),    mu_s = (1 - eps) (s - 1) / s,
+
+    ``eps`` the occupancy check's relative tolerance (``meets_slo``), ``L_out >= 1``.
+
+    **Proof** (optfleet/queueing/batching_engine.py, per GPU, ``y`` requests per ms).  The held slots are
+    ``y E[h]``, ``h = J + Q + m t_d + P + L_out t`` with the join ``J`` of mean ``t / 2`` and ``Q, m t_d, P >= 0``, so
+    ``E[h] >= (L + 1/2) t``, ``L = E[L_out]``.  The iteration is ``t = (base + o) / (1 - q)``, ``o = E[D] / L``,
+    ``q = y (E[D] met + E[P]) < 1`` (where ``y E[D + P] < 1``, else no pool is stable), ``met`` the share of the
+    others' decode work a held request meets (:func:`~optfleet.queueing.batching_engine.met_share`).  So occupancy
+    within the cap, ``y E[h] <= R = rho_max s (1 + eps)``, gives ``y (L + 1/2) (base + o) <= R (1 - q)``, and with
+    ``(L + 1/2) o >= L o = E[D]``: ``y E[(L_out + 1/2) base + D] + R q <= R``.  Lastly ``met >= (s - 1) / s``: it is
+    1 or ``(s - 1) / s`` where the slot cap does not matter or is reached, else ``F(s-2) F(s) / F(s-1)^2`` (``K``
+    Poisson of parameter ``a`` cut at ``s``, ``F(j) = sum_{i <= j} a^i / i!``), and
+    ``s F(s-2) F(s) >= (s - 1) F(s-1)^2`` reads ``g^2 + (a - s) g - a >= 0`` for ``g = F(s-1) / p_{s-1}``,
+    ``p_j = a^j / j!``; ``g_n = 1 + (n / a) g_{n-1}`` (``n = s - 1``, ``g_0 = 1``, equality at ``s = 1``) and, by
+    induction, ``g_{n-1}`` at least the positive root ``u`` of its quadratic puts ``g_n`` at least
+    ``1 + n u / a``, where the quadratic is ``n (-1 + n / a + u ((a - n)^2 + a) / a^2) >= 0`` (true for ``a <= n``;
+    for ``d = a - n > 0`` it is ``(d^2 + 2a)^2 >= d^2 (d^2 + 4a)``).  ``(1 - eps)`` covers the model's bisection for
+    ``a`` (its ``met`` is within 1e-15 of the exact one).  Dividing by ``1 + eps`` gives the row.
+
+    Against :func:`cap_seconds_per_request` (the held slots at the idle iteration) this charges each request's GPU
+    time ``P + D`` to all the GPU's ``rho_max s`` slots it stalls: the held iteration ``t`` grows as ``1 / (1 - q)``.
+    """
+    l_in, l_out = np.asarray(l_in, dtype=np.int64), np.maximum(np.asarray(l_out, dtype=np.int64), 1)
+    step = config.step
+    assert step is not None, "the cycle row is the engine model's"
+    s = config.slots_per_instance
+    decode_ms, prefill_ms = step.decode_work_ms(l_in, l_out), step.prefill_compute_ms(l_in)
+    met = (1.0 - RELATIVE_TOLERANCE) * (s - 1) / s
+    held_ms = ((l_out + JOIN_ITERATIONS) * step.base_ms + decode_ms) / (1.0 + RELATIVE_TOLERANCE)
+    return (held_ms + rho_max * s * (met * decode_ms + prefill_ms)) / 1000.0
+
+
+def prefill_floor_ms(config: PoolConfig, l_in: ArrayLike) -> NDArray[np.float64]:
+    """Under the engine model, per request the floor ``phi_i = (m_i + 1) base + P(L_lo)`` of its in-GPU time to first
+    token on the model's grid (:func:`floor_threshold_ms`): ``m_i = ceil(L_in / C)`` chunks and the first decode
+    iteration each at least ``base``, and the prefill compute of the shortest prompt of its eighth-of-a-chunk bin
+    ``b = ceil(8 L_in / C)``, ``L_lo = floor((b - 1) C / 8) + 1`` (the model charges a bin its mix's mean compute,
+    at least that: ``P`` rises with ``L_in``)."""
+    step = config.step
+    assert step is not None, "the prefill floor is the engine model's"
+    l_in = np.asarray(l_in, dtype=np.int64)
+    bins = -(-l_in * PREFILL_BINS // config.chunk_tokens)
+    shortest = (bins - 1) * config.chunk_tokens // PREFILL_BINS + 1
+    return (config.prefill_chunks(l_in) + 1.0) * step.base_ms + step.prefill_compute_ms(shortest)
+
+
+def floor_threshold_ms(config: PoolConfig, slo_ms: float) -> float:
+    """Under the engine model, ``Z``: a pool of ``config`` meeting the P99 TTFT ``slo_ms`` has at most 1 % of its
+    requests with :func:`prefill_floor_ms` above ``Z`` (``inf`` where no finite ``Z`` is proven).
+
+    **Proof** (optfleet/queueing/batching_engine.py ``_ttft_quantiles_ms``).  The in-GPU law sums, on a grid of
+    ``cell`` ms, each request's offset (rounded to the nearest point) and shifts that are never negative (join, prompts
+    behind, prefill wait), and the TTFT adds the slot wait; its P99 is the first point where the law's sum reaches
+    0.99.  Request i's offset, ``m_i step + Pbar_b + first + step - t_d`` with ``step = max(t_d + z sd, base)`` at
+    every decode level ``z`` and ``first = t_d + own``, is at least ``phi_i``.  So if more than 1 % of the mass has
+    ``phi > Z``, the sum stays below 0.99 before ``Z / cell - 1/2`` and the P99 TTFT is at least ``Z - cell / 2``.
+    With ``Z = T + c / 2`` (``T`` the SLO with the check's tolerance, ``c`` at least the grid's ``cell``) that is
+    above ``T``: such a pool fails.  The bound ``c`` on ``cell = max(t / 32, S_max / 512, longest / 2^16)`` for a
+    pool meeting ``T``: the join's top point ``(31/32) t`` carries 1/16 of the mass, so ``T >= (31/32) t - cell / 2``;
+    the decode levels at or above ``z* > 0`` carry more than 1 % (``step >= z* sd``), so ``T >= z* sd - cell / 2``;
+    ``S_max <= k t + P_w`` and ``longest <= (k + 2)(t + z_top sd) + P_w (1 + 2 C / window)`` (``k = ceil(window /
+    C)``, ``P_w`` the window's prefill compute, at most two budgets' compute behind the prompt, ``t_d <= t``).  The
+    least ``c`` meeting ``c >= max(...)`` with ``t``, ``sd`` at their largest is the fixed point of that monotone map,
+    found from ``c = 0`` (``inf`` when it does not settle).
+    """
+    step = config.step
+    assert step is not None, "the prefill floor is the engine model's"
+    target_ms = slo_ms * (1.0 + RELATIVE_TOLERANCE)
+    chunks = -(-config.window_tokens // config.chunk_tokens)
+    window_ms = float(step.prefill_compute_ms(np.array([config.window_tokens]))[0])
+    behind_ms = window_ms * (1.0 + 2.0 * config.chunk_tokens / config.window_tokens)
+    nodes, weights = np.polynomial.hermite_e.hermegauss(DECODE_LEVELS)
+    order = np.argsort(nodes)[::-1]
+    above = np.cumsum(weights[order] / weights.sum())
+    z_star = float(nodes[order][np.argmax(above > 1.0 - QUANTILE)])
+    if z_star <= 0:
+        return np.inf
+    top_join = (JOIN_POINTS - 0.5) / JOIN_POINTS
+    cell_ms = 0.0
+    for _ in range(FLOOR_CELL_PASSES):
+        t_ms = (target_ms + cell_ms / 2.0) / top_join
+        sd_ms = (target_ms + cell_ms / 2.0) / z_star
+        new = max(t_ms / GRID_PER_ITERATION, (chunks * t_ms + window_ms) / SERVICE_CELLS,
+                  ((chunks + 2) * (t_ms + nodes.max() * sd_ms) + behind_ms) / OFFSET_CELLS)
+        if new <= cell_ms * (1.0 + 1e-12):
+            return (target_ms + new / 2.0) * (1.0 + RELATIVE_TOLERANCE)
+        cell_ms = new
+    return np.inf
+
+
+FLOOR_CELL_PASSES = 200  # passes of floor_threshold_ms's fixed point
+
+
 TABLE_GPU_LIMIT = 256  # largest table a pool gets; past it the per-GPU rate at the limit is used (conservative)
 UNBOUNDED_GPUS = 1e6  # a pool this large has no slot wait worth counting: its per-GPU rate is the limit's
 RATE_BISECTION_STEPS = 40
+# rounds of the search for N_p: doubling from 1 to TABLE_GPU_LIMIT, then bisection between the last two counts
+TABLE_SEARCH_ROUNDS = 2 * int(np.log2(TABLE_GPU_LIMIT)) + 1
+
+
+def _count_grid(counts_per_octave: int) -> NDArray[np.float64]:
+    """The counts :func:`rates_per_gpu` bisects at ``counts_per_octave`` k: ``floor(2^(i / k))`` up to ``TABLE_GPU_LIMIT``."""
+    return np.unique(np.floor(2.0 ** (np.arange(int(np.log2(TABLE_GPU_LIMIT)) * counts_per_octave + 1) / counts_per_octave)))
 
 
 def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, rho_max: float,
                   ceiling_rps: NDArray[np.float64], tpot: TpotTargets | None = None, steps: int = RATE_BISECTION_STEPS,
-                  counts_per_octave: int | None = None) -> list[NDArray[np.float64]]:
+                  counts_per_octave: int | None = None, progress: Progress | None = None) -> list[NDArray[np.float64]]:
     """Per pool p, ``r[n - 1]``: the largest per-GPU request rate meeting the SLO at ``n`` GPUs, ``n = 1 .. N_p``;
     ``r[N_p - 1]`` also holds for every ``n >= N_p``.  ``unit`` is each pool's traffic (its rate is ignored) and
     ``ceiling_rps`` a per-GPU rate no feasible pool reaches (:func:`cap_seconds_per_request`'s condition).
@@ -185,6 +293,13 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
     With ``counts_per_octave`` k, ``r`` is bisected only at ``n = floor(2^(i / k))`` and ``N_p`` and each other count
     reads the rate of the largest such count below it (a floor, since ``r`` rises with ``n``): about ``k log2 N_p``
     entries per pool instead of ``N_p``.
+
+    ``progress(label, done, total)`` (if given) is told each round of the three searches (every pool's is one
+    vectorised model evaluation): ``steps`` halvings of ``r_inf``, at most ``TABLE_SEARCH_ROUNDS`` rounds for
+    ``N_p``, ``steps`` halvings of the table's counts; the label says which search and over how many entries.
+    ``done`` and ``total`` count entries (a round's cost grows with them): one per pool for each of the first two
+    searches, one per count bisected for the third, whose number is known once ``N_p`` is (before, ``total``
+    counts every grid count up to ``TABLE_GPU_LIMIT``: ``done / total`` never falls).
     """
     count = len(configs)
     slots, w_ms, h_ms = pool_arrays(configs)
@@ -193,23 +308,34 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         workload = replace(take_rows(unit, rows), rate_rps=rate_per_gpu * gpus)
         return meets_slo(_state(workload, gpus, slots[rows], w_ms[rows], h_ms[rows], slo_ms), slo_ms, rho_max, tpot)
 
-    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64]) -> NDArray[np.float64]:
+    grid_counts = TABLE_GPU_LIMIT if counts_per_octave is None else len(_count_grid(counts_per_octave))
+    total = [2.0 * count + count * grid_counts]  # entries; the third search's are known after the second
+
+    def tell(label: str, done: float) -> None:
+        if progress is not None:
+            progress(label, done, total[0])
+
+    def largest(rows: NDArray[np.int64], gpus: NDArray[np.float64], what: str, first: float) -> NDArray[np.float64]:
         lo, hi = np.zeros(len(rows)), np.asarray(ceiling_rps, dtype=np.float64)[rows].copy()
-        for _ in range(steps):
+        for step in range(steps):
+            tell(f"{what}, halving {step + 1}/{steps}", first + len(rows) * step / steps)
             mid = 0.5 * (lo + hi)
             ok = feasible(rows, gpus, mid)
             lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
         return lo
 
     pools = np.arange(count)
-    limit = largest(pools, np.full(count, UNBOUNDED_GPUS))
+    limit = largest(pools, np.full(count, UNBOUNDED_GPUS), f"rate without slot wait of {count} pools", 0)
     # N_p: the least n feasible at r_inf, by doubling then bisection (feasibility rises with n).
     known_bad = np.zeros(count)
     first_good = np.full(count, float(TABLE_GPU_LIMIT))
     n = np.ones(count)
     searching = limit > 0
+    rounds = 0
     while searching.any():
         rows = np.flatnonzero(searching)
+        tell(f"least GPU count at that rate, doubling: {len(rows)} of {count} pools searching", count * (1.0 + min(rounds / TABLE_SEARCH_ROUNDS, 1.0)))
+        rounds += 1
         ok = feasible(rows, n[rows], limit[rows])
         first_good[rows[ok]] = n[rows[ok]]
         known_bad[rows[~ok]] = n[rows[~ok]]
@@ -221,6 +347,8 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
         open_ = np.flatnonzero((limit > 0) & (first_good - known_bad > 1))
         if not len(open_):
             break
+        tell(f"least GPU count at that rate, bisection: {len(open_)} of {count} pools searching", count * (1.0 + min(rounds / TABLE_SEARCH_ROUNDS, 1.0)))
+        rounds += 1
         mid = np.floor(0.5 * (first_good[open_] + known_bad[open_]))
         ok = feasible(open_, mid, limit[open_])
         first_good[open_[ok]] = mid[ok]
@@ -230,11 +358,11 @@ def rates_per_gpu(unit: Workload, configs: Sequence[PoolConfig], slo_ms: float, 
     gpus = np.concatenate([np.arange(1, size + 1, dtype=np.float64) for size in sizes])
     at_limit = (gpus == sizes[rows]) & (limit[rows] > 0) & (known_bad[rows] < TABLE_GPU_LIMIT)
     rates = np.where(at_limit, limit[rows], 0.0)
-    grid = np.ones(len(gpus), dtype=bool) if counts_per_octave is None else np.isin(
-        gpus, np.floor(2.0 ** (np.arange(int(np.log2(TABLE_GPU_LIMIT)) * counts_per_octave + 1) / counts_per_octave)))
+    grid = np.ones(len(gpus), dtype=bool) if counts_per_octave is None else np.isin(gpus, _count_grid(counts_per_octave))
     search = np.flatnonzero(~at_limit & (limit[rows] > 0) & grid)
+    total[0] = 2.0 * count + len(search)
     if len(search):
-        rates[search] = largest(rows[search], gpus[search])
+        rates[search] = largest(rows[search], gpus[search], f"rates at {len(search)} GPU counts up to {int(gpus[search].max())}", 2.0 * count)
     # a count off the grid reads the last grid count's rate before it (np.maximum.accumulate of the grid's positions)
     rates = rates[np.maximum.accumulate(np.where(grid | at_limit, np.arange(len(gpus)), 0))]
     # r(n) rises with n; each count reads at most the rate of every larger one (a table that never claims more

@@ -83,7 +83,7 @@ def run(problem: FleetProblem, method: str, progress: Progress) -> list[MethodRe
             from optfleet.problems.fleet.milp import solve_milp  # Pyomo and HiGHS only when a MILP runs
 
             restricted = problem if method == MILP else _restricted(problem, method)
-            exact = solve_milp(restricted)  # the instance's solve: block decides routing, K, limits and solver
+            exact = solve_milp(restricted, progress=progress)  # the instance's solve: block decides routing, K, limits and solver
             plan, report, iterations, origin = exact.plan, exact.report, exact.iterations, exact.note
         else:
             plan = FLEET_METHODS[method](problem)

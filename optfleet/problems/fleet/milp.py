@@ -66,7 +66,7 @@ from optfleet.problems.fleet.constraints import FLEET_CONSTRAINTS, gpu_bounds
 from optfleet.problems.fleet.evaluator import FleetEvaluation, evaluate
 from optfleet.problems.fleet.heuristics import sweep
 from optfleet.problems.fleet.heuristics.sweep import compression_hint
-from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, per_gpu_capacity, relaxation_data, tabled_data
+from optfleet.problems.fleet.milp_batching import BatchingTables, initial_traffic, relaxation_data, tabled_data
 from optfleet.problems.fleet.milp_data import FleetMilpData, prepare_milp_data
 from optfleet.problems.fleet.milp_moments import PoolState, initial_grid, refine
 from optfleet.problems.fleet.milp_plan import extract_plan
@@ -74,6 +74,7 @@ from optfleet.problems.fleet.open_set_bounds import ThresholdCaseBound, open_set
 from optfleet.problems.fleet.plan import Plan, PoolPlan
 from optfleet.problems.fleet.plan_sizing import infeasible_pool_message
 from optfleet.problems.fleet.problem import FleetProblem
+from optfleet.progress import Progress, silent
 from optfleet.queueing import erlang_tables
 from optfleet.queueing.load_limits import tail_probability
 from optfleet.solvers import SolveReport, solve
@@ -86,6 +87,8 @@ MOMENTS_GAP = ("optimal for the model at its own pools' E[S^2]/E[S]; the gap is 
 FLOOR_RESOLUTIONS = (1, 2, 4, 8)  # fleetsim floor levels per prefill chunk, refined while the relaxation leaves a gap
 MOMENT_ROUNDS = 8  # E[S^2]/E[S] grids tried while the moments leave a gap (milp_moments.py)
 MIN_SOLVE_S = 1.0  # a batching table model's solve gets at least this much of what is left of the time limit
+TABLE_SHARE = 0.9  # of a batching table model's share of the progress, its tables' (the rest: its solve)
+FIRST_MODEL_SHARE = 0.8  # of the batching MILP's progress, its first table model's
 # Sets of K pool options beyond which the model is solved whole (the scale benchmark has 16,215).
 OPEN_SET_LIMIT = 20_000
 
@@ -122,6 +125,7 @@ def solve_milp(
     max_iterations: int = 6,
     customize: Callable[[pyo.ConcreteModel], None] | None = None,
     solver: str | None = None,
+    progress: Progress | None = None,
 ) -> MilpResult:
     """Solve the fleet MILP (see the module docstring); InfeasibleError explains an infeasible instance.
 
@@ -138,6 +142,9 @@ def solve_milp(
     afterwards: a plan beyond the bounds costs at least ``min_j c_j (gpu_bound_j + 1)``; when that is
     below the plan's cost, the model is solved once more with every plan up to that cost inside the
     bounds, which is exact.
+
+    ``progress(label, done, total)`` (if given) follows the batching model's table building and solves
+    (:func:`_solve_batching_within`).
     """
     routing = problem.milp_routing if routing is None else routing
     max_pools = problem.max_pools if max_pools is None else max_pools
@@ -147,7 +154,7 @@ def solve_milp(
     data = prepare_milp_data(problem)
     bounds = gpu_bounds(data, problem.constraints)
     settings = dict(routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
-                    max_iterations=max_iterations, customize=customize, solver=solver)
+                    max_iterations=max_iterations, customize=customize, solver=solver, progress=progress)
     result = _solve_within(problem, data, bounds, **settings)
     certify = customize is not None or any(not FLEET_CONSTRAINTS[spec.kind].bound_proven for spec in problem.constraints)
     if certify and FLEET_CONSTRAINTS.objective(problem.constraints) == COST:
@@ -364,11 +371,13 @@ def _solve_within(
     max_iterations: int,
     customize: Callable[[pyo.ConcreteModel], None] | None,
     solver: str,
+    progress: Progress | None = None,
 ) -> MilpResult:
     """:func:`solve_milp` with the instances of pool option j at most ``bounds[j]``."""
     if problem.service_model == "batching":
         return _solve_batching_within(problem, data, bounds, routing=routing, max_pools=max_pools, time_limit_s=time_limit_s, mip_gap=mip_gap,
-                                      warm_start=warm_start, max_iterations=max_iterations, customize=customize, solver=solver)
+                                      warm_start=warm_start, max_iterations=max_iterations, customize=customize, solver=solver,
+                                      progress=progress)
     ratio = data.service_ratio_ms.copy()
     sweep_plan = _sweep_plan(problem)
     start = sweep_plan if warm_start else None
@@ -443,7 +452,7 @@ def _solve_within(
 
 def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: np.ndarray, *, routing: str, max_pools: int,
                            time_limit_s: float | None, mip_gap: float | None, warm_start: bool, max_iterations: int,
-                           customize: Callable[[pyo.ConcreteModel], None] | None, solver: str) -> MilpResult:
+                           customize: Callable[[pyo.ConcreteModel], None] | None, solver: str, progress: Progress | None = None) -> MilpResult:
     """:func:`_solve_within` under the batching model (milp_batching.py): each option's tables at a traffic mix (at
     first the sweep plan's, else every request its window holds), refreshed from each plan's routed mix and re-solved
     from the last plan until a plan passes the evaluator and its pools' tables no longer change (``converged``), the
@@ -452,14 +461,16 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     the evaluator is a candidate too, and the sweep's plan the incumbent, each when it meets the instance's
     constraints: the cheapest of them all is the result (its ``note`` says where it came from; status ``unproven``):
     the tables hold only at the mix they were computed for.  No passing plan at all raises ``NoPlanFoundError``
-    (not proof of infeasibility)."""
+    (not proof of infeasibility).  ``progress`` is told each model's table building (which options, which search)
+    and solve as a share of the run (:func:`_model_progress`)."""
+    tell = progress or silent
     sweep_plan = _sweep_plan(problem)
     # Outside the model's plans only under the cost objective and without a Python hook, each checked against the
     # instance's constraints (a resized plan may break one the model held)
     repairable = not customize and FLEET_CONSTRAINTS.objective(problem.constraints) == COST
     repaired: tuple[int, FleetEvaluation] | None = None
     swept = _sweep_incumbent(problem, sweep_plan, max_pools, customize)  # the sweep's plan also starts the tables
-    tables = BatchingTables(per_gpu_capacity(data, initial_traffic(data, sweep_plan)))
+    tables = BatchingTables.start(data, initial_traffic(data, sweep_plan), _model_progress(tell, 1, max_iterations))
     start = sweep_plan if warm_start else None
     previous: pyo.ConcreteModel | None = None
     best: MilpResult | None = None
@@ -478,6 +489,7 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
                           skip=skip, wait_tables=wait_tables)
 
         model = model_at()
+        _model_progress(tell, iteration, max_iterations)("HiGHS solve", 1.0, 1.0)
         report = _solve_from(model, start, previous, None, solver=solver, customize=customize, time_limit_s=remaining, mip_gap=mip_gap)
         if not report.has_solution:
             if iteration > 1:
@@ -486,7 +498,8 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
                      customize is not None)
         plan = extract_plan(model)
         evaluation = evaluate(problem, plan)
-        tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo)
+        tables, changed = tables.refreshed(data, plan, failed=not evaluation.meets_slo,
+                                           progress=_model_progress(tell, min(iteration + 1, max_iterations), max_iterations))
         repeated = bool(history) and history[-1]["passes_evaluator"] and np.isclose(history[-1]["cost_per_hour"], report.objective, rtol=1e-9)
         history.append({"iteration": iteration, "cost_per_hour": report.objective, "status": report.status, "passes_evaluator": evaluation.meets_slo})
         resized = _resized(problem, evaluation) if repairable else None
@@ -513,6 +526,18 @@ def _solve_batching_within(problem: FleetProblem, data: FleetMilpData, bounds: n
     if best is None:
         raise _still_failing(evaluation, max_iterations)
     return replace(best, history=history)
+
+
+def _model_progress(progress: Progress, model: int, models: int) -> Progress:
+    """``progress`` for model ``model`` of at most ``models``, as a share of the run: the first model (whose tables
+    cover every option, the bulk of the time) spans ``[0, FIRST_MODEL_SHARE)``, each next one half the rest; its
+    tables' searches fill ``TABLE_SHARE`` of its span (``done == total``: its solve)."""
+    def start(i: int) -> float:
+        return 0.0 if i == 1 else 1.0 - (1.0 - FIRST_MODEL_SHARE) * 0.5 ** (i - 2)
+
+    span = start(model + 1) - start(model)
+    return lambda label, done, total: progress(f"model {model} of at most {models}: {label}",
+                                               start(model) + span * TABLE_SHARE * min(done / total, 1.0), 1.0)
 
 
 def _sweep_incumbent(problem: FleetProblem, sweep_plan: Plan | None, max_pools: int,

@@ -5,8 +5,9 @@ chunk mix, the prefill work law, the hold law), not on one load number, so no ta
 The MILP is solved twice, in the shape of the fleetsim rule's restriction and relaxation (milp.py):
 
 * **The bound: a relaxation, valid for every plan.**  The load of class k in pool option j is its slot-seconds at
-  the occupancy cap with no prefill wait (``cap_seconds_per_request``, batching_pool.py), so the utilisation cap
-  (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor rows (4) are the join
+  the occupancy cap with no prefill wait (``cap_seconds_per_request``, batching_pool.py; under the engine model the
+  cycle row's where larger, ``cycle_seconds_per_request``: each request's GPU time stalls every slot), so the
+  utilisation cap (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor rows (4) are the join
   levels (:func:`join_levels`): level r allows 1 % of a pool's traffic with ``X + J`` (prefill chunks plus the
   uniform join) above ``z_r``, on a grid of ``1 / JOIN_LEVELS_PER_ITERATION`` iteration, and caps the load per
   GPU so that the no-wait iteration ``W_j / (1 - G)`` times the level's floor ``f_r`` is within the SLO
@@ -31,16 +32,17 @@ The MILP is solved twice, in the shape of the fleetsim rule's restriction and re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
-from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, rates_per_gpu
+from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, cycle_seconds_per_request, rates_per_gpu
 from optfleet.problems.fleet.milp_data import FleetMilpData, floor_caps, level_caps
 from optfleet.problems.fleet.plan import Plan
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.routing import route
+from optfleet.progress import Progress
 from optfleet.queueing import RELATIVE_TOLERANCE
 from optfleet.queueing.batching import IN_GPU_GRID_ITERATIONS
 
@@ -53,6 +55,7 @@ LEAST_CAPACITY_SHARE = 1e-3
 # most), at about this many instance counts per doubling (the counts between read the rate below them: r(n) rises with n)
 ENGINE_RATE_STEPS = 13
 ENGINE_COUNTS_PER_OCTAVE = 2
+TABLE_NAMES_SHOWN = 3  # pool options a table-building progress label names (then "and N more")
 Traffic = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]  # l_in, l_out, weight
 
 
@@ -82,10 +85,11 @@ def plan_traffic(data: FleetMilpData, plan: Plan) -> dict[int, Traffic]:
     return {index[key]: (t.l_in, t.l_out, t.weight) for key, t in zip(keys, served, strict=True) if t.share > 0 and key in index}
 
 
-def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[int, NDArray[np.float64]]:
+def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic], progress: Progress | None = None) -> dict[int, NDArray[np.float64]]:
     """For each option j of ``traffic``, ``c[n - 1] = r_j(n) e_j``: the largest load (the model's erlangs) per GPU meeting
     the batching SLO at ``n = 1 .. N_j`` GPUs with the option's traffic in that mix (``c[N_j - 1]`` holds from ``N_j``
-    on; ``[0.0]``: no load meets it).  An option without traffic gets its cap ``rho_max s_j`` (no table)."""
+    on; ``[0.0]``: no load meets it).  An option without traffic gets its cap ``rho_max s_j`` (no table).
+    ``progress`` (if given) follows the searches (:func:`rates_per_gpu`), its label naming the options tabulated."""
     problem = data.problem
     configs = option_configs(data)
     rows = [j for j in sorted(traffic) if float(np.sum(traffic[j][2])) > 0]
@@ -98,7 +102,10 @@ def per_gpu_capacity(data: FleetMilpData, traffic: dict[int, Traffic]) -> dict[i
                         / float(np.sum(traffic[j][2])) for j in rows])
     ceiling = problem.rho_max * np.array([c.slots_per_instance for c in chosen]) / seconds * (1.0 + 1e-9)
     coarse = {"steps": ENGINE_RATE_STEPS, "counts_per_octave": ENGINE_COUNTS_PER_OCTAVE} if problem.charges_prefill else {}
-    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets, **coarse)
+    named = [data.pools[j].name for j in rows]
+    which = ", ".join(named[:TABLE_NAMES_SHOWN]) + (f" and {len(named) - TABLE_NAMES_SHOWN} more" if len(named) > TABLE_NAMES_SHOWN else "")
+    told = None if progress is None else (lambda label, done, total: progress(f"tables of {which}: {label}", done, total))
+    rates = rates_per_gpu(unit, chosen, problem.ttft_p99_ms, problem.rho_max, ceiling, problem.tpot_targets, progress=told, **coarse)
     result.update({j: rate * e for j, rate, e in zip(rows, rates, seconds, strict=True)})
     return result
 
@@ -137,11 +144,15 @@ def tabled_data(data: FleetMilpData, capacity: dict[int, NDArray[np.float64]]) -
 
 def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
     """``data`` without wait tables (every option's table size 1) and with the join's floor levels
-    (:func:`join_levels`): the relaxation whose bound holds for the batching problem (module docstring).  With
-    ``with_join`` False the integer chunk levels stay (the looser relaxation before the join levels, for comparison)."""
+    (:func:`join_levels`; under the engine model the prefill floor levels and the cycle columns,
+    :func:`_prefill_floor_relaxation`): the relaxation whose bound holds for the batching problem (module docstring).
+    With ``with_join`` False the integer chunk levels and the occupancy row stay (the looser relaxation before either
+    refinement, for comparison)."""
     if not with_join:
         pools = tuple(replace(o, table_instances=1) for o in data.pools)
         return replace(data, pools=pools), [np.zeros((1, o.levels)) for o in pools]
+    if data.prefill_floor is not None:
+        return _prefill_floor_relaxation(data)
     problem = data.problem
     grid = join_levels(data)
     width = max((len(g.floor_iterations) for g in grid), default=0)
@@ -158,21 +169,38 @@ def relaxation_data(data: FleetMilpData, with_join: bool = True) -> tuple[FleetM
         pools.append(replace(option, table_instances=1, level_floors_ms=tuple(levels.floor_iterations * config.w_ms)))
         caps.append(floor_caps(problem, config, levels.floor_iterations, problem.ttft_p99_ms * (1.0 + RELATIVE_TOLERANCE)))
     relaxed = replace(data, pools=tuple(pools), floor_measure=measure, compressed_floor_measure=compressed, floor_allowance=allowance,
-                      level_caps=tuple(caps), **_gpu_time_columns(data))
+                      level_caps=tuple(caps), **_cycle_columns(data))
     return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
 
 
-def _gpu_time_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
+def _prefill_floor_relaxation(data: FleetMilpData) -> tuple[FleetMilpData, list[NDArray[np.float64]]]:
+    """:func:`relaxation_data` under the engine model: the prefill floor levels (milp_data.py ``PrefillFloorLevels``) in
+    place of the join levels (their floor ``(m + 1) base`` is the prefill floor's without the prompt's compute; the
+    join, at most an iteration, is left out), every level at the option's cap (the engine's iteration is not linear
+    in the load: ``floor_caps``), and the cycle columns (:func:`_cycle_columns`)."""
+    floor = data.prefill_floor
+    assert floor is not None
+    width = len(floor.thresholds_ms)
+    pools = tuple(replace(o, table_instances=1, level_floors_ms=tuple(floor.thresholds_ms[:levels]))
+                  for o, levels in zip(data.pools, floor.levels, strict=True))
+    allowance = np.where(np.arange(width)[None, :] < floor.levels[:, None], JOIN_LEVEL_ALLOWANCE, 0.0)
+    caps = tuple(np.full(o.levels, data.problem.rho_max * o.slots_per_instance) for o in pools)
+    relaxed = replace(data, pools=pools, floor_measure=floor.measure, compressed_floor_measure=floor.compressed_measure, floor_allowance=allowance,
+                      level_caps=caps, **_cycle_columns(data))
+    return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
+
+
+def _cycle_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
     """Under the engine model, the relaxation's load columns: per option, the occupancy row's (the hold at the least
-    iterations, :func:`cap_seconds_per_request`) or the GPU-time row's (``rho_max s lambda E[P + D] <= rho_max s``
-    per GPU, the engine's stability ``lambda_g E[P + D] < 1`` scaled to the same cap), whichever is the larger at
-    the option's whole mix.  Each is necessary for every pool meeting the model, so either keeps the bound a bound;
-    empty (no change) under the paper's iteration."""
-    if data.gpu_time_load is None:
+    iterations, :func:`cap_seconds_per_request`) or the cycle row's (:func:`cycle_seconds_per_request`: the hold with
+    each request's GPU time stalling the GPU's slots, at least the engine's stability ``lambda_g E[P + D] < 1`` scaled
+    to the cap), whichever is the larger at the option's whole mix.  Each is necessary for every pool meeting the
+    model, so either keeps the bound a bound; empty (no change) under the paper's iteration."""
+    if data.cycle_load is None:
         return {}
-    by_time = data.gpu_time_load.sum(axis=0) > data.load.sum(axis=0)
-    return {"load": np.where(by_time[None, :], data.gpu_time_load, data.load),
-            "compressed_load": np.where(by_time[None, :], data.compressed_gpu_time_load, data.compressed_load)}
+    by_cycle = data.cycle_load.sum(axis=0) > data.load.sum(axis=0)
+    return {"load": np.where(by_cycle[None, :], data.cycle_load, data.load),
+            "compressed_load": np.where(by_cycle[None, :], data.compressed_cycle_load, data.compressed_load)}
 
 
 JOIN_LEVELS_PER_ITERATION = 4  # the relaxation's floor levels per iteration of the in-GPU time (join_levels)
@@ -237,17 +265,44 @@ def join_grid(k_max: int, w_ms: float, slo_ms: float) -> JoinLevels:
     return JoinLevels(z[keep], floors[keep])
 
 
+def same_mix(a: Traffic, b: Traffic) -> bool:
+    """Whether two traffics are one mix up to scale: the same ``(L_in, L_out)`` atoms with weight, at the same shares
+    (relative 1e-12).  A capacity curve depends on the mix alone (:func:`per_gpu_capacity` normalises the weights)."""
+    def atoms(traffic: Traffic) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        l_in, l_out, weight = (np.asarray(v) for v in traffic)
+        kept = weight > 0
+        keys = np.stack([l_in[kept], l_out[kept]])
+        order = np.lexsort(keys)
+        return keys[:, order], weight[kept][order] / weight[kept].sum()
+
+    (keys_a, share_a), (keys_b, share_b) = atoms(a), atoms(b)
+    return keys_a.shape == keys_b.shape and np.array_equal(keys_a, keys_b) and np.allclose(share_a, share_b, rtol=1e-12, atol=0.0)
+
+
 @dataclass(frozen=True)
 class BatchingTables:
-    """The tables' state in the driver: each option's capacity curve, and whether entries may only fall from now on."""
+    """The tables' state in the driver: each option's capacity curve, whether entries may only fall from now on, and
+    per option the last curve computed and the mix it was computed at (a refresh at the same mix reuses it)."""
 
     capacity: dict[int, NDArray[np.float64]]
     tightening: bool = False
+    computed: dict[int, tuple[Traffic, NDArray[np.float64]]] = field(default_factory=dict)
 
-    def refreshed(self, data: FleetMilpData, plan: Plan, failed: bool) -> tuple[BatchingTables, bool]:
+    @classmethod
+    def start(cls, data: FleetMilpData, traffic: dict[int, Traffic], progress: Progress | None = None) -> BatchingTables:
+        """The first tables: every option's curve at ``traffic`` (:func:`initial_traffic`)."""
+        capacity = per_gpu_capacity(data, traffic, progress)
+        return cls(capacity, computed={j: (traffic[j], capacity[j]) for j in traffic})
+
+    def refreshed(self, data: FleetMilpData, plan: Plan, failed: bool, progress: Progress | None = None) -> tuple[BatchingTables, bool]:
         """The tables after ``plan`` (each of its pools at its routed mix; no entry rises once a plan has failed the
-        evaluator), and whether they changed for the plan's pools (relative 1e-6)."""
-        fresh = per_gpu_capacity(data, plan_traffic(data, plan))
+        evaluator), and whether they changed for the plan's pools (relative 1e-6); ``progress`` as in
+        :func:`per_gpu_capacity`.  A pool whose mix is the one its option's last curve was computed at keeps that
+        curve (the same engine states would be solved again)."""
+        traffic = plan_traffic(data, plan)
+        known = {j: self.computed[j][1] for j, t in traffic.items() if j in self.computed and same_mix(self.computed[j][0], t)}
+        fresh = {**known, **per_gpu_capacity(data, {j: t for j, t in traffic.items() if j not in known}, progress)}
+        computed = {**self.computed, **{j: (traffic[j], fresh[j]) for j in traffic}}
         tightening = self.tightening or failed
         capacity = dict(self.capacity)
         changed = False
@@ -256,4 +311,4 @@ class BatchingTables:
             old = self.capacity[j]
             changed |= len(new) != len(old) or not np.allclose(new, old, rtol=1e-6, atol=0.0)
             capacity[j] = new
-        return BatchingTables(capacity, tightening), changed
+        return BatchingTables(capacity, tightening, computed), changed

@@ -53,7 +53,9 @@
   its tables check the engine model's TPOT (batching_pool.py ``meets_slo``).
 * **Batching service model** (``slo.service_model: batching``): the load is
   each request's slot-seconds at the occupancy cap with no prefill wait
-  (``cap_seconds_per_request``, batching_pool.py), the floor levels are the
+  (``cap_seconds_per_request``, batching_pool.py; under the engine model the
+  relaxation takes the cycle row where it is larger, ``cycle_seconds_per_request``:
+  the held iteration grows with the GPU time prompts and decodes take), the floor levels are the
   paper rule's with the idle iteration ``W_j`` as the step, and each level
   has a load cap per GPU (``level_caps``: the no-wait iteration time at that
   level within the SLO).  Every row is necessary for a plan that meets the
@@ -75,7 +77,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import NotApplicableError
-from optfleet.problems.fleet.batching_pool import cap_seconds_per_request
+from optfleet.problems.fleet.batching_pool import cap_seconds_per_request, cycle_seconds_per_request, floor_threshold_ms, prefill_floor_ms
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import RELATIVE_TOLERANCE, wait_free_gpus
@@ -133,8 +135,9 @@ class FleetMilpData:
     prefill_load: NDArray[np.float64] | None = None
     compressed_prefill_load: NDArray[np.float64] | None = None
     prefill_capacity: NDArray[np.float64] | None = None
-    gpu_time_load: NDArray[np.float64] | None = None  # [k, j] engine batching: rho_max s_j lambda sum_{i in k} w_i (P_i + D_i) / 1000
-    compressed_gpu_time_load: NDArray[np.float64] | None = None  # the same for class k compressed into pool j
+    cycle_load: NDArray[np.float64] | None = None  # [k, j] engine batching: lambda sum_{i in k} w_i c_ij (batching_pool.cycle_seconds_per_request)
+    compressed_cycle_load: NDArray[np.float64] | None = None  # the same for class k compressed into pool j
+    prefill_floor: PrefillFloorLevels | None = None  # engine batching: the relaxation's prefill floor rows (milp_batching.py)
 
     def gpu_caps(self, j: int) -> NDArray[np.float64]:
         """Pool j's load per GPU at each floor level, at every instance count (the wait rows (7) beyond the table and the
@@ -211,13 +214,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     prefill_load = np.zeros((count, n_pools))
     compressed_prefill_load = np.zeros((count, n_pools))
     engine_batching = batching and long_cfg.charges_prefill
-    gpu_time_load = np.zeros((count, n_pools))
-    compressed_gpu_time_load = np.zeros((count, n_pools))
-
-    def gpu_time_s(cfg: PoolConfig, l_in: NDArray[np.int64], l_out_: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Per request, ``rho_max s (P + D) / 1000``: its GPU time under the engine model, in the load's units."""
-        steps = np.maximum(l_out_, 1)
-        return problem.rho_max * cfg.slots_per_instance * (cfg.step.prefill_compute_ms(l_in) + cfg.step.decode_work_ms(l_in, steps)) / 1000.0
+    cycle_load = np.zeros((count, n_pools))
+    compressed_cycle_load = np.zeros((count, n_pools))
+    plain_floors_ms, compressed_floors_ms = [], []  # engine batching: per option, prefill_floor_ms of its atoms (and its band's)
 
     compressed_floor_measure = np.zeros((count, n_pools, width))
     gamma_max = max(problem.gammas)
@@ -239,7 +238,10 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         second_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * service**2, minlength=count)
         prefill_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cfg.prefill_compute_ms(mix.l_in) / 1000.0, minlength=count)
         if engine_batching:
-            gpu_time_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * gpu_time_s(cfg, mix.l_in, l_out), minlength=count)
+            cycle_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cycle_seconds_per_request(cfg, mix.l_in, l_out, problem.rho_max),
+                                                              minlength=count)
+            plain_floors_ms.append(prefill_floor_ms(cfg, mix.l_in))
+            compressed_floors_ms.append(None)
         fit_atoms = l_total <= window
         first[j] = np.dot(w[fit_atoms], service[fit_atoms])
         second[j] = np.dot(w[fit_atoms], service[fit_atoms] ** 2)
@@ -253,8 +255,10 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
             compressed_s = seconds(cfg, window - l_out[band], l_out[band])
             compressed_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s, minlength=count)
             if engine_batching:
-                compressed_gpu_time_load[:, j] = problem.rate_rps * np.bincount(
-                    class_of[band], weights=w[band] * gpu_time_s(cfg, window - l_out[band], l_out[band]), minlength=count)
+                compressed_cycle_load[:, j] = problem.rate_rps * np.bincount(
+                    class_of[band], weights=w[band] * cycle_seconds_per_request(cfg, window - l_out[band], l_out[band], problem.rho_max),
+                    minlength=count)
+                compressed_floors_ms[j] = (band, prefill_floor_ms(cfg, window - l_out[band]))
             compressed_second_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s**2, minlength=count)
             compressed_prefill_load[:, j] = problem.rate_rps * np.bincount(
                 class_of[band], weights=w[band] * cfg.prefill_compute_ms(window - l_out[band]) / 1000.0, minlength=count)
@@ -301,9 +305,51 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
-        **({"gpu_time_load": gpu_time_load, "compressed_gpu_time_load": compressed_gpu_time_load} if engine_batching else {}),
+        **({"cycle_load": cycle_load, "compressed_cycle_load": compressed_cycle_load,
+            "prefill_floor": PrefillFloorLevels.build(problem, configs, class_of, count, plain_floors_ms, compressed_floors_ms)}
+           if engine_batching else {}),
         **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None and not batching else {}),
     )
+
+
+@dataclass(frozen=True)
+class PrefillFloorLevels:
+    """Under the engine model, the relaxation's prefill floor rows (4): a pool meeting the SLO has at most 1 % of its
+    mass with :func:`~optfleet.problems.fleet.batching_pool.prefill_floor_ms` above its option's threshold ``Z_j``
+    (:func:`~optfleet.problems.fleet.batching_pool.floor_threshold_ms`).  The model's level rows hold a measure per
+    class shared by the options (and one per option for compressed classes), so the thresholds are levels: level r
+    reads "at most 1 % above ``thresholds_ms[r]``" (falling with r), option j has the levels up to its own ``Z_j``
+    (``levels[j]`` of them; a first level at ``inf`` for options without a finite ``Z``) and, its caps being equal,
+    keeps the last, whose row holds at ``Z_j`` (its other rows are weaker).  The shared measure counts a request
+    above the level when its least floor over the options whose window holds it is (``phi`` of the option that
+    serves it is at least that); a compressed one, at the option's own floor."""
+
+    thresholds_ms: NDArray[np.float64]  # [level], falling
+    levels: NDArray[np.int64]  # [option]
+    measure: NDArray[np.float64]  # [class, level]: mass whose least floor is above the level
+    compressed_measure: NDArray[np.float64]  # [class, option, level]
+
+    @classmethod
+    def build(cls, problem: FleetProblem, configs: list[PoolConfig], class_of: NDArray[np.int64], count: int,
+              plain_floors_ms: list[NDArray[np.float64]], compressed_floors_ms: list) -> PrefillFloorLevels:
+        """The levels of ``configs`` from each option's floors of the mix's atoms (and of its compressed band's)."""
+        own = np.array([floor_threshold_ms(cfg, problem.ttft_p99_ms) for cfg in configs])
+        thresholds = np.unique(own)[::-1]  # falling; inf first when present
+        if not np.isinf(thresholds[0]):
+            thresholds = np.concatenate(([np.inf], thresholds))
+        levels = np.array([int(np.flatnonzero(thresholds == z)[0]) + 1 for z in own])
+        w = problem.mix.prob
+        holds = problem.mix.l_total[None, :] <= np.array([cfg.window_tokens for cfg in configs])[:, None]
+        least = np.min(np.where(holds, np.vstack(plain_floors_ms), np.inf), axis=0)
+        above = least[:, None] > thresholds[None, :]
+        measure = np.stack([np.bincount(class_of, weights=w * above[:, r], minlength=count) for r in range(len(thresholds))], axis=-1)
+        compressed = np.zeros((count, len(configs), len(thresholds)))
+        for j, banded in enumerate(compressed_floors_ms):
+            if banded is not None:
+                band, floors_ms = banded
+                for r, z in enumerate(thresholds):
+                    compressed[:, j, r] = np.bincount(class_of[band], weights=w[band] * (floors_ms > z), minlength=count)
+        return cls(thresholds, levels, measure, compressed)
 
 
 def _mean_tpot_rows(problem: FleetProblem, configs: list[PoolConfig], prefill_load: NDArray[np.float64],
