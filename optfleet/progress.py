@@ -20,13 +20,14 @@ part's remaining time is measured from its own share done when it reports one
 (``done`` moving inside the unit), else taken as the mean measured cost of the
 finished parts while it has run no longer than that; the parts after it cost
 that mean each.  When neither measurement exists (a part without steps of its
-own that has outrun every part before it) the line says nothing about the
-time left rather than guess.
+own that has outrun every part before it, or parts still to come before any
+has finished) the line says nothing about the time left rather than guess.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import threading
 import time
@@ -114,6 +115,8 @@ class TimeLeft:
         else:
             return None
         later_units = max(0.0, self.total - self.part - part_total)
+        if later_units > 0 and mean is None:
+            return None  # the parts after it are unlike it (a MILP's tables, then quick baselines): no measure yet
         return rest_s + later_units * (mean if mean is not None else per_unit_s)
 
 
@@ -161,4 +164,10 @@ class _Display:
         return f"{self.task}: {bar}{100 * share:.0f} %{counts} after {duration(elapsed, whole_seconds=True)}{left}; {label}"
 
     def _draw(self, final: bool) -> None:
-        print(f"\r\x1b[K{self.line()}", end="\n" if final else "", file=self.out, flush=True)
+        """Redraw the line in place; while running it is cut to the terminal's width (a wrapped line could not be
+        redrawn: each redraw would leave a row behind)."""
+        text = self.line()
+        width = shutil.get_terminal_size(fallback=(120, 24)).columns - 1
+        if not final and len(text) > width:
+            text = text[: max(width - 1, 0)] + "…"
+        print(f"\r\x1b[K{text}", end="\n" if final else "", file=self.out, flush=True)

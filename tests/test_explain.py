@@ -215,7 +215,9 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
 @pytest.mark.parametrize(("spec", "says"), [
     ("rate_growth=2:1:3", "empty range"),  # an InputError is a ValueError: its message was replaced by "must be numbers"
     ("rate_growth=1:2:1", "empty range"),
-    ("rate_growth=a:2:3", "values must be numbers"),
+    ("rate_growth=a:2:3", "(three numbers)"),
+    ("rate_growth=1:2", "(three numbers)"),
+    ("rate_growth=1:1.5:2.5", "N = '2.5' must be a whole number"),
 ])
 def test_a_bad_curve_is_refused_with_the_reason(spec, says, capsys):
     assert main(["explain", str(TOY), "--quiet", "--curve", spec]) == EXIT_BAD_INPUT

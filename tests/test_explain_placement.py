@@ -121,6 +121,7 @@ def test_one_server_fewer_is_every_request_on_the_other(tiny):
 
 @pytest.mark.parametrize(("args", "option"), [
     (["--curve", "rate_growth=0,1"], "--curve"),
+    (["--curve", "rate_growth=1e-20"], "--curve"),  # arrival times x 1e20: HiGHS refused the arrays (exit 3 before)
     (["--curve", "slo_ttft_ms=100,200"], "--curve"),  # total_ttft: the SLO is no parameter of the MILP
     (["--curve", "prefill_ms_per_token:h100=0.1,0.2"], "--curve"),
     (["--break-even", "price:gpu"], "--break-even"),

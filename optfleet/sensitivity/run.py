@@ -94,13 +94,16 @@ def parse_curve(text: str, explainer: Explainer, option: str = "--curve") -> Cur
     try:
         if ":" in spec:
             start_text, stop_text, count = spec.split(":")
-            start, stop, n = float(start_text), float(stop_text), int(count)
+            start, stop = float(start_text), float(stop_text)
             listed = None
         else:
             listed = tuple(float(v) for v in spec.split(","))
     except ValueError:
-        raise InputError(option, text, "values must be numbers: PARAMETER=START:STOP:N or PARAMETER=V1,V2,...") from None
+        raise InputError(option, text, "give PARAMETER=START:STOP:N (three numbers) or PARAMETER=V1,V2,... (numbers)") from None
     if listed is None:  # checked outside the try: an InputError is a ValueError, and its message must not be replaced
+        if not count.strip().isdigit():
+            raise InputError(option, text, f"N = {count.strip()!r} must be a whole number of values (N >= 2)")
+        n = int(count)
         if not (math.isfinite(start) and math.isfinite(stop)):
             raise InputError(option, text, "START and STOP must be finite numbers")
         if n < 2 or not start < stop:

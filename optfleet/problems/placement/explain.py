@@ -33,7 +33,8 @@ naming ``solve.max_milp_requests`` or ``solve.time_limit_s``).
 
   The big-M rows of pairs on two servers carry no price (slack), and the objective has no prices, so there is no
   price-ranges table.
-* **parameters**: ``rate_growth`` (arrival times divided by it: the same trace, denser), the prefill speed
+* **parameters**: ``rate_growth`` (arrival times divided by it: the same trace, denser; from 1e-6, below which the
+  stretched arrival times were refused by HiGHS or solved as infeasible), the prefill speed
   ``prefill_ms_per_token:<server name>`` and, with ``ttft_excess``, ``slo_ttft_ms``.  Each point is a hindsight MILP
   solve within ``solve.time_limit_s`` (its status is shown).  A ``rate_growth`` curve keeps one model
   (:class:`ArrivalSession`): the rows that do not read the arrival times are built once, the others at each point;
@@ -141,7 +142,8 @@ def servers_named(problem: PlacementProblem, name: str) -> np.ndarray:
 
 def parameters(problem: PlacementProblem) -> dict[str, Parameter]:
     """``rate_growth``, ``prefill_ms_per_token:<server name>`` and, with ``ttft_excess``, ``slo_ttft_ms`` (module docstring)."""
-    found = {"rate_growth": Parameter("rate_growth", "x", "x the arrival rate (arrival times divided by it)", 1.0, grown, high=MAX_RATE_GROWTH)}
+    found = {"rate_growth": Parameter("rate_growth", "x", "x the arrival rate (arrival times divided by it)", 1.0, grown,
+                                        low=1.0 / MAX_RATE_GROWTH, high=MAX_RATE_GROWTH, low_included=True)}
     for name in server_names(problem):
         key = f"prefill_ms_per_token:{name}"
         found[key] = Parameter(key, "ms/token", f"prefill time per uncached token of the {name} servers",
