@@ -306,8 +306,9 @@ def test_reserved_units_are_monotone_in_the_percentile(percentiles):
     assert all(a <= b for a, b in zip(units, units[1:]))
 
 
-def test_reserved_percentile_outside_the_unit_interval_exits_2(capsys):
-    assert main(["explain", str(RESERVED_TINY), "--quiet", "--curve", "percentile=0.9,1.0"]) == EXIT_BAD_INPUT
+@pytest.mark.parametrize("curve", ["percentile=0.9,1.0", "unit_price=1e300"])  # outside (0, 1); above the file's price bound
+def test_reserved_curve_values_outside_the_domain_exit_2(curve, capsys):
+    assert main(["explain", str(RESERVED_TINY), "--quiet", "--curve", curve]) == EXIT_BAD_INPUT
     assert "--curve" in capsys.readouterr().err
 
 

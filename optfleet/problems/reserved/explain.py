@@ -33,7 +33,7 @@ from optfleet.models.reserved import PYOMO_WINDOW_LIMIT, build_chance, build_hyb
 from optfleet.problems.reserved import exact
 from optfleet.problems.reserved.evaluator import evaluate
 from optfleet.problems.reserved.problem import ReservedProblem
-from optfleet.problems.reserved.schema import percentile_label
+from optfleet.problems.reserved.schema import MAX_PRICE, percentile_label
 from optfleet.sensitivity.explainer import MAX_RATE_GROWTH, Analysis, Explainer, Parameter, Solved
 from optfleet.solvers import highs
 from optfleet.solvers.sensitivity import fixed_lp_sensitivity, row_binds, row_slack
@@ -93,7 +93,8 @@ def parameters(problem: ReservedProblem) -> dict[str, Parameter]:
     if problem.prices is not None:
         found["unit_price"] = Parameter("unit_price", "$/unit-h", "price of a reserved unit-hour (prices.unit_per_hour)",
                                         problem.prices.unit_per_hour,
-                                        lambda q, v: replace(q, problem=replace(q.problem, prices=replace(q.problem.prices, unit_per_hour=v))))
+                                        lambda q, v: replace(q, problem=replace(q.problem, prices=replace(q.problem.prices, unit_per_hour=v))),
+                                        0.0, MAX_PRICE, open_interval=False)  # the instance file's own bound on a price
     return found
 
 
