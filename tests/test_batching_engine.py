@@ -295,6 +295,7 @@ def test_a_prefilling_iteration_is_a_prompts_service_over_the_iterations_it_span
     share[0, [PREFILL_BINS // 2, 5 * PREFILL_BINS // 2]] = 0.5
     service[0, [PREFILL_BINS // 2, 5 * PREFILL_BINS // 2]] = [50.0, 300.0]
     assert prefill_iteration_ms(share, service)[0] == pytest.approx(87.5)
+    assert prefill_iteration_ms(np.zeros_like(share), service)[0] == 0.0  # no prompts: no prefilling iteration
 
 
 def test_the_ttft_law_holds_for_long_prompts_behind_the_dispatcher():

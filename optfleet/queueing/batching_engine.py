@@ -318,10 +318,11 @@ class PrefillQueue:
 def prefill_iteration_ms(share: NDArray, service_ms: NDArray) -> NDArray[np.float64]:
     """The mean length of a GPU's iterations while it prefills, ``t_p = E[S] / E[ceil(tau)]``: a prompt's service
     ``S`` spread over the ``ceil(tau)`` iterations its chunks span (at least one), per pool (prefill bins ``share``,
-    services ``service_ms`` per bin)."""
+    services ``service_ms`` per bin); 0 for a pool without prompts."""
     chunks = np.maximum(np.ceil(np.arange(share.shape[-1]) / PREFILL_BINS), 1.0)
     served = np.sum(share * np.where(np.isfinite(service_ms), service_ms, 0.0), axis=-1)
-    return served / np.sum(share * chunks, axis=-1)
+    spans = np.sum(share * chunks, axis=-1)
+    return np.divide(served, spans, out=np.zeros_like(served), where=spans > 0)
 
 
 def arrival_shape(gpus: NDArray, pool_arrivals_per_iteration: NDArray) -> NDArray[np.float64]:
