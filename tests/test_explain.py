@@ -218,6 +218,7 @@ def test_bad_options_exit_2_naming_the_option(args, option, capsys):
     ("rate_growth=a:2:3", "(three numbers)"),
     ("rate_growth=1:2", "(three numbers)"),
     ("rate_growth=1:1.5:2.5", "N = '2.5' must be a whole number"),
+    ("rate_growth=1:1.5:\u00b3", "must be a whole number"),  # a superscript digit: isdigit, but no int
 ])
 def test_a_bad_curve_is_refused_with_the_reason(spec, says, capsys):
     assert main(["explain", str(TOY), "--quiet", "--curve", spec]) == EXIT_BAD_INPUT

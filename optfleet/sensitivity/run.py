@@ -101,7 +101,7 @@ def parse_curve(text: str, explainer: Explainer, option: str = "--curve") -> Cur
     except ValueError:
         raise InputError(option, text, "give PARAMETER=START:STOP:N (three numbers) or PARAMETER=V1,V2,... (numbers)") from None
     if listed is None:  # checked outside the try: an InputError is a ValueError, and its message must not be replaced
-        if not count.strip().isdigit():
+        if not (count.strip().isascii() and count.strip().isdigit()):  # isdigit alone takes '³', which int() refuses
             raise InputError(option, text, f"N = {count.strip()!r} must be a whole number of values (N >= 2)")
         n = int(count)
         if not (math.isfinite(start) and math.isfinite(stop)):
