@@ -22,9 +22,8 @@ from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.pool_stats import TpotTargets
 from optfleet.progress import Progress
 from optfleet.queueing import RELATIVE_TOLERANCE
-from optfleet.queueing.batching import (JOIN_ITERATIONS, PREFILL_BINS, BatchingState, BatchingWorkload, batching_state, take_rows,
-                                        workload_moments)
-from optfleet.queueing.batching import QUANTILE
+from optfleet.queueing.batching import (JOIN_ITERATIONS, PREFILL_BINS, QUANTILE, BatchingState, BatchingWorkload, batching_state,
+                                        take_rows, workload_moments)
 from optfleet.queueing.batching_engine import (DECODE_LEVELS, GRID_PER_ITERATION, JOIN_POINTS, OFFSET_CELLS, SERVICE_CELLS, EngineBatchingWorkload,
                                                engine_batching_state, engine_workload_row, tpot_columns)
 
@@ -218,6 +217,9 @@ def prefill_floor_ms(config: PoolConfig, l_in: ArrayLike) -> NDArray[np.float64]
     return (config.prefill_chunks(l_in) + 1.0) * step.base_ms + step.prefill_compute_ms(shortest)
 
 
+FLOOR_CELL_PASSES = 200  # passes of floor_threshold_ms's fixed point
+
+
 def floor_threshold_ms(config: PoolConfig, slo_ms: float) -> float:
     """Under the engine model, ``Z``: a pool of ``config`` meeting the P99 TTFT ``slo_ms`` has at most 1 % of its
     requests with :func:`prefill_floor_ms` above ``Z`` (``inf`` where no finite ``Z`` is proven).
@@ -260,9 +262,6 @@ def floor_threshold_ms(config: PoolConfig, slo_ms: float) -> float:
             return (target_ms + new / 2.0) * (1.0 + RELATIVE_TOLERANCE)
         cell_ms = new
     return np.inf
-
-
-FLOOR_CELL_PASSES = 200  # passes of floor_threshold_ms's fixed point
 
 
 TABLE_GPU_LIMIT = 256  # largest table a pool gets; past it the per-GPU rate at the limit is used (conservative)
