@@ -28,6 +28,10 @@ the spot GPUs counted at the type's confidence when ``s`` are bought (spot.py).
 * :func:`add_residual_capacity`: valid rows that cut off split assignments, ``sum_{X in S} X >= sum_m (a[m, g, t] +
   b - D)^+ y[m, g, t]`` for each set ``S`` of a type's purchase options whose complement is capped at ``D`` GPUs
   (``b``: the GPUs of the models with no other type); they remove no integer plan;
+* :func:`add_load_rounding`: valid rows that price a load in whole GPUs, ``E[g, t] >= y[m, g, t] - y[m, g, t-1]`` and
+  ``E[g, t] >= y[m, g, t] - (x[m, g, t-1] - n[m, g, t-1] y[m, g, t-1]) / (n[m, g, t] - n[m, g, t-1])`` with ``E`` the
+  type's GPUs held less those its instances hold: a model that starts instances needs a whole spare GPU for their
+  load; they remove no integer plan;
 * :func:`add_budget`, :func:`add_gpu_mix`: ``cost <= B``; ``min_share sum_g H <= H_g <= max_share sum_g H``
   with ``H = R + P + sum_m Q + O + S`` the GPUs held, in every period;
 * objective ``min sum_gt c^R_g r + c^O_g O + c^S_g S`` (the reservations already held are sunk: not in it).
@@ -56,9 +60,10 @@ NOT_RUNNING = -1
 
 
 def build(problem: CapacityProblem, constraints: bool = True, reserved_before: np.ndarray | None = None,
-          instances_before: np.ndarray | None = None) -> pyo.ConcreteModel:
+          instances_before: np.ndarray | None = None, load_rounding: bool = True) -> pyo.ConcreteModel:
     """The MILP (module docstring); ``constraints=False`` leaves out the instance's budget and GPU-mix constraints
-    (the infeasibility diagnosis solves without them).  A window of a longer horizon (rolling.py) starts from
+    (the infeasibility diagnosis solves without them), ``load_rounding=False`` the load-rounding rows (valid rows:
+    the optimum is the same, only the search differs).  A window of a longer horizon (rolling.py) starts from
     what came before it: ``reserved_before[g, t]`` GPUs still held from reservations made earlier (already paid),
     and ``instances_before[m, g]`` instances running in the period before the window (for the load charge)."""
     m = pyo.ConcreteModel(name=f"capacity_plan {problem.name}")
@@ -73,6 +78,8 @@ def build(problem: CapacityProblem, constraints: bool = True, reserved_before: n
     add_spot(m, problem)
     add_capacity(m, problem)
     add_residual_capacity(m, problem)
+    if load_rounding:
+        add_load_rounding(m, problem)
     add_cost(m, problem)
     if constraints:
         for i, constraint in enumerate(problem.spec.constraints):
@@ -150,15 +157,21 @@ def spot_bought(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):
     return sum(m.z[g, t, j] for j in range(1, int(problem.offers[g].spot_cap[t]) + 1) if (g, t, j) in m.Z)
 
 
-def model_use(m: pyo.ConcreteModel, problem: CapacityProblem, i: int, g: int, t: int) -> list[tuple[float, object]]:
-    """``u[i, g, t] = tp x + lambda_i l`` as (coefficient, variable) terms (``tp n y`` for a model without load time)."""
+def instance_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, i: int, g: int, t: int) -> list[tuple[float, object]]:
+    """The GPUs model ``i``'s instances hold on type ``g`` in period ``t``, ``tp x`` (``tp n y`` for a model without
+    load time), as (coefficient, variable) terms."""
     tp, n = problem.table.tp, problem.table.instances
     if (i, g, t) not in m.Y:
         return []
     if (i, g, t) not in m.x:
         return [(float(tp[i, g]) * float(n[i, g, t]), m.y[i, g, t])]
-    terms = [(float(tp[i, g]), m.x[i, g, t])]
-    return terms + ([(float(problem.load_fraction[i]), m.l[i, g, t])] if (i, g, t) in m.L else [])
+    return [(float(tp[i, g]), m.x[i, g, t])]
+
+
+def model_use(m: pyo.ConcreteModel, problem: CapacityProblem, i: int, g: int, t: int) -> list[tuple[float, object]]:
+    """``u[i, g, t] = tp x + lambda_i l`` as (coefficient, variable) terms (``tp n y`` for a model without load time)."""
+    load = [(float(problem.load_fraction[i]), m.l[i, g, t])] if (i, g, t) in m.L else []
+    return instance_gpus(m, problem, i, g, t) + load
 
 
 def add_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
@@ -240,6 +253,79 @@ def add_residual_capacity(m: pyo.ConcreteModel, problem: CapacityProblem) -> Non
                     if need:
                         rows[(g, t, "+".join(kept))] = ([term for name in kept for term in parts[name][0]], need)
     m.residual_capacity = pyo.Constraint(list(rows), rule=lambda _, g, t, kept: scaled(rows[(g, t, kept)][0]) >= scaled(rows[(g, t, kept)][1]))
+
+
+def add_load_rounding(m: pyo.ConcreteModel, problem: CapacityProblem) -> None:
+    """Load-rounding rows: for a type ``g``, a period ``t`` and a model ``m`` with a load time that may run there,
+
+        E[g, t] >= y[m, g, t] - y[m, g, t-1]                                                   (switch)
+        E[g, t] >= y[m, g, t] - (x[m, g, t-1] - n[m, g, t-1] y[m, g, t-1]) / d,   d = n[m, g, t] - n[m, g, t-1] > 0   (ramp)
+
+    with ``E[g, t] = R + P + R_before + O + K - sum_m tp x - sum_{m without load} tp n y``: the type's GPUs held
+    less those its models' instances hold.  (Without ``x[m, g, t-1]``, i.e. in the first period of the horizon or
+    where the model may not run on ``g`` in ``t-1``: ``E[g, t] >= y[m, g, t]`` when the instances running before
+    are fewer than ``n[m, g, t]``.)  Left out where GPUs pinned to a model are held (their ``w`` is continuous).
+
+    Valid: in an integer plan ``E`` is an integer (every term is), and ``E >= sum_m lambda_m l[m, g, t] >= 0`` by
+    the capacity row (:func:`add_capacity`).  If model ``m`` runs on ``g`` in ``t`` (``y[m, g, t] = 1``, so
+    ``x[m, g, t] >= n[m, g, t] >= 1``) and has fewer instances there in ``t-1``, its load charge ``l >= tp (x_t -
+    x_{t-1}) > 0``, so ``E > 0`` and ``E >= 1``.  Switch: ``y[m, g, t-1] = 0`` means ``x[m, g, t-1] = 0`` (``x <=
+    U y``): it starts instances.  Ramp: with ``y[m, g, t-1] = 1`` and ``x[m, g, t-1] < n[m, g, t]`` it starts
+    instances and the right side is at most 1; with ``x[m, g, t-1] >= n[m, g, t]`` the right side is at most 0;
+    with ``y[m, g, t-1] = 0`` the right side is ``y[m, g, t]`` (the switch).  Where ``y[m, g, t] = 0`` the right
+    sides are at most 0 (``x >= n y``).
+
+    They price what the LP leaves out: the capacity row lets a load of ``lambda tp`` GPUs (a twelfth of a GPU for
+    a model loaded in 5 minutes of an hour) be covered by that fraction of a purchase, where any plan needs a
+    whole GPU or an instance kept warm.  On week_three_models (1,738 rows) the LP rises from $19,487.5 to $19,683.5;
+    with each model's type fixed to a plan's, from $19,935.1 to $20,211.0 against that assignment's MILP optimum of
+    about $20,256 (one-off runs, docs/guide/capacity-plan.md)."""
+    n, tp = problem.table.instances, problem.table.tp
+    n_models, n_types = tp.shape
+    rows = []
+    for g in range(n_types):
+        for t in range(problem.periods):
+            loading = [i for i in range(n_models) if (i, g, t) in m.x and n[i, g, t] >= 1]
+            if not loading or problem.held.pinned[:, g, t].sum() > 0:
+                continue
+            spare = [term for terms, _ in purchased(m, problem, g, t).values() for term in terms]
+            spare += [(-coef, var) for i in range(n_models) for coef, var in instance_gpus(m, problem, i, g, t)]
+            held = int(m.reserved_before[g, t]) + int(problem.held.pool[g, t])
+            for i in loading:
+                if (i, g, t - 1) in m.x:
+                    rows.append((spare, held, [(1.0, m.y[i, g, t]), (-1.0, m.y[i, g, t - 1])]))
+                    d = int(n[i, g, t] - n[i, g, t - 1])
+                    if d > 0:
+                        rows.append((spare, held, [(1.0, m.y[i, g, t]), (-1.0 / d, m.x[i, g, t - 1]), (float(n[i, g, t - 1]) / d, m.y[i, g, t - 1])]))
+                elif (int(m.instances_before[i, g]) if t == 0 else 0) < n[i, g, t]:
+                    rows.append((spare, held, [(1.0, m.y[i, g, t])]))
+    m.load_rounding = pyo.Constraint(range(len(rows)), rule=lambda _, k: scaled(rows[k][0]) + rows[k][1] >= scaled(rows[k][2]))
+
+
+def relax_counts(m: pyo.ConcreteModel) -> None:
+    """The assignment relaxation: every variable but the assignments ``y`` made continuous (instances, reservation
+    starts, on-demand GPUs, spot steps).  Its optimum, and any lower bound HiGHS proves for it, bounds the MILP's
+    optimum from below."""
+    for component in (m.x, m.r, m.o):
+        for var in component.values():
+            var.domain = pyo.NonNegativeReals
+    for var in m.z.values():
+        var.domain = pyo.UnitInterval
+
+
+def fix_integral_assignments(m: pyo.ConcreteModel, relaxed: pyo.ConcreteModel, tolerance: float = 1e-6) -> None:
+    """Fix every assignment ``y`` that is integral (within ``tolerance``) in ``relaxed`` (the same problem's solved LP
+    relaxation) to that value: a model-period's other types to 0 where one type is 1 (the RENS neighbourhood of
+    the LP solution; Berthold, Math. Programming Computation 6 (2014) 33-54)."""
+    for key in m.Y:
+        share = float(pyo.value(relaxed.y[key]))
+        if share >= 1 - tolerance:
+            m.y[key].fix(1)
+            for g in range(m.problem_gpus.shape[1]):
+                if g != key[1] and (key[0], g, key[2]) in m.Y:
+                    m.y[key[0], g, key[2]].fix(0)
+        elif share <= tolerance:
+            m.y[key].fix(0)
 
 
 def held_gpus(m: pyo.ConcreteModel, problem: CapacityProblem, g: int, t: int):

@@ -125,6 +125,7 @@ def solve(
     stream_log: bool = False,
     known_bound: float | None = None,
     deadline: float | None = None,
+    options: dict[str, Any] | None = None,
 ) -> SolveReport:
     """Solve ``model`` in place; the incumbent (if any) is loaded into its variables.
 
@@ -139,12 +140,15 @@ def solve(
     the optimum of a relaxation of it).  HiGHS then stops as soon as its
     incumbent reaches it (option ``objective_target``, to a relative 1e-9),
     which proves the incumbent optimal; the report's bound is the better of
-    HiGHS's and ``known_bound``.
+    HiGHS's and ``known_bound``.  ``options`` are further HiGHS options by name (e.g.
+    ``{"mip_heuristic_effort": 0.3}``).
     """
     if solver == "highs":
-        return _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound, deadline)
+        return _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound, deadline, options)
     if known_bound is not None:
         raise InputError("solve.solver", solver, "known_bound is supported with HiGHS only")
+    if options:
+        raise InputError("solve.solver", solver, "HiGHS options are supported with HiGHS only")
     start = time.perf_counter()
     time_limit = _within_deadline(time_limit, deadline)
     if deadline is not None and time_limit <= 0:
@@ -166,7 +170,7 @@ def _out_of_time(start: float, solver: str = "highs") -> SolveReport:
                        "not started: the time limit passed while the model was built and compiled", {"solver_runs": 0})
 
 
-def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound, deadline=None) -> SolveReport:
+def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, known_bound, deadline=None, options=None) -> SolveReport:
     start = time.perf_counter()
     try:
         form, integer = _compile(model, warm_start)
@@ -179,7 +183,8 @@ def _solve_highs(model, time_limit, mip_gap, threads, warm_start, stream_log, kn
     args = _pass_model_args(form, integer)
     start_values = np.array([float(v.value) for v in columns]) if warm_start and integer.any() else None
     report, values = solve_arrays(args, what=f"model {model.name!r}", time_limit=time_limit, mip_gap=mip_gap, threads=threads,
-                                  start_values=start_values, stream_log=stream_log, known_bound=known_bound, started=start)
+                                  start_values=start_values, stream_log=stream_log, known_bound=known_bound, started=start,
+                                  options=options)
     if values is not None:
         _load(columns, values)
     return report

@@ -127,11 +127,11 @@ def test_milp_equals_brute_force(overrides):
     assert 0 < lp_bound(problem) <= report.objective + 1e-9  # the relaxation's optimum bounds the brute-force optimum
 
 
-def _optimum(problem, residual: bool, relaxed: bool) -> float:
-    """The MILP's optimum (its LP relaxation's when ``relaxed``), with or without the residual-capacity rows."""
+def _optimum(problem, relaxed: bool, off: tuple[str, ...] = ()) -> float:
+    """The MILP's optimum (its LP relaxation's when ``relaxed``), with the row families named in ``off`` left out."""
     model = build(problem)
-    if not residual:
-        model.residual_capacity.deactivate()
+    for rows in off:
+        getattr(model, rows).deactivate()
     if relaxed:
         pyo.TransformationFactory("core.relax_integer_vars").apply_to(model)
     report = highs.solve(model)
@@ -149,14 +149,61 @@ def _optimum(problem, residual: bool, relaxed: bool) -> float:
 def test_residual_capacity_rows_lift_the_lp_and_keep_every_plan(overrides, lifts):
     """The rows are valid (the MILP with and without them has the brute-force optimum, and the LP with them stays
     below it); where ``lifts``, they cut (the LP with them is higher; with the reservations held, the held GPUs
-    widen every ``D`` and the rows left do not bind at the LP's optimum)."""
+    widen every ``D`` and the rows left do not bind at the LP's optimum).  The load-rounding rows are left out of
+    the LPs compared: they lift these LPs further and would hide what the residual rows add."""
     problem = tiny(**overrides)
     best = brute_force_with_held(problem)
     assert len(build(problem).residual_capacity) > 0
-    assert _optimum(problem, residual=True, relaxed=False) == pytest.approx(best, rel=1e-9)
-    assert _optimum(problem, residual=False, relaxed=False) == pytest.approx(best, rel=1e-9)
-    lifted, plain = _optimum(problem, residual=True, relaxed=True), _optimum(problem, residual=False, relaxed=True)
+    assert _optimum(problem, relaxed=False) == pytest.approx(best, rel=1e-9)
+    assert _optimum(problem, relaxed=False, off=("residual_capacity",)) == pytest.approx(best, rel=1e-9)
+    lifted = _optimum(problem, relaxed=True, off=("load_rounding",))
+    plain = _optimum(problem, relaxed=True, off=("load_rounding", "residual_capacity"))
     assert lifted <= best + 1e-9 and (plain < lifted - 1e-6) == lifts
+
+
+@pytest.mark.parametrize("overrides, rows, lp_without, lp_with", [
+    ({"periods": 2, "gpus__0__reserved__term_periods": 2}, 6, 48.656, 57.6),
+    ({"periods": 2, "gpus__0__reserved__term_periods": 2, "models__1__load_time_s": 300}, 10, 49.039, 57.6),
+    ({"periods": 2, "gpus__0__reserved__term_periods": 2, "gpus__0__reserved__max_gpus": 2,
+     "reservations": [{"gpu_type": "H100", "gpus": 1, "start_period": 0, "end_period": 2, "model": "batch"},
+                      {"gpu_type": "A100", "gpus": 1, "start_period": 1, "end_period": 2}]}, 3, None, None),
+], ids=["chat-loads", "both-load", "pinned-held-skipped"])
+def test_load_rounding_rows_keep_every_plan_and_lift_the_lp(overrides, rows, lp_without, lp_with):
+    """The rows remove no plan (the MILP with and without them has the brute-force optimum) and price a load in
+    whole GPUs: on tiny's first two periods chat (10 minutes' load in 4 hours) adds an instance in period 1, and
+    the LP, which covered that 1/24 of a GPU with 1/24 of a purchase, rises to the optimum.  Where GPUs pinned
+    to a model are held in a period on a type, that type's rows are left out there (3 rows instead of 6)."""
+    problem = tiny(**overrides)
+    best = brute_force_with_held(problem)
+    assert len(build(problem).load_rounding) == rows
+    assert _optimum(problem, relaxed=False) == pytest.approx(best, rel=1e-9)
+    assert _optimum(problem, relaxed=False, off=("load_rounding",)) == pytest.approx(best, rel=1e-9)
+    with_rows, without = _optimum(problem, relaxed=True), _optimum(problem, relaxed=True, off=("load_rounding",))
+    assert without - 1e-9 <= with_rows <= best + 1e-9
+    if lp_with is not None:
+        assert (without, with_rows) == (pytest.approx(lp_without, abs=1e-3), pytest.approx(lp_with, rel=1e-9))
+
+
+def test_load_rounding_rows_cut_off_no_assignment():
+    """For every assignment of tiny's first two periods (each model's type and instances), the MILP with the
+    assignment fixed, rows included, costs what the cheapest purchases for its GPUs in use cost (enumerated): the
+    rows remove no integer plan, not only none of the optimal ones."""
+    problem = tiny(periods=2, gpus__0__reserved__term_periods=2)
+    checked = 0
+    for gpu_type, instances in every_assignment(problem):
+        model = build(problem)
+        if any(gpu_type[i, t] >= 0 and (i, gpu_type[i, t], t) not in model.x and instances[i, t] != problem.table.instances[i, gpu_type[i, t], t]
+               for i in range(2) for t in range(2)):
+            continue  # a model without load time runs exactly its need (x = n y): not a plan of the MILP's space
+        for i, g, t in model.Y:
+            model.y[i, g, t].fix(int(gpu_type[i, t] == g))
+            if (i, g, t) in model.x:
+                model.x[i, g, t].fix(int(instances[i, t]) if gpu_type[i, t] == g else 0)
+        use = gpus_in_use(problem, gpu_type, instances)
+        cheapest = sum(_cheapest_purchases(problem, g, use[g]) for g in range(len(problem.offers)))
+        assert highs.solve(model).objective == pytest.approx(cheapest, rel=1e-9), (gpu_type.tolist(), instances.tolist())
+        checked += 1
+    assert checked == 32
 
 
 # --- the evaluator against hand-worked schedules ----------------------------------------------------------------
@@ -421,19 +468,34 @@ def test_demand_grows_by_the_daily_rate_compounded():
     assert tiny(demand__growth_per_day=0.06).rates_rps == pytest.approx(tiny().rates_rps * 1.06 ** (np.arange(6) / 6))
 
 
-def test_the_cheaper_of_the_rules_and_the_lp_guided_plan_is_a_feasible_mip_start():
-    """On tiny, reserve_percentile's plan costs $188.80 and the LP-guided plan (the relaxation's types fixed) $180.80;
-    the cheaper is handed to HiGHS, which accepts it; the optimum, $178.80, is below both."""
-    from optfleet.problems.capacity_plan.exact import best_rule_plan, lp_guided_plan
+def test_the_cheaper_of_the_rules_and_the_assignment_search_plan_is_a_feasible_mip_start():
+    """On tiny, reserve_percentile's plan costs $188.80 and the assignment search's (the LP's integral types fixed,
+    the rest searched with relaxed counts, then its types fixed) $180.80; the cheaper is handed to HiGHS, which
+    accepts it; the optimum, $178.80, is below both, and the assignment relaxation's bound ($177.60, the LP's
+    here) below that."""
+    import time
+
+    from optfleet.problems.capacity_plan.exact import assignment_bound, assignment_plan, best_rule_plan, lp_relaxation
 
     problem = tiny()
     rule = best_rule_plan(problem)
     assert rule.method == "reserve_percentile" and evaluate(problem, rule).total_cost == pytest.approx(188.8)
-    guided = lp_guided_plan(problem, 10.0)
-    assert evaluate(problem, guided).feasible and evaluate(problem, guided).total_cost == pytest.approx(180.8)
+    relaxed, _ = lp_relaxation(problem)
+    plan = assignment_plan(problem, relaxed, time.perf_counter() + 10, time.perf_counter() + 20)
+    assert evaluate(problem, plan).feasible and evaluate(problem, plan).total_cost == pytest.approx(180.8)
+    assert assignment_bound(problem, plan, time.perf_counter() + 10).bound == pytest.approx(177.6)
     _, report = solve_milp(problem)
     assert report.counts["feasible_mip_starts"] == 1 and "MIP start solution is feasible: objective value is 180.8" in report.log
     assert report.objective == pytest.approx(178.8)
+
+
+def test_a_plan_within_the_gap_of_the_assignment_bound_is_reported_optimal_without_the_full_milp():
+    """With a 20 % gap asked, tiny's start ($180.80) is within it of the assignment relaxation's bound ($177.60):
+    the report is optimal at that gap, from the assignment search, and no full MILP is run."""
+    schedule, report = solve_milp(tiny(solve__mip_gap=0.2))
+    assert report.status == "optimal" and report.objective == pytest.approx(180.8) and report.bound == pytest.approx(177.6)
+    assert report.gap == pytest.approx((180.8 - 177.6) / 180.8) and "assignment search" in report.log
+    assert evaluate(tiny(solve__mip_gap=0.2), schedule).total_cost == pytest.approx(180.8)
 
 
 def test_rolling_horizon_keeps_the_reserved_cap_across_windows():

@@ -170,6 +170,15 @@ def test_known_bound_is_highs_only():
         solve(tiny(), solver="glpk", known_bound=5.0)
 
 
+def test_highs_options_reach_the_solver_and_are_highs_only():
+    """``options`` are set on HiGHS by name (its log says presolve is off); another solver refuses them."""
+    assert "Presolve is switched off" not in solve(knapsack(items=10, seed=1)).log
+    report = solve(knapsack(items=10, seed=1), options={"presolve": "off"})
+    assert report.proven_optimal and "Presolve is switched off" in report.log
+    with pytest.raises(InputError, match="HiGHS only"):
+        solve(tiny(), solver="glpk", options={"presolve": "off"})
+
+
 def test_cases_cover_a_model_and_agree_with_the_whole_solve():
     # Exactly two of four binaries: every solution has x0 = 0, or x1 = 0, or x2 = x3 = 0, so the three
     # cases below cover the model.

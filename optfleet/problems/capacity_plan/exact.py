@@ -22,37 +22,74 @@ from dataclasses import replace
 import pyomo.environ as pyo
 
 from optfleet.errors import InfeasibleError
-from optfleet.models.capacity_plan import build, extract, fix_types, largest_shares, warm_start
+from optfleet.models.capacity_plan import build, extract, fix_integral_assignments, fix_types, largest_shares, relax_counts, warm_start
 from optfleet.problems.capacity_plan.plan import Schedule
 from optfleet.problems.capacity_plan.problem import CapacityProblem
 from optfleet.solvers import highs
-from optfleet.solvers.report import INFEASIBLE, INFEASIBLE_OR_UNBOUNDED, OPTIMAL, SolveReport
+from optfleet.solvers.report import INFEASIBLE, INFEASIBLE_OR_UNBOUNDED, OPTIMAL, TIME_LIMIT, SolveReport, relative_gap
 
 
-START_SHARE = 0.4
-"""The share of ``solve.time_limit_s`` the LP-guided start (:func:`lp_guided_plan`) may take; the MILP gets the rest."""
+RENS_SHARE = 0.4
+"""The share of ``solve.time_limit_s`` by whose end the search for an assignment (:func:`assignment_plan`, its
+first part) stops."""
+PLAN_SHARE = 0.55
+"""The share by whose end the MILP with that assignment fixed (:func:`assignment_plan`, its second part) stops."""
+BOUND_SHARE = 0.85
+"""The share by whose end the assignment relaxation's bound (:func:`assignment_bound`) stops when the full MILP gets
+the rest; it gets the rest itself when that rest is under :data:`FULL_MILP_MIN_S`."""
+SEARCH_HEURISTIC_EFFORT = 0.3
+"""HiGHS's ``mip_heuristic_effort`` in the assignment search (its default 0.05): on week_three_models, with 20 s, the
+search's plan is $19,924.1 in relaxed counts and the plan $20,008.6 at 0.3, 0.6 and 1.0, where at 0.05 they were
+$19,962.3 and $20,034.1."""
+FULL_MILP_MIN_S = 30.0
+"""The least share of the time limit, in seconds, kept for the full MILP: with less, the assignment relaxation gets
+the whole limit.  On week_three_models HiGHS spends 25 s in the full MILP's root cuts without looking at its time
+limit (a run given 8 s took 29 s), and a shorter run cannot improve on its start."""
 MIN_SOLVE_S = 1.0
-"""The least time the full MILP gets after its start, however long the start took."""
-START_MIP_GAP = 0.001
-"""The relative gap the LP-guided start's restricted MILP is solved to (``solve.mip_gap`` if smaller): the full MILP
-did not improve on its start in any of four 60 s runs on week_three_models, so the start should be nearly the best
-plan for its assignment.  There, at 0.1 % the start was $20,268.7 and the 60 s solve's gap 2.93 %; at the instance's
-1 %, $20,387.4 and 3.55-3.70 % (one core, loaded machine; docs/guide/capacity-plan.md)."""
+"""The least time left for which the full MILP is run when the steps before it end early without proving the plan."""
+PLAN_MIP_GAP = 0.001
+"""The relative gap both parts of :func:`assignment_plan` and :func:`assignment_bound` are solved to
+(``solve.mip_gap`` if smaller): the full MILP rarely improves on its start within the time limit, so the start
+should be nearly the best plan near the assignment, and the bound as high as its time allows."""
 
 
 def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
     """The MILP's schedule and the solver's report (status, objective, bound, gap); InfeasibleError explains a
-    model without a plan (module docstring).  The MIP start is the cheaper of the practitioners' rules' best plan
-    and the LP-guided plan (:func:`lp_guided_plan`, within ``START_SHARE`` of the time limit), among those the
-    evaluator finds feasible, so a run stopped by its time limit returns at least that plan."""
+    model without a plan (module docstring).
+
+    Four steps, each within its share of ``solve.time_limit_s`` (``*_SHARE``): the LP relaxation; a plan near it
+    (:func:`assignment_plan`); a bound from the assignment relaxation (:func:`assignment_bound`), started from the
+    cheaper of that plan and the practitioners' rules' best plan the evaluator accepts; and, unless that plan is
+    already within ``solve.mip_gap`` of that bound (then the report says optimal, with that gap) or less than
+    :data:`MIN_SOLVE_S` is left (the report says time_limit), the full MILP from that plan with that bound known.
+    The report's bound is the best of the LP's, the assignment relaxation's and the full MILP's: each bounds the
+    MILP's optimum from below.  A run stopped by its time limit returns at least the start."""
     options = problem.spec.solve
     began = time.perf_counter()
-    start = best_start(problem, [best_rule_plan(problem), lp_guided_plan(problem, START_SHARE * options.time_limit_s)])
+
+    def by(share: float) -> float:
+        return began + share * options.time_limit_s
+
+    relaxed, lp = lp_relaxation(problem, options.time_limit_s)
+    plan = assignment_plan(problem, relaxed, by(RENS_SHARE), by(PLAN_SHARE)) if lp.status == OPTIMAL else None
+    start = best_start(problem, [best_rule_plan(problem), plan])
+    kept = (1 - BOUND_SHARE) * options.time_limit_s >= FULL_MILP_MIN_S
+    relaxation = assignment_bound(problem, start, by(BOUND_SHARE if kept else 1.0))
+    known = max((b for b in (lp.objective if lp.status == OPTIMAL else None, relaxation.bound) if b is not None), default=None)
     model = build(problem)
+    left_s = options.time_limit_s - (time.perf_counter() - began)
     if start is not None:
         warm_start(model, problem, start)
-    left_s = max(options.time_limit_s - (time.perf_counter() - began), MIN_SOLVE_S)
-    report = highs.solve(model, solver=options.solver, time_limit=left_s, mip_gap=options.mip_gap, warm_start=start is not None)
+        cost = float(pyo.value(model.cost))
+        gap = None if known is None else relative_gap(cost, known)
+        proven = gap is not None and gap <= options.mip_gap
+        if proven or left_s < MIN_SOLVE_S:
+            return start, SolveReport(OPTIMAL if proven else TIME_LIMIT, cost, known, gap, time.perf_counter() - began, "highs",
+                                      f"optfleet: the assignment search's plan, bounded by the assignment relaxation\n{relaxation.log}",
+                                      {"mip_starts": 1, "feasible_mip_starts": 1})
+    left_s = max(left_s, MIN_SOLVE_S)
+    report = highs.solve(model, solver=options.solver, time_limit=left_s, mip_gap=options.mip_gap, warm_start=start is not None,
+                         known_bound=known if options.solver == "highs" else None)
     if not report.has_solution:
         raise InfeasibleError(f"the capacity-plan MILP found no plan ({report.status}): {explain_infeasible(problem, report)}")
     return Schedule(**extract(model, problem), method="milp"), report
@@ -85,30 +122,44 @@ def best_rule_plan(problem: CapacityProblem) -> Schedule | None:
     return best_start(problem, schedules)
 
 
-def lp_guided_plan(problem: CapacityProblem, time_limit_s: float) -> Schedule | None:
-    """A plan from the LP relaxation: each model in each period on the type the relaxation gives its largest share
-    (``argmax_g y[m, g, t]``), and the rest of the MILP (instances, reservations, on-demand and spot GPUs) solved
-    with that assignment fixed (to a relative gap of :data:`START_MIP_GAP`), all within ``time_limit_s``; None when
-    either solve finds nothing in time.
+def assignment_plan(problem: CapacityProblem, relaxed: pyo.ConcreteModel, search_by: float, plan_by: float) -> Schedule | None:
+    """A plan near the LP relaxation ``relaxed`` (solved): first the assignment relaxation (models/capacity_plan.py
+    ``relax_counts``) with every assignment the LP makes integral fixed to it (``fix_integral_assignments``, a RENS
+    neighbourhood), solved until ``search_by`` (a ``time.perf_counter()`` value), which chooses each model's type in
+    every period; then the MILP with those types fixed, until ``plan_by``.  Each to a relative gap of
+    :data:`PLAN_MIP_GAP`.  None when either finds nothing in time.
 
-    A heuristic start for the full MILP, whose own heuristics find poor plans on long horizons: on
-    week_three_models (168 periods) their first incumbent came after about 50 s of root cuts at $21,525; from this
-    start the 60 s solve ends at $20,222.5 against a bound of $19,352.6, a 4.5 % gap where it was 9.9 %
-    (benchmarks/bench_capacity_plan.py, docs/guide/capacity-plan.md; measured before the residual-capacity rows and
-    with the restricted MILP at the instance's 1 % gap; with the rows this start is $20,387.4 at 1 %, $20,268.7 at
-    :data:`START_MIP_GAP`)."""
-    began = time.perf_counter()
+    A heuristic: on week_three_models the full MILP's own heuristics found their first plan after about 50 s of
+    root cuts ($21,525), rounding the LP's largest shares gave $20,268.7 (the start before this one), and this
+    search $19,987.3 (docs/guide/capacity-plan.md)."""
     options = problem.spec.solve
-    relaxed, report = lp_relaxation(problem, time_limit_s)
-    if not report.has_solution:
+    gap = min(options.mip_gap, PLAN_MIP_GAP)
+    search = build(problem)
+    relax_counts(search)
+    fix_integral_assignments(search, relaxed)
+    effort = {"mip_heuristic_effort": SEARCH_HEURISTIC_EFFORT} if options.solver == "highs" else None
+    if not highs.solve(search, solver=options.solver, mip_gap=gap, deadline=search_by, options=effort).has_solution:
         return None
     restricted = build(problem)
-    fix_types(restricted, largest_shares(relaxed))
-    left_s = time_limit_s - (time.perf_counter() - began)
-    gap = min(options.mip_gap, START_MIP_GAP)
-    if left_s <= 0 or not highs.solve(restricted, solver=options.solver, time_limit=left_s, mip_gap=gap).has_solution:
+    fix_types(restricted, largest_shares(search))
+    if not highs.solve(restricted, solver=options.solver, mip_gap=gap, deadline=plan_by).has_solution:
         return None
     return Schedule(**extract(restricted, problem), method="milp")
+
+
+def assignment_bound(problem: CapacityProblem, start: Schedule | None, by: float) -> SolveReport:
+    """The assignment relaxation (models/capacity_plan.py ``relax_counts``: only the types ``y`` integer) solved until
+    ``by`` (a ``time.perf_counter()`` value) from ``start``, to :data:`PLAN_MIP_GAP` (``solve.mip_gap`` if smaller), so
+    that it raises its bound for as long as it may: its report's bound is a lower bound on the MILP's optimum.
+
+    On week_three_models it is the better bound within a minute: its root cuts reach about $19,810 in 15-20 s,
+    where the full MILP's reached $19,676 in 60 s; with every count integer HiGHS's cuts stall lower."""
+    model = build(problem)
+    relax_counts(model)
+    if start is not None:
+        warm_start(model, problem, start)
+    gap = min(problem.spec.solve.mip_gap, PLAN_MIP_GAP)
+    return highs.solve(model, solver=problem.spec.solve.solver, mip_gap=gap, warm_start=start is not None, deadline=by)
 
 
 def lp_relaxation(problem: CapacityProblem, time_limit_s: float | None = None) -> tuple[pyo.ConcreteModel, SolveReport]:
@@ -127,8 +178,9 @@ def lp_bound(problem: CapacityProblem, time_limit_s: float | None = None) -> flo
     (models/capacity_plan.py, checked by brute force in tests/test_capacity_plan.py) and the relaxation's feasible
     set holds every MILP solution: ``LP* <= MILP* <= cost(plan)``.  For plans that no full MILP can be run on in
     time (the month study's rolling horizon, benchmarks/bench_capacity_plan_study.py).  It is weak where the
-    relaxation splits a model across types: 19,487.5 on week_three_models against plans of about $20,200 (3.6 %;
-    18,863.8 and 6.7 % without the residual-capacity rows of models/capacity_plan.py)."""
+    relaxation splits a model across types: $19,683.5 on week_three_models against plans of about $20,000 (1.6 %;
+    $19,487.5 without the load-rounding rows of models/capacity_plan.py, $18,863.8 without the residual-capacity
+    rows too)."""
     _, report = lp_relaxation(problem, time_limit_s)
     return report.objective if report.status == OPTIMAL else None
 

@@ -101,8 +101,12 @@ def reference(problem: CapacityProblem, results: Sequence[MethodResult]) -> Refe
         return Reference(None, "no bound: the MILP did not run")
     if exact.report is None or exact.report.bound is None:
         return Reference(None, f"no bound: the MILP found no plan ({exact.note})")
-    proven = exact.report.proven_optimal
-    return Reference(exact.report.bound, "the MILP's " + ("optimum" if proven else f"lower bound ({exact.report.status}: not proven optimal)"))
+    report = exact.report
+    if report.proven_optimal and not report.gap:
+        return Reference(report.bound, "the MILP's optimum")
+    if report.proven_optimal:
+        return Reference(report.bound, f"the MILP's lower bound (its plan proven within solve.mip_gap: gap {100 * report.gap:.2f} %)")
+    return Reference(report.bound, f"the MILP's lower bound ({report.status}: not proven optimal)")
 
 
 def result_json(problem: CapacityProblem, result: MethodResult) -> dict[str, Any]:
