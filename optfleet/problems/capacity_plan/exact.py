@@ -130,8 +130,9 @@ def assignment_plan(problem: CapacityProblem, relaxed: pyo.ConcreteModel, search
     :data:`PLAN_MIP_GAP`.  None when either finds nothing in time.
 
     A heuristic: on week_three_models the full MILP's own heuristics found their first plan after about 50 s of
-    root cuts ($21,525), rounding the LP's largest shares gave $20,268.7 (the start before this one), and this
-    search $19,987.3 (docs/guide/capacity-plan.md)."""
+    root cuts ($21,525), rounding the LP's largest shares gave $20,268.7 (the start before this one; $20,454.5
+    with the load-rounding rows), and this search $19,987.3-20,035.3 depending on how far it gets ($20,008.6 in
+    the published run, docs/guide/capacity-plan.md)."""
     options = problem.spec.solve
     gap = min(options.mip_gap, PLAN_MIP_GAP)
     search = build(problem)
