@@ -744,3 +744,19 @@ def test_the_lp_bound_is_below_every_plan_the_evaluator_accepts():
         evaluation = evaluate(problem, rule(problem))
         assert not evaluation.feasible or evaluation.total_cost >= bound
     assert lp_bound(problem, time_limit_s=1e-9) is None
+
+
+def test_the_milp_tells_its_progress_step_by_step():
+    """``solve_milp`` names each step as it starts, with the share of the time limit spent (non-decreasing, in
+    [0, 1]); through the kind, the labels carry the method's name."""
+    calls = []
+    solve_milp(tiny(), progress=lambda label, done, total: calls.append((label, done, total)))
+    labels = [label for label, _, _ in calls]
+    assert labels[:3] == ["LP relaxation", "assignment search", "assignment relaxation's bound"]
+    assert set(labels) <= {"LP relaxation", "assignment search", "assignment relaxation's bound", "full MILP"}
+    shares = [done for _, done, _ in calls]
+    assert all(0 <= a <= b <= 1 for a, b in zip(shares, shares[1:])) and {total for _, _, total in calls} == {1}
+    from optfleet.problems.capacity_plan.kind import run
+    told = []
+    run(tiny(), "milp", lambda label, done, total: told.append(label))
+    assert "milp: assignment search" in told

@@ -25,6 +25,7 @@ from optfleet.errors import InfeasibleError
 from optfleet.models.capacity_plan import build, extract, fix_integral_assignments, fix_types, largest_shares, relax_counts, warm_start
 from optfleet.problems.capacity_plan.plan import Schedule
 from optfleet.problems.capacity_plan.problem import CapacityProblem
+from optfleet.progress import Progress, silent
 from optfleet.solvers import highs
 from optfleet.solvers.report import INFEASIBLE, INFEASIBLE_OR_UNBOUNDED, OPTIMAL, TIME_LIMIT, SolveReport, relative_gap
 
@@ -53,7 +54,7 @@ PLAN_MIP_GAP = 0.001
 should be nearly the best plan near the assignment, and the bound as high as its time allows."""
 
 
-def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
+def solve_milp(problem: CapacityProblem, progress: Progress = silent) -> tuple[Schedule, SolveReport]:
     """The MILP's schedule and the solver's report (status, objective, bound, gap); InfeasibleError explains a
     model without a plan (module docstring).
 
@@ -63,17 +64,24 @@ def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
     already within ``solve.mip_gap`` of that bound (then the report says optimal, with that gap) or less than
     :data:`MIN_SOLVE_S` is left (the report says time_limit), the full MILP from that plan with that bound known.
     The report's bound is the best of the LP's, the assignment relaxation's and the full MILP's: each bounds the
-    MILP's optimum from below.  A run stopped by its time limit returns at least the start."""
+    MILP's optimum from below.  A run stopped by its time limit returns at least the start.  ``progress(step, share,
+    1)`` is told each step as it starts, with the share of the time limit spent."""
     options = problem.spec.solve
     began = time.perf_counter()
 
     def by(share: float) -> float:
         return began + share * options.time_limit_s
 
+    def step(label: str) -> None:
+        progress(label, min(1.0, (time.perf_counter() - began) / options.time_limit_s), 1)
+
+    step("LP relaxation")
     relaxed, lp = lp_relaxation(problem, options.time_limit_s)
+    step("assignment search")
     plan = assignment_plan(problem, relaxed, by(RENS_SHARE), by(PLAN_SHARE)) if lp.status == OPTIMAL else None
     start = best_start(problem, [best_rule_plan(problem), plan])
     kept = (1 - BOUND_SHARE) * options.time_limit_s >= FULL_MILP_MIN_S
+    step("assignment relaxation's bound")
     relaxation = assignment_bound(problem, start, by(BOUND_SHARE if kept else 1.0))
     known = max((b for b in (lp.objective if lp.status == OPTIMAL else None, relaxation.bound) if b is not None), default=None)
     model = build(problem)
@@ -88,6 +96,7 @@ def solve_milp(problem: CapacityProblem) -> tuple[Schedule, SolveReport]:
                                       f"optfleet: the assignment search's plan, bounded by the assignment relaxation\n{relaxation.log}",
                                       {"mip_starts": 1, "feasible_mip_starts": 1})
     left_s = max(left_s, MIN_SOLVE_S)
+    step("full MILP")
     report = highs.solve(model, solver=options.solver, time_limit=left_s, mip_gap=options.mip_gap, warm_start=start is not None,
                          known_bound=known if options.solver == "highs" else None)
     if not report.has_solution:

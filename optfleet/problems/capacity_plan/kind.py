@@ -68,7 +68,7 @@ def run(problem: CapacityProblem, method: str, progress: Progress) -> list[Metho
     report = None
     try:
         if method == EXACT:
-            schedule, report = solve_milp(problem)
+            schedule, report = solve_milp(problem, lambda step, done, total: progress(f"{method}: {step}", done, total))
         else:
             schedule = RUNNERS[method](problem)
     except InfeasibleError as exc:
