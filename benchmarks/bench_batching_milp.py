@@ -12,8 +12,8 @@ Where the gap is: the relaxation's routing with every pool at its least instance
 leaves out: the loaded iteration ``t`` against the idle ``W`` the floor levels count in, and the in-GPU P99 in
 iterations against the relaxation's floor ``P99 chunks + 1`` (the rest is the join and the prefill wait).
 
-A third table holds the engine model's instances (``preset: engine``, the batching service model: the Azure 70B and
-LMSYS 8B fleets), whose bound is the relaxation with the cycle row and the prefill floor levels
+A third table holds the engine model's instances (``preset: engine``, the batching service model: the Azure 70B,
+LMSYS 8B and Agent-heavy 70B TP4 fleets), whose bound is the relaxation with the cycle row and the prefill floor levels
 (milp_batching.py ``relaxation_data``); its "before" is the relaxation without either (the occupancy row and the
 integer chunk levels with the base step as ``W``).
 
@@ -46,7 +46,7 @@ from output import add_output_option, output_folder, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("azure_2023", "lmsys_multiturn", "agent_heavy")
-ENGINE_INSTANCES = ("azure_2023_h100_batching", "lmsys_llama3_8b_batching")  # preset: engine, batching service model
+ENGINE_INSTANCES = ("azure_2023_h100_batching", "lmsys_llama3_8b_batching", "agent_heavy_engine_batching")  # preset: engine, batching service model
 
 
 def row(name: str) -> dict:
