@@ -760,3 +760,14 @@ def test_the_milp_tells_its_progress_step_by_step():
     told = []
     run(tiny(), "milp", lambda label, done, total: told.append(label))
     assert "milp: assignment search" in told
+
+
+def test_a_bound_above_an_accepted_plan_is_an_internal_error_not_an_optimal_report(monkeypatch):
+    """An invalid row would show as a bound above a plan the evaluator accepts: the solve says so instead of
+    reporting that plan optimal."""
+    import optfleet.problems.capacity_plan.exact as exact
+    from optfleet.solvers.report import SolveReport
+
+    monkeypatch.setattr(exact, "assignment_bound", lambda problem, start, by: SolveReport("time_limit", None, 1e9, None, 0.0, "highs"))
+    with pytest.raises(RuntimeError, match="lower bound .* above a plan"):
+        solve_milp(tiny())

@@ -46,6 +46,8 @@ FULL_MILP_MIN_S = 30.0
 """The least share of the time limit, in seconds, kept for the full MILP: with less, the assignment relaxation gets
 the whole limit.  On week_three_models HiGHS spends 25 s in the full MILP's root cuts without looking at its time
 limit (a run given 8 s took 29 s), and a shorter run cannot improve on its start."""
+BOUND_TOLERANCE = 1e-6
+"""Relative: a bound above a plan's cost by more than this is a bug (an invalid row), never rounding."""
 MIN_SOLVE_S = 1.0
 """The least time left for which the full MILP is run when the steps before it end early without proving the plan."""
 PLAN_MIP_GAP = 0.001
@@ -89,16 +91,24 @@ def solve_milp(problem: CapacityProblem, progress: Progress = silent) -> tuple[S
     if start is not None:
         warm_start(model, problem, start)
         cost = float(pyo.value(model.cost))
+        if known is not None and known > cost + BOUND_TOLERANCE * max(1.0, abs(cost)):
+            raise RuntimeError(f"internal error: a lower bound ({known}) above a plan the evaluator accepts ({cost}): "
+                               "a row of the capacity-plan MILP cuts off a plan")
         gap = None if known is None else relative_gap(cost, known)
         proven = gap is not None and gap <= options.mip_gap
         if proven or left_s < MIN_SOLVE_S:
-            return start, SolveReport(OPTIMAL if proven else TIME_LIMIT, cost, known, gap, time.perf_counter() - began, "highs",
-                                      f"optfleet: the assignment search's plan, bounded by the assignment relaxation\n{relaxation.log}",
-                                      {"mip_starts": 1, "feasible_mip_starts": 1})
+            origin = "the assignment search's plan" if start is plan else f"the {start.method} rule's plan (the assignment search found none cheaper)"
+            bounded = "the assignment relaxation's bound" if relaxation.bound is not None and relaxation.bound >= known else "the LP relaxation's bound"
+            text = f"optfleet: {origin}, with {bounded}" if known is not None else f"optfleet: {origin}, without a bound (out of time)"
+            return start, SolveReport(OPTIMAL if proven else TIME_LIMIT, cost, known, gap, time.perf_counter() - began, options.solver,
+                                      f"{text}\n{relaxation.log}", {"mip_starts": 1, "feasible_mip_starts": 1})
     left_s = max(left_s, MIN_SOLVE_S)
     step("full MILP")
+    highs_solver = options.solver == "highs"
     report = highs.solve(model, solver=options.solver, time_limit=left_s, mip_gap=options.mip_gap, warm_start=start is not None,
-                         known_bound=known if options.solver == "highs" else None)
+                         known_bound=known if highs_solver else None)
+    if not highs_solver and known is not None and report.has_solution and (report.bound is None or report.bound < known):
+        report = replace(report, bound=known, gap=relative_gap(report.objective, known))  # HiGHS does this itself (known_bound)
     if not report.has_solution:
         raise InfeasibleError(f"the capacity-plan MILP found no plan ({report.status}): {explain_infeasible(problem, report)}")
     return Schedule(**extract(model, problem), method="milp"), report
