@@ -15,7 +15,8 @@
   and of the load+prefix scores over 100 candidates, against ``np.argmin`` over 100 values in the same run.
 * MILP: the largest hindsight MILP (requests x 4 servers, tiny.yaml's workload at 4 servers) proven optimal
   within 60 s, trying 25, 50, 100, 150, 200 requests and stopping at the first not proven.
-* Scenarios: ``optfleet gap`` on every shipped scenario (policies, look-ahead MILP, relaxation bound): each
+* Scenarios: ``optfleet gap`` on every shipped scenario (policies, look-ahead MILP, hindsight search with
+  :data:`SEARCH_EVALUATIONS` evaluations, relaxation bound): each
   policy's mean TTFT by the simulator, its gap to the bound and its excess over the best known schedule, with
   P90 TTFT, P50 NTPOT, throughput, prefix hit rate and the predictor's MAPE (predicted-latency policies); beside the
   bound and the gap, the bound and the gap of benchmarks/results/placement_scenarios.json as it stood before the run
@@ -24,11 +25,16 @@
   floors, then recomputed with the best policy's realised decode times and with whole request blocks (no sharing
   credit), and the busiest step's KV load both ways (:func:`kv_hold_decomposition`).
 
+* How close a valid bound can come (placement_bound_reach): per scenario, the best policy, the bound and its gap,
+  and the best known placement (the best row, or the shipped certificate instances/placement/plans/<scenario>_best_known.json
+  when it is better, scored here by the simulator): every valid lower bound is at most that placement's mean TTFT,
+  so no bound can put the best policy closer than ``best policy / best known - 1`` (:func:`bound_reach`).
+
 Writes benchmarks/out/ (benchmarks/results/ with --publish): placement.{md,json} (simulator, scorer, MILP),
-placement_scenarios.{md,json} and placement_kv_bound.{md,json}.
+placement_scenarios.{md,json}, placement_kv_bound.{md,json} and placement_bound_reach.{md,json}.
 
 Run: python benchmarks/bench_placement.py [--servers 100] [--requests 2000] [--large 100000] [--milp-limit-s 60] [--scenarios-only]
-[--publish] (``--scenarios-only``: the scenarios' tables alone, placement_scenarios and placement_kv_bound)
+[--publish] (``--scenarios-only``: the scenarios' tables alone, placement_scenarios, placement_kv_bound and placement_bound_reach)
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from output import PUBLISHED, add_output_option, machine_speed, machine_speed_te
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances" / "placement"
+SEARCH_EVALUATIONS = 10_000  # hindsight_search's budget on each scenario (ends on its count, not on the time limit, here)
+PLANS = INSTANCES / "plans"
 SCENARIOS = ("scenario_a", "scenario_b", "scenario_c", "scenario_c_llama70b", "scenario_d", "sharegpt_like")
 
 
@@ -171,8 +179,8 @@ def scenarios() -> list[dict]:
 
     rows = []
     for name in SCENARIOS:
-        loaded = optfleet.load(INSTANCES / f"{name}.yaml")
-        methods = [p.label for p in loaded.problem.policies] + ["lookahead_milp", "relaxation_bound"]
+        loaded = optfleet.load(INSTANCES / f"{name}.yaml", solve__search_evaluations=SEARCH_EVALUATIONS)
+        methods = [p.label for p in loaded.problem.policies] + ["lookahead_milp", "hindsight_search", "relaxation_bound"]
         outcome = optfleet.run_gap(loaded, methods=methods)
         summary = outcome.summary
         for row in outcome.rows:
@@ -225,6 +233,38 @@ def kv_hold_decomposition(name: str, scenario_rows: list[dict]) -> dict:
             "kv_load_floors_pct": load(own, hold_floor_ms(problem, floors)), "kv_load_realised_pct": load(whole, realised_hold),
             "mean_decode_floor_ms": float((hold_floor_ms(problem, floors) - floors.min(axis=1)).mean()),
             "mean_decode_realised_ms": float(decode_ms.mean()), "mean_own_blocks": float(own.mean()), "mean_blocks": float(whole.mean())}
+
+
+def bound_reach(name: str, scenario_rows: list[dict]) -> dict:
+    """How close any valid bound can come to the best policy on ``name``: the best known placement is the best row of
+    the run or the shipped certificate (``PLANS / <name>_best_known.json``, scored here), whichever is lower; the
+    simulator's best placement is at most it and every valid lower bound at most that, so the best policy's gap to
+    any valid bound is at least ``best policy / best known - 1``."""
+    import optfleet
+    from optfleet.problems.placement.evaluate import evaluate
+
+    problem = optfleet.load(INSTANCES / f"{name}.yaml").problem
+    labels = {p.label for p in problem.policies}
+    best = min((r for r in scenario_rows if r["method"] in labels), key=lambda r: r["mean_ttft_ms"])
+    known = min(scenario_rows, key=lambda r: r["mean_ttft_ms"])
+    known_ms, source = known["mean_ttft_ms"], known["method"]
+    certificate = PLANS / f"{name}_best_known.json"
+    if certificate.exists():
+        value = evaluate(problem, np.array(json.loads(certificate.read_text())["placement"])).objective_ms
+        if value < known_ms:
+            known_ms, source = value, f"instances/placement/plans/{certificate.name}"
+    return {"scenario": name, "best_policy": best["method"], "best_policy_ms": best["mean_ttft_ms"], "bound_ms": best["bound_ms"],
+            "gap_pct": best["gap_pct"], "best_known_ms": known_ms, "best_known_from": source,
+            "least_gap_any_bound_pct": 100.0 * (best["mean_ttft_ms"] / known_ms - 1.0)}
+
+
+def write_bound_reach(folder: Path, table: list[dict]) -> None:
+    """placement_bound_reach.{md,json}: :func:`bound_reach` per scenario."""
+    write_results(folder, "placement_bound_reach", {"rows": table},
+                  ["scenario", "best policy", "mean TTFT ms", "bound ms", "gap to bound %", "best known placement ms", "from",
+                   "least gap to any valid bound %"],
+                  [(r["scenario"], r["best_policy"], f"{r['best_policy_ms']:,.1f}", f"{r['bound_ms']:,.1f}", f"{r['gap_pct']:,.1f}",
+                    f"{r['best_known_ms']:,.1f}", r["best_known_from"], f"{r['least_gap_any_bound_pct']:,.1f}") for r in table])
 
 
 def write_kv_decomposition(folder: Path, table: list[dict]) -> None:
@@ -280,11 +320,12 @@ def main() -> None:
 
 
 def write_scenario_tables(folder: Path, table: list[dict]) -> None:
-    """placement_scenarios.{md,json} and placement_kv_bound.{md,json}, printed."""
+    """placement_scenarios.{md,json}, placement_kv_bound.{md,json} and placement_bound_reach.{md,json}, printed."""
     write_scenarios(folder, table)
     write_kv_decomposition(folder, [kv_hold_decomposition(name, [r for r in table if r["scenario"] == name]) for name in SCENARIOS])
-    print((folder / "placement_scenarios.md").read_text())
-    print((folder / "placement_kv_bound.md").read_text())
+    write_bound_reach(folder, [bound_reach(name, [r for r in table if r["scenario"] == name]) for name in SCENARIOS])
+    for part in ("placement_scenarios", "placement_kv_bound", "placement_bound_reach"):
+        print((folder / f"{part}.md").read_text())
 
 
 def previously_published() -> dict[tuple[str, str], dict]:

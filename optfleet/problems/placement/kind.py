@@ -1,7 +1,8 @@
 """The placement kind (request placement across model servers): registry entry and runs.
 
 Methods: the instance's policies (by label), every other registered policy by name, ``hindsight_milp`` (when the
-trace has at most ``solve.max_milp_requests`` requests), ``lookahead_milp`` and ``relaxation_bound`` (exact.py).
+trace has at most ``solve.max_milp_requests`` requests), ``lookahead_milp`` and ``relaxation_bound`` (exact.py), and
+``hindsight_search`` (search.py: annealing over whole-trace placements, a heuristic with hindsight).
 Every plan is a placement (request -> server) scored by the one evaluator, the simulator (evaluate.py); the
 objective is its mean TTFT, or its mean TTFT excess over ``slo.ttft_ms`` (``solve.objective``), in ms, minimised.
 
@@ -25,7 +26,7 @@ from optfleet.registry import SOLVE_BLOCK_OVERRIDES, ProblemKind, lazy
 from optfleet.results import MINIMISE, MethodResult, Reference, no_plan
 
 EXACT = METHOD_NAMES
-HINDSIGHT, LOOKAHEAD, RELAXATION = EXACT
+HINDSIGHT, LOOKAHEAD, RELAXATION, SEARCH = EXACT
 REPORT = "optfleet.problems.placement.report"
 
 
@@ -76,6 +77,7 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
     from optfleet.problems.placement import exact
     from optfleet.problems.placement.evaluate import evaluate
     from optfleet.problems.placement.policies import make_policy, route
+    from optfleet.problems.placement.search import hindsight_search
 
     unit = objective_unit(problem)
     progress(method, 0, 1)
@@ -97,6 +99,11 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
         elif method == LOOKAHEAD:
             placement, counts = exact.lookahead(problem)
             columns.update(counts)
+        elif method == SEARCH:
+            placement, summary = hindsight_search(problem, lambda done, total: progress(method, done, total))
+            columns.update(search_start=summary.start_method, search_start_ms=summary.start_objective_ms,
+                           search_evaluations=summary.evaluations, search_accepted=summary.accepted,
+                           search_stopped_by=("solve.time_limit_s" if summary.stopped_by_time else "solve.search_evaluations"))
         else:
             entry = _entry(problem, method)
             policy = make_policy(problem, entry.name, entry.params, "--methods")

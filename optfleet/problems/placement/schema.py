@@ -63,7 +63,7 @@ Length = Annotated[Integer, LENGTH_LIMIT, Field(ge=0)]
 StepMs = Annotated[Real, STEP_LIMIT, Field(ge=0.0)]
 Weight = Annotated[Real, Field(ge=0.0), at_most(MAX_POLICY_WEIGHT, "per weight", "only the ratios count; far larger weights overflow the score")]
 
-METHOD_NAMES = ("hindsight_milp", "lookahead_milp", "relaxation_bound")
+METHOD_NAMES = ("hindsight_milp", "lookahead_milp", "relaxation_bound", "hindsight_search")
 OBJECTIVES = ("total_ttft", "ttft_excess")
 
 
@@ -331,15 +331,16 @@ class SloSpec(Strict):
 class SolveSpec(Strict):
     """The exact views: ``method`` (what ``solve`` runs; default ``hindsight_milp`` when the trace is small enough,
     else ``lookahead_milp``), ``objective`` (``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above
-    ``slo.ttft_ms``), the MILP size limit and the look-ahead window."""
+    ``slo.ttft_ms``), the MILP size limit, the look-ahead window and the hindsight search's budget."""
 
     method: str | None = None
-    """The exact view ``optfleet solve`` runs (default: ``hindsight_milp`` when the trace is small enough, else
+    """The method ``optfleet solve`` runs besides the policies: ``hindsight_milp``, ``lookahead_milp``,
+    ``relaxation_bound`` or ``hindsight_search`` (default: ``hindsight_milp`` when the trace is small enough, else
     ``lookahead_milp``)."""
     objective: Literal["total_ttft", "ttft_excess"] = "total_ttft"
     """``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above ``slo.ttft_ms``."""
     time_limit_s: PositiveReal | None = 60.0
-    """Time limit of each MILP, build and solve, in seconds."""
+    """Time limit of each MILP, build and solve, and of ``hindsight_search``, in seconds."""
     solver: str = "highs"
     """``highs`` (embedded) or a Pyomo solver installed here, by its Pyomo name."""
     max_milp_requests: Annotated[Integer, at_most(5000, "requests", "the MILP has a row per pair of requests and server")] = Field(120, ge=1)
@@ -350,6 +351,11 @@ class SolveSpec(Strict):
     """Placements committed from each look-ahead window (at most ``lookahead_requests``)."""
     lookahead_balance: Annotated[Real, Field(ge=1.0)] = 1.5
     """Cap on one server's requests in a look-ahead window: ``ceil(lookahead_balance x window / servers)``."""
+    search_evaluations: Annotated[Integer, at_most(10**8, "evaluations", "each one replays the whole trace")] = Field(20_000, ge=1)
+    """Placements ``hindsight_search`` scores (its annealing schedule's length; ``solve.time_limit_s`` may stop it
+    first)."""
+    search_seed: Annotated[Integer, Field(ge=0)] = 0
+    """Seed of ``hindsight_search``'s moves."""
 
     @field_validator("lookahead_commit")
     @classmethod
@@ -364,7 +370,7 @@ class SolveSpec(Strict):
     @classmethod
     def _known(cls, value: str | None) -> str | None:
         if value is not None and value not in METHOD_NAMES:
-            raise ValueError(f"unknown exact method; known: {', '.join(METHOD_NAMES)}")
+            raise ValueError(f"unknown method; known: {', '.join(METHOD_NAMES)}")
         return value
 
 

@@ -1,0 +1,159 @@
+"""``hindsight_search``: a placement of the whole trace found by simulated annealing, every candidate scored by the
+simulator (evaluate.py's replay, the one evaluator).
+
+It knows every arrival in advance, so it is no online policy; and it proves nothing: it is a heuristic for the
+simulator's best placement, whose objective its placement bounds from **above**.  That gives two readings a bound
+cannot:
+
+* a policy's excess over it is at most the policy's excess over the best placement (gap_summary's "best known");
+* where it lies below ``best policy / (1 + g)``, no valid lower bound can put the best policy within ``g`` of it:
+  any bound is at most the optimum, which is at most this placement's objective.
+
+**Search** (Kirkpatrick, Gelatt and Vecchi 1983).  Start: the best placement among the instance's policies (each
+routed and scored; round robin when the instance lists none).  Each step draws a move: with probability 0.4 one
+request goes to another server, 0.3 two requests swap servers, 0.3 every turn of one conversation (``session``)
+goes to one server; the candidate is scored and kept when its objective ``f'`` is at most the current ``f``, or
+else with probability ``exp(-(f' - f) / T)``, ``T = T0 (1 - i / N)^2`` at step ``i`` of ``N``
+(``solve.search_evaluations``).  ``T0`` makes a worsening move of the mean size accepted with probability
+:data:`START_ACCEPTANCE` at first: ``T0 = mean(f' - f > 0) / ln(1 / START_ACCEPTANCE)`` over the first
+:data:`CALIBRATION_MOVES` moves from the start (each scored, counted, kept as the best if it is, and undone; ``0.002 f_start`` if none
+worsens).  The best placement seen is returned.  It stops after
+``N`` evaluations or at ``solve.time_limit_s`` (the start's policy runs included), whichever comes first; given
+``solve.search_seed`` and a run that ends on its evaluation count, the placement is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from optfleet.errors import InputError
+from optfleet.problems.placement.engines import ENVIRONMENT, compiled_engine
+from optfleet.problems.placement.evaluate import replay
+from optfleet.problems.placement.problem import PlacementProblem
+
+MOVE_ONE, MOVE_SWAP = 0.4, 0.7  # cumulative: one request, a swap, else a conversation
+START_ACCEPTANCE = 0.05  # the chance of keeping a worsening move of the mean size at the start
+CALIBRATION_MOVES = 50  # moves from the start that set T0 (at most a twentieth of the evaluations)
+FALLBACK_TEMPERATURE = 0.002  # T0 as a share of the start's objective when no calibration move worsens it
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    """How a search went: the placement it started from (its method and objective), evaluations done, moves kept."""
+
+    start_method: str
+    start_objective_ms: float
+    evaluations: int
+    accepted: int
+    stopped_by_time: bool
+
+
+def objective_ms(problem: PlacementProblem, placement: np.ndarray, engine: str | None) -> float:
+    """The instance's objective of ``placement`` (evaluate.py's: mean TTFT, or mean TTFT excess over ``slo.ttft_ms``)
+    from the simulator's timeline, without the other metrics."""
+    t = replay(problem, placement, engine)
+    ttft = t.first_token_ms - problem.requests.arrival_ms
+    if problem.objective == "ttft_excess":
+        return float(np.maximum(0.0, ttft - problem.slo.ttft_ms).mean())
+    return float(ttft.mean())
+
+
+def search_engine(problem: PlacementProblem) -> str:
+    """The simulator the search replays with: the compiled one whenever it can run here (a search replays the
+    trace thousands of times, so its second of loading pays off at any size), unless ``OPTFLEET_PLACEMENT_ENGINE``
+    chooses."""
+    if os.environ.get(ENVIRONMENT):
+        return os.environ[ENVIRONMENT]
+    try:
+        return "compiled" if compiled_engine(problem, "compiled") is not None else "python"
+    except InputError:
+        return "python"
+
+
+def start_placement(problem: PlacementProblem, engine: str) -> tuple[str, np.ndarray, float]:
+    """The best of the instance's policies (label, placement, objective); round robin when it lists none."""
+    from optfleet.problems.placement.policies import make_policy, route
+
+    entries = [(p.label, p.name, p.params) for p in problem.policies] or [("round_robin", "round_robin", {})]
+    best = None
+    for label, name, params in entries:
+        placement = route(problem, make_policy(problem, name, params, "policies"), engine=engine)
+        value = objective_ms(problem, placement, engine)
+        if best is None or value < best[2]:
+            best = (label, placement, value)
+    return best
+
+
+def hindsight_search(problem: PlacementProblem, progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, SearchSummary]:
+    """The search of the module docstring: the best placement found and how the search went."""
+    started = time.perf_counter()
+    limit_s = problem.solve.time_limit_s
+    budget = problem.solve.search_evaluations
+    engine = search_engine(problem)
+    start_method, current, value = start_placement(problem, engine)
+    best, best_value, start_value = current.copy(), value, value
+    rng = np.random.default_rng(problem.solve.search_seed)
+    n, k = len(problem.requests), len(problem.engines)
+    sessions = np.unique(problem.requests.session, return_inverse=True)[1]
+    members = np.split(np.argsort(sessions, kind="stable"), np.cumsum(np.bincount(sessions))[:-1])
+    accepted = done = 0
+    stopped_by_time = False
+    report_every = max(1, budget // 100)
+
+    def out_of_time() -> bool:
+        return limit_s is not None and time.perf_counter() - started >= limit_s
+
+    def move() -> tuple[np.ndarray, np.ndarray]:
+        """Apply a random move to ``current``; the moved requests and their servers before it."""
+        draw = rng.random()
+        if draw < MOVE_ONE:
+            moved = rng.integers(n, size=1)
+            before = current[moved].copy()
+            current[moved] = (before + rng.integers(1, k)) % k
+        elif draw < MOVE_SWAP:
+            moved = rng.integers(n, size=2)
+            before = current[moved].copy()
+            current[moved] = before[::-1]
+        else:
+            moved = members[rng.integers(len(members))]
+            before = current[moved].copy()
+            current[moved] = rng.integers(k)
+        return moved, before
+
+    worse = []
+    for _ in range(min(CALIBRATION_MOVES, budget // 20) if k > 1 else 0):
+        if out_of_time():
+            break
+        moved, before = move()
+        delta = objective_ms(problem, current, engine) - value
+        done += 1
+        if value + delta < best_value:
+            best, best_value = current.copy(), value + delta
+        current[moved] = before
+        if delta > 0:
+            worse.append(delta)
+    t0 = float(np.mean(worse)) / math.log(1.0 / START_ACCEPTANCE) if worse else FALLBACK_TEMPERATURE * value
+    while done < budget and k > 1:
+        if out_of_time():
+            stopped_by_time = True
+            break
+        moved, before = move()
+        candidate = objective_ms(problem, current, engine)
+        done += 1
+        temperature = t0 * (1.0 - done / budget) ** 2
+        if candidate <= value or (temperature > 0 and rng.random() < math.exp(-(candidate - value) / temperature)):
+            value = candidate
+            accepted += 1
+            if value < best_value:
+                best, best_value = current.copy(), value
+        else:
+            current[moved] = before
+        if progress is not None and done % report_every == 0:
+            progress(done, budget)
+    return best, SearchSummary(start_method, start_value, done, accepted, stopped_by_time)
