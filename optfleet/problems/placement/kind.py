@@ -77,7 +77,7 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
     from optfleet.problems.placement import exact
     from optfleet.problems.placement.evaluate import evaluate
     from optfleet.problems.placement.policies import make_policy, route
-    from optfleet.problems.placement.search import hindsight_search
+    from optfleet.problems.placement.search import STOPPED_BY, hindsight_search
 
     unit = objective_unit(problem)
     progress(method, 0, 1)
@@ -91,7 +91,7 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
     refusal = exact.hindsight_refusal(problem) if method == HINDSIGHT else exact.lookahead_refusal(problem) if method == LOOKAHEAD else None
     if refusal is not None:
         return [no_plan(method, time.perf_counter() - start, f"not run: {refusal}", objective_unit=unit, available=False)]
-    extra = None
+    extra, summary = None, None
     try:
         if method == HINDSIGHT:
             placement, report = exact.hindsight(problem)
@@ -103,7 +103,7 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
             placement, summary = hindsight_search(problem, lambda done, total: progress(method, done, total))
             columns.update(search_start=summary.start_method, search_start_ms=summary.start_objective_ms,
                            search_evaluations=summary.evaluations, search_accepted=summary.accepted,
-                           search_stopped_by=("solve.time_limit_s" if summary.stopped_by_time else "solve.search_evaluations"))
+                           search_stopped_by=STOPPED_BY[summary.stopped_by])
         else:
             entry = _entry(problem, method)
             policy = make_policy(problem, entry.name, entry.params, "--methods")
@@ -116,7 +116,8 @@ def run(problem: PlacementProblem, method: str, progress: Progress) -> list[Meth
         evaluation.extra.update(extra)
         columns.update(extra)
     seconds = time.perf_counter() - start
-    return [MethodResult(method, placement, evaluation, seconds, objective=evaluation.objective_ms, objective_unit=unit, sense=MINIMISE,
+    note = "" if summary is None else summary.note(evaluation.objective_ms)
+    return [MethodResult(method, placement, evaluation, seconds, objective=evaluation.objective_ms, objective_unit=unit, sense=MINIMISE, note=note,
                          feasible=True, report=report, columns={**metric_columns(evaluation), **columns})]
 
 

@@ -10,16 +10,20 @@ cannot:
   any bound is at most the optimum, which is at most this placement's objective.
 
 **Search** (Kirkpatrick, Gelatt and Vecchi 1983).  Start: the best placement among the instance's policies (each
-routed and scored; round robin when the instance lists none).  Each step draws a move: with probability 0.4 one
-request goes to another server, 0.3 two requests swap servers, 0.3 every turn of one conversation (``session``)
-goes to one server; the candidate is scored and kept when its objective ``f'`` is at most the current ``f``, or
-else with probability ``exp(-(f' - f) / T)``, ``T = T0 (1 - i / N)^2`` at step ``i`` of ``N``
-(``solve.search_evaluations``).  ``T0`` makes a worsening move of the mean size accepted with probability
-:data:`START_ACCEPTANCE` at first: ``T0 = mean(f' - f > 0) / ln(1 / START_ACCEPTANCE)`` over the first
-:data:`CALIBRATION_MOVES` moves from the start (each scored, counted, kept as the best if it is, and undone; ``0.002 f_start`` if none
-worsens).  The best placement seen is returned.  It stops after
-``N`` evaluations or at ``solve.time_limit_s`` (the start's policy runs included), whichever comes first; given
-``solve.search_seed`` and a run that ends on its evaluation count, the placement is the same on every machine.
+routed and scored in full, whatever the time limit; round robin when the instance lists none).  Each step draws a
+move: with probability 0.4 one request goes to another server, 0.3 two requests on different servers swap them,
+0.3 every turn of one conversation (``session``) goes to one server (a draw that changes nothing is drawn again,
+not scored); the candidate is scored and kept when its objective ``f'`` is at most the current ``f``, or else with
+probability ``exp(-(f' - f) / T)``, ``T = T0 (1 - x)^2`` where ``x`` is the share of the run done: the larger of
+``i / N`` at evaluation ``i`` of ``N`` (``solve.search_evaluations``) and the share of the time left at the start
+of the moves that has passed (``solve.time_limit_s``), so a run the time limit cuts short still cools.  ``T0``
+makes a worsening move of the mean size accepted with probability :data:`START_ACCEPTANCE` at first:
+``T0 = mean(f' - f > 0) / ln(1 / START_ACCEPTANCE)`` over the first :data:`CALIBRATION_MOVES` moves from the
+start (each scored, counted, kept as the best if it is, and undone; ``0.002 f_start`` if none worsens).  The best
+placement seen is returned.  It stops after ``N`` evaluations or at ``solve.time_limit_s``, whichever comes
+first.  Given ``solve.search_seed``, a run that ends on its evaluation count gives the same placement on any
+machine with the same start and the same numpy (its random streams are numpy's); one the time limit stops
+depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -43,15 +47,25 @@ CALIBRATION_MOVES = 50  # moves from the start that set T0 (at most a twentieth 
 FALLBACK_TEMPERATURE = 0.002  # T0 as a share of the start's objective when no calibration move worsens it
 
 
+STOPPED_BY = {"count": "solve.search_evaluations", "time": "solve.time_limit_s", "one server": "one server (nothing to move)"}
+
+
 @dataclass(frozen=True)
 class SearchSummary:
-    """How a search went: the placement it started from (its method and objective), evaluations done, moves kept."""
+    """How a search went: the placement it started from (its method and objective), evaluations done, moves kept,
+    and what ended it (a key of :data:`STOPPED_BY`)."""
 
     start_method: str
     start_objective_ms: float
     evaluations: int
     accepted: int
-    stopped_by_time: bool
+    stopped_by: str
+
+    def note(self, best_ms: float) -> str:
+        """The row's note: what the row is and how the search went."""
+        return (f"a hindsight heuristic (no policy, no bound): from {self.start_method} ({self.start_objective_ms:,.4g} ms) to "
+                f"{best_ms:,.4g} ms in {self.evaluations:,} evaluations ({self.accepted:,} moves kept); stopped by "
+                f"{STOPPED_BY[self.stopped_by]}")
 
 
 def objective_ms(problem: PlacementProblem, placement: np.ndarray, engine: str | None) -> float:
@@ -64,19 +78,19 @@ def objective_ms(problem: PlacementProblem, placement: np.ndarray, engine: str |
     return float(ttft.mean())
 
 
-def search_engine(problem: PlacementProblem) -> str:
+def search_engine(problem: PlacementProblem) -> str | None:
     """The simulator the search replays with: the compiled one whenever it can run here (a search replays the
     trace thousands of times, so its second of loading pays off at any size), unless ``OPTFLEET_PLACEMENT_ENGINE``
-    chooses."""
+    chooses (None: engines.py reads it, and names it in any error)."""
     if os.environ.get(ENVIRONMENT):
-        return os.environ[ENVIRONMENT]
+        return None
     try:
         return "compiled" if compiled_engine(problem, "compiled") is not None else "python"
     except InputError:
         return "python"
 
 
-def start_placement(problem: PlacementProblem, engine: str) -> tuple[str, np.ndarray, float]:
+def start_placement(problem: PlacementProblem, engine: str | None) -> tuple[str, np.ndarray, float]:
     """The best of the instance's policies (label, placement, objective); round robin when it lists none."""
     from optfleet.problems.placement.policies import make_policy, route
 
@@ -98,37 +112,54 @@ def hindsight_search(problem: PlacementProblem, progress: Callable[[int, int], N
     engine = search_engine(problem)
     start_method, current, value = start_placement(problem, engine)
     best, best_value, start_value = current.copy(), value, value
-    rng = np.random.default_rng(problem.solve.search_seed)
     n, k = len(problem.requests), len(problem.engines)
+    if k == 1:
+        return best, SearchSummary(start_method, start_value, 0, 0, "one server")
+    rng = np.random.default_rng(problem.solve.search_seed)
     sessions = np.unique(problem.requests.session, return_inverse=True)[1]
     members = np.split(np.argsort(sessions, kind="stable"), np.cumsum(np.bincount(sessions))[:-1])
-    accepted = done = 0
-    stopped_by_time = False
-    report_every = max(1, budget // 100)
+    moves_from = time.perf_counter()
+    time_left_s = None if limit_s is None else limit_s - (moves_from - started)
 
-    def out_of_time() -> bool:
-        return limit_s is not None and time.perf_counter() - started >= limit_s
+    def share_done(done: int) -> float | None:
+        """The larger of the evaluations' and the time's share used; None once either is used up."""
+        elapsed = time.perf_counter() - moves_from
+        if done >= budget or (time_left_s is not None and elapsed >= time_left_s):
+            return None
+        return max(done / budget, 0.0 if time_left_s is None else elapsed / time_left_s)
 
     def move() -> tuple[np.ndarray, np.ndarray]:
-        """Apply a random move to ``current``; the moved requests and their servers before it."""
-        draw = rng.random()
-        if draw < MOVE_ONE:
-            moved = rng.integers(n, size=1)
-            before = current[moved].copy()
-            current[moved] = (before + rng.integers(1, k)) % k
-        elif draw < MOVE_SWAP:
-            moved = rng.integers(n, size=2)
-            before = current[moved].copy()
-            current[moved] = before[::-1]
-        else:
+        """Apply a random move that changes ``current``; the moved requests and their servers before it."""
+        while True:
+            draw = rng.random()
+            if draw < MOVE_ONE:
+                moved = rng.integers(n, size=1)
+                before = current[moved].copy()
+                current[moved] = (before + rng.integers(1, k)) % k
+                return moved, before
+            if draw < MOVE_SWAP:
+                moved = rng.integers(n, size=2)
+                before = current[moved].copy()
+                if before[0] != before[1]:
+                    current[moved] = before[::-1]
+                    return moved, before
+                continue
             moved = members[rng.integers(len(members))]
             before = current[moved].copy()
-            current[moved] = rng.integers(k)
-        return moved, before
+            target = rng.integers(k)
+            if np.any(before != target):
+                current[moved] = target
+                return moved, before
 
+    def report(done: int) -> None:
+        if progress is not None:
+            progress(done, budget)
+
+    accepted = done = 0
+    report_every = max(1, budget // 100)
     worse = []
-    for _ in range(min(CALIBRATION_MOVES, budget // 20) if k > 1 else 0):
-        if out_of_time():
+    for _ in range(min(CALIBRATION_MOVES, budget // 20)):
+        if share_done(done) is None:
             break
         moved, before = move()
         delta = objective_ms(problem, current, engine) - value
@@ -138,15 +169,13 @@ def hindsight_search(problem: PlacementProblem, progress: Callable[[int, int], N
         current[moved] = before
         if delta > 0:
             worse.append(delta)
+    report(done)
     t0 = float(np.mean(worse)) / math.log(1.0 / START_ACCEPTANCE) if worse else FALLBACK_TEMPERATURE * value
-    while done < budget and k > 1:
-        if out_of_time():
-            stopped_by_time = True
-            break
+    while (share := share_done(done)) is not None:
         moved, before = move()
         candidate = objective_ms(problem, current, engine)
         done += 1
-        temperature = t0 * (1.0 - done / budget) ** 2
+        temperature = t0 * (1.0 - share) ** 2
         if candidate <= value or (temperature > 0 and rng.random() < math.exp(-(candidate - value) / temperature)):
             value = candidate
             accepted += 1
@@ -154,6 +183,7 @@ def hindsight_search(problem: PlacementProblem, progress: Callable[[int, int], N
                 best, best_value = current.copy(), value
         else:
             current[moved] = before
-        if progress is not None and done % report_every == 0:
-            progress(done, budget)
-    return best, SearchSummary(start_method, start_value, done, accepted, stopped_by_time)
+        if done % report_every == 0:
+            report(done)
+    report(done)
+    return best, SearchSummary(start_method, start_value, done, accepted, "count" if done >= budget else "time")
