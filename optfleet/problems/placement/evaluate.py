@@ -179,6 +179,16 @@ def evaluate(problem: "PlacementProblem", placement: np.ndarray, engine: str | N
     return evaluation_of(problem, replay(problem, placement, engine))
 
 
+def ttft_excess_ms(problem: "PlacementProblem", ttft: np.ndarray) -> float | None:
+    """The mean TTFT excess over ``slo.ttft_ms``, ``(1/n) sum_r max(0, TTFT_r - SLO)`` (ms; None without the SLO)."""
+    return None if problem.slo.ttft_ms is None else float(np.maximum(0.0, ttft - problem.slo.ttft_ms).mean())
+
+
+def objective_of_ttft(problem: "PlacementProblem", ttft: np.ndarray) -> float:
+    """The objective (module docstring) of the requests' TTFTs (ms)."""
+    return ttft_excess_ms(problem, ttft) if problem.objective == "ttft_excess" else float(ttft.mean())
+
+
 def evaluation_of(problem: "PlacementProblem", t: Timeline) -> Evaluation:
     q = problem.requests
     ttft, e2e = t.first_token_ms - q.arrival_ms, t.done_ms - q.arrival_ms
@@ -187,6 +197,6 @@ def evaluation_of(problem: "PlacementProblem", t: Timeline) -> Evaluation:
     steps = ()
     if len(q.step_rates_rps) > 1:
         steps = tuple((rate, metrics(problem, t, q.step == i)) for i, rate in enumerate(q.step_rates_rps) if np.any(q.step == i))
-    excess = None if problem.slo.ttft_ms is None else float(np.maximum(0.0, ttft - problem.slo.ttft_ms).mean())
-    objective = excess if problem.objective == "ttft_excess" else float(ttft.mean())
+    excess = ttft_excess_ms(problem, ttft)
+    objective = objective_of_ttft(problem, ttft)
     return Evaluation(t, ttft, tpot, e2e, e2e / q.output_tokens, metrics(problem, t, everything), steps, objective, excess)

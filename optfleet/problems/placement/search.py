@@ -38,7 +38,7 @@ import numpy as np
 
 from optfleet.errors import InputError
 from optfleet.problems.placement.engines import ENVIRONMENT, compiled_engine
-from optfleet.problems.placement.evaluate import replay
+from optfleet.problems.placement.evaluate import objective_of_ttft, replay
 from optfleet.problems.placement.problem import PlacementProblem
 
 MOVE_ONE, MOVE_SWAP = 0.4, 0.7  # cumulative: one request, a swap, else a conversation
@@ -69,13 +69,9 @@ class SearchSummary:
 
 
 def objective_ms(problem: PlacementProblem, placement: np.ndarray, engine: str | None) -> float:
-    """The instance's objective of ``placement`` (evaluate.py's: mean TTFT, or mean TTFT excess over ``slo.ttft_ms``)
-    from the simulator's timeline, without the other metrics."""
-    t = replay(problem, placement, engine)
-    ttft = t.first_token_ms - problem.requests.arrival_ms
-    if problem.objective == "ttft_excess":
-        return float(np.maximum(0.0, ttft - problem.slo.ttft_ms).mean())
-    return float(ttft.mean())
+    """The instance's objective of ``placement`` (evaluate.py's) from the simulator's timeline, without the other
+    metrics."""
+    return objective_of_ttft(problem, replay(problem, placement, engine).first_token_ms - problem.requests.arrival_ms)
 
 
 def search_engine(problem: PlacementProblem) -> str | None:
