@@ -329,9 +329,9 @@ class SloSpec(Strict):
 
 
 class SolveSpec(Strict):
-    """The exact views: ``method`` (what ``solve`` runs; default ``hindsight_milp`` when the trace is small enough,
-    else ``lookahead_milp``), ``objective`` (``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT above
-    ``slo.ttft_ms``), the MILP size limit, the look-ahead window and the hindsight search's budget."""
+    """The methods beside the policies: ``method`` (what ``solve`` runs; default ``hindsight_milp`` when the trace is
+    small enough, else ``lookahead_milp``), ``objective`` (``total_ttft``: mean TTFT; ``ttft_excess``: mean TTFT
+    above ``slo.ttft_ms``), the MILP size limit, the look-ahead window and the hindsight search's budget."""
 
     method: str | None = None
     """The method ``optfleet solve`` runs besides the policies: ``hindsight_milp``, ``lookahead_milp``,
