@@ -14,16 +14,17 @@ routed and scored in full, whatever the time limit; round robin when the instanc
 move: with probability 0.4 one request goes to another server, 0.3 two requests on different servers swap them,
 0.3 every turn of one conversation (``session``) goes to one server (a draw that changes nothing is drawn again,
 not scored); the candidate is scored and kept when its objective ``f'`` is at most the current ``f``, or else with
-probability ``exp(-(f' - f) / T)``, ``T = T0 (1 - x)^2`` where ``x`` is the share of the run done: the larger of
-``i / N`` at evaluation ``i`` of ``N`` (``solve.search_evaluations``) and the share of the time left at the start
-of the moves that has passed (``solve.time_limit_s``), so a run the time limit cuts short still cools.  ``T0``
+probability ``exp(-(f' - f) / T)``, ``T = T0 (1 - x)^2`` where ``x`` is the share of the run done: ``i / N`` at
+evaluation ``i`` of ``N`` (``solve.search_evaluations``), unless after :data:`PACE_EVALUATIONS` evaluations the
+pace so far would not finish the ``N`` within the time left when the moves began (``solve.time_limit_s``): then
+the share of that time that has passed, so a run the time limit cuts short still cools.  ``T0``
 makes a worsening move of the mean size accepted with probability :data:`START_ACCEPTANCE` at first:
 ``T0 = mean(f' - f > 0) / ln(1 / START_ACCEPTANCE)`` over the first :data:`CALIBRATION_MOVES` moves from the
 start (each scored, counted, kept as the best if it is, and undone; ``0.002 f_start`` if none worsens).  The best
 placement seen is returned.  It stops after ``N`` evaluations or at ``solve.time_limit_s``, whichever comes
-first.  Given ``solve.search_seed``, a run that ends on its evaluation count gives the same placement on any
-machine with the same start and the same numpy (its random streams are numpy's); one the time limit stops
-depends on the machine's speed.
+first.  Given ``solve.search_seed``, a run whose pace never falls behind its time limit gives the same placement
+on any machine with the same start and the same numpy (its random streams are numpy's); one that cools on the
+clock depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from optfleet.problems.placement.problem import PlacementProblem
 MOVE_ONE, MOVE_SWAP = 0.4, 0.7  # cumulative: one request, a swap, else a conversation
 START_ACCEPTANCE = 0.05  # the chance of keeping a worsening move of the mean size at the start
 CALIBRATION_MOVES = 50  # moves from the start that set T0 (at most a twentieth of the evaluations)
+PACE_EVALUATIONS = 100  # evaluations before the pace may switch the schedule to the clock
 FALLBACK_TEMPERATURE = 0.002  # T0 as a share of the start's objective when no calibration move worsens it
 
 
@@ -118,11 +120,13 @@ def hindsight_search(problem: PlacementProblem, progress: Callable[[int, int], N
     time_left_s = None if limit_s is None else limit_s - (moves_from - started)
 
     def share_done(done: int) -> float | None:
-        """The larger of the evaluations' and the time's share used; None once either is used up."""
+        """The share of the run done (module docstring); None once the evaluations or the time are used up."""
         elapsed = time.perf_counter() - moves_from
         if done >= budget or (time_left_s is not None and elapsed >= time_left_s):
             return None
-        return max(done / budget, 0.0 if time_left_s is None else elapsed / time_left_s)
+        if time_left_s is not None and done >= PACE_EVALUATIONS and elapsed / done * budget > time_left_s:
+            return elapsed / time_left_s  # the pace will not finish the evaluations in time: cool on the clock
+        return done / budget
 
     def move() -> tuple[np.ndarray, np.ndarray]:
         """Apply a random move that changes ``current``; the moved requests and their servers before it."""
