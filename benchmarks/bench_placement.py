@@ -24,7 +24,6 @@
 * Where the bound's gap is (placement_kv_bound): per scenario, the KV-hold part of the bound (kv_bound.py) at its
   floors, then recomputed with the best policy's realised decode times and with whole request blocks (no sharing
   credit), and the busiest step's KV load both ways (:func:`kv_hold_decomposition`).
-
 * How close a valid bound can come (placement_bound_reach): per scenario, the best policy, the bound and its gap,
   and the best known placement (the best row, or the shipped certificate instances/placement/plans/<scenario>_best_known.json
   when it is better, scored here by the simulator): every valid lower bound is at most that placement's mean TTFT,
