@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import optfleet
+from optfleet.cli import main
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.batching_pool import batching_workload, cap_seconds_per_request, meets_slo, rates_per_gpu, state_at
 from optfleet.problems.fleet.heuristics import homogeneous, sweep
@@ -141,11 +140,11 @@ def test_lmsys_regression_under_the_batching_model():
     assert "sweep" in result.note
 
 
-def test_gap_under_the_batching_model_has_a_bound():
-    run = subprocess.run([sys.executable, "-m", "optfleet", "gap", str(TOY), "--set", "slo.service_model=batching", "--json", "--quiet"],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    document = json.loads(run.stdout)
+def test_gap_under_the_batching_model_has_a_bound(capsys):
+    code = main(["gap", str(TOY), "--set", "slo.service_model=batching", "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    document = json.loads(captured.out)
     (reference,) = document["references"]
     assert reference["bound"] is not None and "relaxation of the batching model" in reference["reason"]
     milp = next(row for row in document["rows"] if row["method"] == "milp")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import optfleet
+from optfleet.cli import main
 from optfleet.problems.fleet import evaluate
 from optfleet.problems.fleet.batching_pool import min_instances_batching, state_at
 from optfleet.problems.fleet.heuristics import sweep
@@ -162,8 +161,7 @@ def test_azure_regression_under_the_batching_model(azure_batching):
     assert evaluate(azure_batching, plan).cost_per_hour == pytest.approx(283 * 2.21)
 
 
-def test_batching_with_the_fleetsim_rule_is_refused():
-    run = subprocess.run([sys.executable, "-m", "optfleet", "validate", str(AZURE), "--set", "slo.service_model=batching", "--set", "slo.ttft_rule=fleetsim"],
-                         capture_output=True, text=True)
-    assert run.returncode == 2
-    assert "slo.service_model" in run.stderr and "ttft_rule" in run.stderr
+def test_batching_with_the_fleetsim_rule_is_refused(capsys):
+    assert main(["validate", str(AZURE), "--set", "slo.service_model=batching", "--set", "slo.ttft_rule=fleetsim"]) == 2
+    err = capsys.readouterr().err
+    assert "slo.service_model" in err and "ttft_rule" in err
