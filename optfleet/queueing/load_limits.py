@@ -16,6 +16,7 @@ Erlang C falls as ``n`` grows (at a fixed utilisation more servers wait less):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -61,14 +62,33 @@ def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], 
     """Per pool j, ``a_max[n, m]`` for ``n < N_j`` GPUs and floor level ``m``: the largest load meeting
     ``W_q <= SLO - f_jm`` (Kimura's wait at ``quantile``, W99 by default) (``f_jm = level_floors_ms[m]``) at ``R_j = ratio_ms[j]`` (bisection, all pools at once), capped at
     ``rho_max n s_j`` and less a relative ``TABLE_MARGIN`` where the wait limit (not the cap) decides.
+
+    The tables depend on these numbers alone, and a MILP run asks for the same ones again and again (its
+    relaxation at each pool's least moments, each refresh, each point of an ``explain`` curve, whose rate does not
+    enter them), so the last ``TABLE_CACHE_SIZE`` answers are kept (:func:`_tables_of`) and each call gets its own copy.
     """
-    if not options:
-        return []
-    shapes = [(o.table_instances, o.levels) for o in options]
-    servers = np.concatenate([(np.arange(o.table_instances)[:, None] * o.slots_per_instance * np.ones((1, o.levels))).ravel() for o in options])
-    budget_s = np.concatenate([((slo_ms - np.asarray(o.level_floors_ms)[None, :]) / 1000.0 * np.ones((o.table_instances, 1))).ravel() for o in options])
+    shapes = tuple((int(o.slots_per_instance), tuple(float(f) for f in o.level_floors_ms), int(o.levels), int(o.table_instances))
+                   for o in options)
+    ratios = tuple(float(r) for r in np.asarray(ratio_ms, dtype=np.float64).ravel())
+    return [table.copy() for table in _tables_of(shapes, ratios, float(slo_ms), float(rho_max), float(quantile))]
+
+
+TABLE_CACHE_SIZE = 64  # tables kept by erlang_tables (the largest shipped instance's are some 100 kB each)
+
+
+@functools.lru_cache(maxsize=TABLE_CACHE_SIZE)
+def _tables_of(shapes: tuple[tuple[int, tuple[float, ...], int, int], ...], ratios: tuple[float, ...], slo_ms: float, rho_max: float,
+               quantile: float) -> tuple[NDArray[np.float64], ...]:
+    """:func:`erlang_tables` of pools given as ``(slots per GPU, level floors ms, levels, table size)``, computed once
+    per distinct argument (read-only arrays: the caller copies them)."""
+    if not shapes:
+        return ()
+    if len(ratios) != len(shapes):
+        raise ValueError(f"erlang_tables: {len(shapes)} pools but {len(ratios)} ratios")
+    servers = np.concatenate([(np.arange(size)[:, None] * slots * np.ones((1, levels))).ravel() for slots, _, levels, size in shapes])
+    budget_s = np.concatenate([((slo_ms - np.asarray(floors)[None, :]) / 1000.0 * np.ones((size, 1))).ravel() for _, floors, _, size in shapes])
     # W99 depends on E[S] (1 + Cs^2) = R only
-    mean_s = np.concatenate([np.full(o.table_instances * o.levels, max(float(r), 1e-9) / 1000.0) for o, r in zip(options, ratio_ms, strict=True)])
+    mean_s = np.concatenate([np.full(size * levels, max(r, 1e-9) / 1000.0) for (_, _, levels, size), r in zip(shapes, ratios, strict=True)])
     lo = np.zeros_like(servers)
     hi = rho_max * servers
     ok_hi = wait_quantile_s(servers, hi, mean_s, 0.0, quantile) <= budget_s
@@ -80,5 +100,8 @@ def erlang_tables(options: Sequence[TableShape], ratio_ms: NDArray[np.float64], 
     # Loads strictly inside the wait limit keep a relative margin for the MILP solver's feasibility
     # tolerance (a row met to 1e-7 could otherwise put W99 a hair above its budget).
     flat = np.where(ok_hi, rho_max * servers, lo * (1.0 - TABLE_MARGIN))
-    ends = np.cumsum([rows * cols for rows, cols in shapes])[:-1]
-    return [part.reshape(shape) for part, shape in zip(np.split(flat, ends), shapes, strict=True)]
+    ends = np.cumsum([size * levels for _, _, levels, size in shapes])[:-1]
+    tables = tuple(part.reshape((size, levels)) for part, (_, _, levels, size) in zip(np.split(flat, ends), shapes, strict=True))
+    for table in tables:
+        table.flags.writeable = False
+    return tables
