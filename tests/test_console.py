@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ import pytest
 
 from optfleet.solvers.console import solver_console
 
+import forked
 from support import REPO
 
 pytestmark = pytest.mark.solved
@@ -75,83 +75,6 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *argv], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
 
 
-# A process that has imported what every command needs and never made a ``highspy.Highs``, and forks one child per
-# command: each child is a fresh process as far as HiGHS and stdout go (no Highs yet, its own descriptors 1 and 2, on
-# files), runs ``optfleet.cli.main`` as ``python -m optfleet`` does and exits with its code.  The interpreter's start
-# and the imports (1 to 1.5 s of each ``python -m optfleet`` of these tests here, the commands themselves 0.03 to
-# 0.2 s) are paid once per test process.  Whatever the imports print reaches the server's own stdout, which must
-# hold nothing but its answers (``_Forked.close``).  test_text_output_starts_with_optfleet_own_header and the
-# capture test above still start a process of their own.
-FORK_SERVER = """
-import importlib, importlib.util, json, os, sys, traceback
-import highspy, pyomo.environ  # imported only: the banner comes with the first Highs, made in a child
-from optfleet.cli import main
-from optfleet.registry import KINDS, kind
-
-# what the commands import (scipy.stats and pandas most of it), so that no child imports it again
-for module in ("optfleet.cli.commands", "optfleet.api", "optfleet.engine.sources", "optfleet.problems.fleet.heuristics", "pandas", "scipy.stats"):
-    importlib.import_module(module)
-for name in KINDS:
-    kind(name)
-ENTRY = importlib.util.find_spec("optfleet.__main__").origin  # argv[0] under python -m optfleet
-
-for line in sys.stdin:
-    argv, out, err = json.loads(line)
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
-        os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
-        sys.argv = [ENTRY, *argv]
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
-"""
-
-
-class _Forked:
-    """The fork server of :data:`FORK_SERVER`, started in ``REPO``."""
-
-    def __init__(self, folder) -> None:
-        self.folder = folder
-        self.count = 0
-        self.server = subprocess.Popen([sys.executable, "-c", FORK_SERVER], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess:
-        """``python -m optfleet *argv`` as a child of the server: its exit code, stdout and stderr."""
-        self.count += 1
-        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
-        self.server.stdin.write(json.dumps([list(argv), str(out), str(err)]) + "\n")
-        self.server.stdin.flush()
-        ready, _, _ = select.select([self.server.stdout], [], [], 300)
-        assert ready, f"no answer within 300 s: {argv}"
-        answer = self.server.stdout.readline()
-        assert answer, f"the fork server ended: {self.server.stderr.read()}"
-        return subprocess.CompletedProcess([*CLI, *argv], json.loads(answer), out.read_text(), err.read_text())
-
-    def close(self) -> None:
-        rest, errors = self.server.communicate(timeout=60)
-        assert self.server.returncode == 0, errors
-        assert rest == "", f"printed on stdout outside any command: {rest!r}"
-
-
-@pytest.fixture(scope="module")
-def forked(tmp_path_factory):
-    server = _Forked(tmp_path_factory.mktemp("forked"))
-    yield server
-    server.close()
-
-
 FLEET = "instances/fleet/toy.yaml"
 PROFILED = "instances/profiled/melange_example.yaml"
 CACHING = "instances/caching/tiny.yaml"
@@ -174,8 +97,9 @@ CACHING = "instances/caching/tiny.yaml"
     ],
     ids=lambda argv: " ".join(argv[:2]).replace("instances/", ""),
 )
-def test_every_json_command_prints_exactly_one_json_document(argv, forked):
-    finished = forked.run(*argv)
+def test_every_json_command_prints_exactly_one_json_document(argv):
+    """Each command in a fresh process (forked.py: forked from a server that has done the imports and made no Highs)."""
+    finished = forked.run(list(argv), REPO)
     assert finished.returncode == 0, finished.stderr
     json.loads(finished.stdout)  # the whole of stdout, nothing before or after
 

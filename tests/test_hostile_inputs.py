@@ -5,7 +5,8 @@ by mutating a shipped instance, or raw file bytes; the extra command-line option
 demands; and, for bad input (exit 2), the field or option and the value the ONE stderr line must name (and,
 where the issue asks, a word the message must say).  Bad input must leave ``--out DIR`` unwritten.  Valid but
 extreme input must end with exit 0 or 1 and a finite answer (``check`` verifies it where an answer is known).
-Cases that may hang or blow up memory today run in a subprocess with a timeout and a 4 GB address-space limit.
+Cases that may hang or blow up memory today run in a process of their own (tests/forked.py) with a timeout and a 4 GB
+address-space limit.
 
 The cases state the behaviour the issue demands, not what the code does today: failing cases are the
 specification of the fix.  A hypothesis test fuzzes every kind's schema with random JSON values.
@@ -20,15 +21,13 @@ import json
 import math
 import os
 import re
-import resource
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 import yaml
 from support import REPO
@@ -779,18 +778,12 @@ def argv_of(case: Case, instance: Path, folder: Path) -> list[str]:
     return argv
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-
-
 def run_subprocess(argv: list[str], cwd: Path) -> Outcome:
-    try:
-        done = subprocess.run([sys.executable, "-m", "optfleet", *argv], cwd=cwd, capture_output=True, text=True,
-                              timeout=SUBPROCESS_TIMEOUT_S, preexec_fn=_limit_memory, errors="replace")
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return Outcome(None, out, err, note=f"HANG: no answer within {SUBPROCESS_TIMEOUT_S:g} s; ")
+    """``python -m optfleet`` in a process of its own (forked.py: forked from a server that has done the imports),
+    its address space limited to ``MEMORY_LIMIT_BYTES``, killed after ``SUBPROCESS_TIMEOUT_S``."""
+    done = forked.run(argv, cwd, timeout_s=SUBPROCESS_TIMEOUT_S, memory_limit=MEMORY_LIMIT_BYTES)
+    if done.returncode is None:
+        return Outcome(None, done.stdout, done.stderr, note=f"HANG: no answer within {SUBPROCESS_TIMEOUT_S:g} s; ")
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 
