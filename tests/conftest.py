@@ -40,9 +40,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Set up once per process, before any test module is imported: bytecode written, numba's cache folder."""
+    """Set up once per process, before any test module is imported: bytecode written, numba's cache folder, one
+    BLAS thread per xdist worker."""
     _write_bytecode()
     _numba_cache(config)
+    _one_blas_thread_per_worker(config)
 
 
 def _write_bytecode() -> None:
@@ -66,6 +68,18 @@ def _numba_cache(config: pytest.Config) -> None:
         return
     if cache is not None and "NUMBA_CACHE_DIR" not in os.environ:
         os.environ["NUMBA_CACHE_DIR"] = str(cache.mkdir(f"numba-{version}"))
+
+
+def _one_blas_thread_per_worker(config: pytest.Config) -> None:
+    """Under xdist (``-n``: one worker per core), OpenBLAS (numpy's and scipy's BLAS) in each worker and in the
+    processes the tests start runs on one thread, unless the environment says otherwise.  By default each worker's
+    OpenBLAS starts one thread per core, so two workers ran four busy threads on two cores: the evaluator's
+    vectorised statistics of many small matrix products (tests/test_evaluator.py, the capacity plan's tables) took
+    several times longer and their waiting threads spun on the CPU.  Set in the controller before the workers start
+    (they inherit it) and in each worker before numpy is imported; ``-n 0`` keeps OpenBLAS's default."""
+    under_xdist = bool(getattr(config.option, "numprocesses", None)) or "PYTEST_XDIST_WORKER" in os.environ
+    if under_xdist:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 @pytest.fixture
