@@ -2,15 +2,14 @@
 ended with exit 3 ("HiGHS refused the arrays of model 'hindsight-prefix-cache'"), with or without the FCFS server.
 Each case must now exit 2 with one stderr line naming the field, nothing on stdout and nothing written to --out.
 The command runs in this process (``capfd`` holds what is printed to the file descriptors, by HiGHS too); one case
-runs it as ``python -m optfleet`` in a process of its own."""
+runs it as ``python -m optfleet`` in a process of its own (forked from tests/forked.py's server: no HiGHS yet)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import forked
 import pytest
 import yaml
 
@@ -39,8 +38,8 @@ def instance(tmp_path: Path, **changes) -> Path:
 def gap(path: Path, out: Path, capfd: pytest.CaptureFixture[str], own_process: bool = False) -> tuple[int, str, str]:
     """``optfleet gap PATH --out OUT``: its exit code, stdout and stderr."""
     argv = ["gap", str(path), "--out", str(out)]
-    if own_process:
-        done = subprocess.run([sys.executable, "-m", "optfleet", *argv], capture_output=True, text=True, timeout=300)
+    if own_process:  # a fresh process (tests/forked.py): no HiGHS yet
+        done = forked.run(argv, Path.cwd())
         return done.returncode, done.stdout, done.stderr
     code = main(argv)
     captured = capfd.readouterr()
