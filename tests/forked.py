@@ -3,11 +3,11 @@
 One server process per test process imports what the commands need (scipy.stats and pandas most of it: 1 to 1.5 s
 of each ``python -m optfleet`` here, the small commands themselves 0.03 to 0.2 s) and never makes a
 ``highspy.Highs``; each command runs in a child forked from it.  The child is a fresh process as far as the tests
-look: no Highs yet (HiGHS prints its banner with a process's first one), its own descriptors 1 and 2 (on files),
-its own working directory and, if asked, its own address-space limit; it runs ``optfleet.cli.main`` as
-``python -m optfleet`` does and exits with its code (a crash or a kill ends it with the signal's negative code, as
-a subprocess's ``returncode`` says).  Whatever the imports print reaches the server's stdout before its ``ready``
-line, which :func:`run` checks, so output at import time still fails a test.
+look: no Highs yet (HiGHS prints its banner with a process's first one), its own descriptors (1 and 2 on files, 0
+on /dev/null), its own working directory and, if asked, its own address-space limit; it runs ``optfleet.cli.main``
+as ``python -m optfleet`` does and exits with its code (a crash or a kill ends it with the signal's negative code,
+as a subprocess's ``returncode`` says).  Whatever the imports print reaches the server's stdout before its
+``ready`` line, which :func:`run` checks, so output at import time still fails a test.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ for line in sys.stdin:
     if pid == 0:
         try:
             os.chdir(cwd)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # not the server's requests
+            sys.stdin = open(0, closefd=False)
             os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
             os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
             if memory_limit is not None:
