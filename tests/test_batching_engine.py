@@ -316,3 +316,12 @@ def test_the_ttft_law_holds_for_long_prompts_behind_the_dispatcher():
     keep = arrival >= arrival[6_000]
     simulated = np.percentile(1000 * (times.first_token_s - arrival)[keep], 99)
     assert state.ttft_p99_ms == pytest.approx(simulated, rel=0.10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-3, 400.0), st.floats(1e-6, 1.0), st.integers(1, 300))
+def test_met_share_falls_as_the_held_count_rises(held, step, slots):
+    """``met_share`` is non-increasing in the held count (its docstring's proof; the relaxation's cycle row and the
+    operating point's alternating updates rest on it)."""
+    low, high = met_share(np.array([held, held * (1.0 + step)]), np.array([float(slots), float(slots)]))
+    assert high <= low * (1.0 + 1e-12)

@@ -19,8 +19,14 @@ its ``n`` GPUs); all below is per GPU, in ms, vectorised over pools and instance
 
       t = (base + o) / (1 - lambda E[D] met - lambda E[P]),    o = E[D] / E[L_out]   (own work per decode iteration),
 
-  solved with ``k`` by a few fixed-point passes; an iteration that carries the head prompt's chunk, before its
-  compute, takes ``t_d = base + M``.  No operating point (``lambda E[D + P] >= 1``, the GPU's time) is overload.
+  solved with ``k`` by ``MET_UPDATES`` updates of ``met`` from 1, each at the held slots without the prefill wait
+  (``k = lambda E[h - Q]``: the queue's law is solved after the operating point), the operating point at the last;
+  an iteration that carries the head prompt's chunk, before its compute, takes ``t_d = base + M``.  ``met`` falls as
+  ``k`` rises (:func:`met_share`) and ``k`` rises with ``met``, so the update ``Phi`` is non-increasing and its
+  iterates from 1 alternate: every even one is at least the next (``met_1 <= met_0 = 1``, and ``Phi o Phi``
+  keeps the order).  With ``MET_UPDATES`` even, the ``met`` of the operating point is at least ``met_share`` of the
+  held slots it gives, ``met >= met_share(lambda E[h - Q])``, which the fleet MILP's relaxation uses
+  (``optfleet.problems.fleet.batching_pool.cycle_seconds_per_request``).  No operating point (``lambda E[D + P] >= 1``, the GPU's time) is overload.
 * **Prefill queue** (the token budget, first come first served): a GI/G/1 queue in ms whose service of request i
   is ``S_i = tau_i t_d + P_i``, ``tau_i = L_in / C`` (a prompt's short last chunk shares its iteration with the
   next prompt's tokens), load ``u = lambda E[S]``.  Its arrivals are a renewal stream, gamma with squared
@@ -103,7 +109,7 @@ DECODE_LEVELS = 7  # Gauss-Hermite levels of the decode work under a prompt's pr
 OFFSET_CELLS = 1 << 16  # grid points over the longest in-GPU offset, at most
 SLOT_WAIT_TAIL = 1e-7  # the slot wait's law is kept on the grid up to this survival
 MAX_SLOT_WAIT_CELLS = 1 << 16
-MET_STEPS = 4  # fixed-point passes for the decode work a held request meets
+MET_UPDATES = 4  # updates of the decode work a held request meets, from 1 (even: engine_batching_state's operating point)
 TPOT_GROUP_RATIO = 1.2  # requests are grouped by L_out - 1 in geometric bins of this ratio for the TPOT mixture
 TPOT_BISECTION_STEPS = 60
 
@@ -224,21 +230,17 @@ def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_p
     work = lam * (dec + pre)
     tau = np.arange(load.prefill_share.shape[-1]) / PREFILL_BINS
     met = np.ones_like(lam)  # the decode work a held request meets, over the time average (module docstring)
-    for _ in range(MET_STEPS):
-        others = lam * dec * met
-        t = np.where(work < 1.0, (base + own) / np.maximum(1.0 - others - lam * pre, 1e-300), np.inf)
-        t_d = base + others * t
-        service = tau * t_d[:, None] + load.prefill_bin_ms  # S per prefill bin
-        e_s = np.sum(load.prefill_share * service, axis=-1)
-        u = lam * e_s
-        wait_pk = np.where(u < 1.0, lam * np.sum(load.prefill_share * service**2, axis=-1) / (2.0 * (1.0 - u)), np.inf)
-        c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
-        held = lam * (JOIN_ITERATIONS * t + wait_pk + np.sum(load.hold_mean * c, axis=-1))
-        met = met_share(held, s)
+    for _ in range(MET_UPDATES):
+        t, t_d = _operating_point(lam, base, own, dec, pre, met, work)
+        met = met_share(lam * (JOIN_ITERATIONS * t + np.sum(load.hold_mean * _hold_weights(t, t_d), axis=-1)), s)
+    t, t_d = _operating_point(lam, base, own, dec, pre, met, work)
+    service = tau * t_d[:, None] + load.prefill_bin_ms  # S per prefill bin
+    e_s = np.sum(load.prefill_share * service, axis=-1)
+    u = lam * e_s
     first_ms = t_d + own  # the first decode iteration without the prompts behind (a draw in _ttft_quantiles_ms)
     queue = PrefillQueue.solve(load.prefill_share, service, lam, n, t, (work < 1.0) & (u < 1.0), ttft_limit_ms - first_ms)
     q = queue.mean_ms
-    c = np.stack([t_d, np.ones_like(t), t], axis=-1)  # h = J + Q + c . v
+    c = _hold_weights(t, t_d)
     body = np.sum(load.hold_mean * c, axis=-1)
     hold = JOIN_ITERATIONS * t + q + body
     scv = np.maximum(np.einsum("pi,pij,pj->p", c, load.hold_second, c) / body**2 - 1.0, 0.0)
@@ -273,6 +275,20 @@ def engine_batching_state(load: EngineBatchingWorkload, gpus: ArrayLike, slots_p
         hold_ms=np.where(stable, hold, inf),
         hold_scv=np.where(stable, scv, 0.0),
     )
+
+
+def _operating_point(lam: NDArray, base: NDArray, own: NDArray, dec: NDArray, pre: NDArray, met: NDArray,
+                     work: NDArray) -> tuple[NDArray, NDArray]:
+    """The iteration ``t = (base + o) / (1 - lambda E[D] met - lambda E[P])`` and the head prompt's iteration before its
+    compute, ``t_d = base + lambda E[D] met t`` (module docstring); ``t`` infinite where ``lambda E[D + P] >= 1``."""
+    others = lam * dec * met
+    t = np.where(work < 1.0, (base + own) / np.maximum(1.0 - others - lam * pre, 1e-300), np.inf)
+    return t, base + others * t
+
+
+def _hold_weights(t: NDArray, t_d: NDArray) -> NDArray[np.float64]:
+    """``c`` with a request's hold ``h = J + Q + c . v``, ``v = (m, P, L_out)``: ``(t_d, 1, t)`` per pool."""
+    return np.stack([t_d, np.ones_like(t), t], axis=-1)
 
 
 @dataclass(frozen=True)
@@ -353,7 +369,23 @@ def arrival_shape(gpus: NDArray, pool_arrivals_per_iteration: NDArray) -> NDArra
 def met_share(held: NDArray, slots: NDArray) -> NDArray[np.float64]:
     """The others a held request meets on its GPU, over the time-average held count ``k``: ``(E[K^2] / E[K] - 1) / k``
     (the size-biased count less itself) with ``K`` Poisson cut at the ``s`` slots and of mean ``k`` -- 1 where the cut
-    does not matter (Poisson: PASTA), ``(s - 1) / s`` for a full GPU."""
+    does not matter (Poisson: PASTA), ``(s - 1) / s`` for a full GPU.
+
+    **It falls as k rises.**  Let ``K`` have parameter ``a`` (``P[K = i] ~ a^i / i!``, ``i <= s``), ``N`` be Poisson of
+    mean ``a``, ``H_j = P[N <= j]`` and ``p_j = P[N = j]``.  Then ``E[K(K - 1)] = a^2 H_{s-2} / H_s`` and
+    ``E[K] = a H_{s-1} / H_s``, so the share is ``H_{s-2} H_s / H_{s-1}^2`` and, with ``dH_j / da = -p_j``,
+
+        d log(share) / d log a = -a (r_{s-2} + r_s - 2 r_{s-1}),    r_j = p_j / H_j.
+
+    Substituting ``t = a + u`` in ``H_j = int_a^inf t^j e^-t dt / j!`` gives ``1 / r_j = M(j) = E[(1 + U / a)^j]``,
+    ``U`` exponential of mean 1; ``1 / M`` is convex in ``j`` when ``2 M'^2 >= M M''``, that is when ``L = log(1 + U / a)``
+    has a variance at most its squared mean under the tilted law ``e^(jL) / M(j)``.  That law's density is proportional
+    to ``e^((j + 1) l - a e^l)`` on ``l >= 0``, log-concave, and a log-concave law on ``[0, inf)`` has a coefficient of
+    variation at most 1 (it has an increasing failure rate, hence is new-better-than-used-in-expectation: Barlow and
+    Proschan, *Statistical Theory of Reliability and Life Testing*, 1975).  So ``r`` is convex in ``j``, the share falls
+    as ``a`` rises, and ``k`` rises with ``a`` (``dk / d log a = var K > 0``).  The bisection below puts ``log a`` within
+    1e-16 and the two short cuts return the share's bounds (1, and ``(s - 1) / s`` at ``k >= s``), so the function stays
+    non-increasing in ``k`` to rounding (``tests/test_batching_engine.py``)."""
     k = np.asarray(held, dtype=np.float64)
     s = np.asarray(slots, dtype=np.float64)
     out = np.ones_like(k)
