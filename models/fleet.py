@@ -43,6 +43,8 @@ Constraints (equation numbers refer to this docstring)
     (8) max_pools       sum_j open[j] <= K
   (11), (12), (7')      optional moment-ratio levels (``ratio_levels``, models/fleet_moments.py): the Erlang table
                         as a table in load and R_j = E[S^2]/E[S], a level binary per interval of R_j's grid
+  (13), (14), (15)      the engine batching relaxation's work levels (``data.work_levels``, models/fleet_work_levels.py):
+                        row (3)'s cycle column plus the prefill hold, at the level of the GPU time per GPU
     cost                cost = sum_j price_j n[j]   ($/hour)
 
 Each family is one function below (``add_*``); :func:`build` lists them in
@@ -84,6 +86,7 @@ import pyomo.environ as pyo
 from numpy.typing import NDArray
 from optfleet.models.constraints import COST, start_user_constraints
 from optfleet.models.fleet_moments import RatioLevels, add_ratio_level_rows, ratio_tables, start_ratio_levels
+from optfleet.models.fleet_work_levels import add_work_level_rows, graded_options_of, start_work_levels
 from optfleet.models.fleet_objectives import OBJECTIVES
 from optfleet.models.fleet_routing import ROUTING
 from optfleet.models.linear import weighted
@@ -128,12 +131,15 @@ def service_gpu_bounds(data: FleetMilpData) -> np.ndarray:
 
     ``a_max_j`` is the load of every class pool j can hold (compressed or not) and ``r_j`` the least positive load
     per GPU any floor level allows (``rho_max n_max_j``; under the batching model the least positive level cap,
-    ``FleetMilpData.gpu_caps``).  At that many instances the cap (3) holds for every routing and, being at least
-    the table size ``N_j``, so do the wait rows (7).  A plan never needs more for its own traffic; user
-    constraints may need more (``optfleet.problems.fleet.constraints.gpu_bounds``).
+    ``FleetMilpData.gpu_caps``); with the engine relaxation's work levels (models/fleet_work_levels.py) ``a_max_j``
+    adds the largest prefill hold, so row (15) holds at every level too.  At that many instances the cap (3) holds
+    for every routing and, being at least the table size ``N_j``, so do the wait rows (7).  A plan never needs more
+    for its own traffic; user constraints may need more (``optfleet.problems.fleet.constraints.gpu_bounds``).
     """
     problem = data.problem
     max_load = [max(data.load[:, j][data.fits[:, j]].sum(), 0.0) + data.compressed_load[:, j].sum() for j in range(len(data.pools))]
+    for j in graded_options_of(data):
+        max_load[j] += data.prefill_hold_load[:, j][data.fits[:, j]].sum() + data.compressed_prefill_hold_load[:, j].sum()
     per_gpu = []
     for j, o in enumerate(data.pools):
         caps = data.gpu_caps(j)
@@ -174,6 +180,7 @@ def build(
     goal.route_rows(m)
     add_load_rows(m)
     add_utilisation_cap(m)
+    add_work_level_rows(m)
     if data.prefill_capacity is not None:
         add_mean_tpot_rows(m)
     goal.compress_share_rows(m)
@@ -475,6 +482,7 @@ def warm_start(m: pyo.ConcreteModel, plan: Any) -> None:
         if level is not None:
             m.level[j, level].set_value(1)
     start_ratio_levels(m)
+    start_work_levels(m)
     start_user_constraints(m)
 
 

@@ -25,7 +25,7 @@ from optfleet.queueing import RELATIVE_TOLERANCE
 from optfleet.queueing.batching import (JOIN_ITERATIONS, PREFILL_BINS, QUANTILE, BatchingState, BatchingWorkload, batching_state,
                                         take_rows, workload_moments)
 from optfleet.queueing.batching_engine import (DECODE_LEVELS, GRID_PER_ITERATION, JOIN_POINTS, OFFSET_CELLS, SERVICE_CELLS, EngineBatchingWorkload,
-                                               engine_batching_state, engine_workload_row, tpot_columns)
+                                               engine_batching_state, engine_workload_row, met_share, tpot_columns)
 
 Workload = BatchingWorkload | EngineBatchingWorkload
 from optfleet.queueing.sizing import MAX_GPUS, smallest_feasible
@@ -166,41 +166,73 @@ def cap_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLik
     return ((held + JOIN_ITERATIONS) * config.w_ms + rho_max * config.slots_per_instance * config.h_ms_per_slot * scaled) / 1000.0
 
 
+MET_ROUNDING = 1e-9  # relative: below met_share at the cap, for its bisection and rounding (its docstring)
+
+
+def met_floor(config: PoolConfig, rho_max: float) -> float:
+    """``mu``: the least share of the others' decode work a held request meets in a pool of ``config`` within its
+    occupancy cap, ``met_share(rho_max s (1 + eps))`` less ``MET_ROUNDING`` (``eps`` the occupancy check's tolerance).
+
+    The engine model's operating point takes ``met`` at least ``met_share`` of the held slots without the prefill
+    wait (optfleet/queueing/batching_engine.py, its even update), those are at most the held slots ``y E[h]``, at
+    most ``rho_max s (1 + eps)`` in a pool within its cap, and ``met_share`` falls as the count rises (its docstring).
+    At least ``(s - 1) / s``, its value at a full GPU."""
+    s = float(config.slots_per_instance)
+    return float(met_share(np.array([rho_max * s * (1.0 + RELATIVE_TOLERANCE)]), np.array([s]))[0]) * (1.0 - MET_ROUNDING)
+
+
+def work_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, rho_max: float) -> NDArray[np.float64]:
+    """Under the engine model, per request the seconds ``w_i = (mu D_i + P_i) / 1000`` of GPU time whose rate per GPU,
+    ``q = y E[w]``, is at most the stall ``lambda E[D] met + lambda E[P]`` of the held iteration
+    ``t = (base + o) / (1 - q)`` in a pool within its occupancy cap (``mu`` :func:`met_floor`; ``L_out >= 1``)."""
+    l_in, l_out = np.asarray(l_in, dtype=np.int64), np.maximum(np.asarray(l_out, dtype=np.int64), 1)
+    step = config.step
+    assert step is not None, "the cycle row is the engine model's"
+    return (met_floor(config, rho_max) * step.decode_work_ms(l_in, l_out) + step.prefill_compute_ms(l_in)) / 1000.0
+
+
+def prefill_hold_seconds_per_request(config: PoolConfig, l_in: ArrayLike) -> NDArray[np.float64]:
+    """Under the engine model, per request ``a_i = (m_i base + P_i) / (1 + eps) / 1000`` seconds: the part of its hold
+    the cycle row (:func:`cycle_seconds_per_request`) leaves out, its prefill chunks at ``t_d >= base`` each and its
+    prompt's compute (the relaxation's work levels add it back, models/fleet_work_levels.py)."""
+    step = config.step
+    assert step is not None, "the cycle row is the engine model's"
+    l_in = np.asarray(l_in, dtype=np.int64)
+    return (config.prefill_chunks(l_in) * step.base_ms + step.prefill_compute_ms(l_in)) / (1.0 + RELATIVE_TOLERANCE) / 1000.0
+
+
 def cycle_seconds_per_request(config: PoolConfig, l_in: ArrayLike, l_out: ArrayLike, rho_max: float) -> NDArray[np.float64]:
     """Under the engine model, per request ``i`` the slot-seconds ``c_i`` of a necessary condition every pool within its
-    occupancy cap satisfies, ``lambda_g E[c] <= rho_max s`` per GPU (the fleet MILP's relaxation load, milp_data.py):
+    occupancy cap satisfies, ``y E[c] <= R = rho_max s`` per GPU (the fleet MILP's relaxation load, milp_data.py):
 
-        c_i = ((L_out + 1/2) base + D_i) / (1 + eps) + rho_max s (mu_s D_i + P_i),    mu_s = (1 - eps) (s - 1) / s,
+        c_i = ((L_out + 1/2) base + D_i) / (1 + eps) / 1000 + R w_i,
 
-    ``eps`` the occupancy check's relative tolerance (``meets_slo``), ``L_out >= 1``.
+    ``eps`` the occupancy check's relative tolerance (``meets_slo``), ``L_out >= 1``, ``w_i`` the GPU time of
+    :func:`work_seconds_per_request`.  With ``a_i`` (:func:`prefill_hold_seconds_per_request`) and ``q = y E[w]``
+    (``y`` requests per second per GPU), the sharper condition
 
-    **Proof** (optfleet/queueing/batching_engine.py, per GPU, ``y`` requests per ms).  The held slots are
-    ``y E[h]``, ``h = J + Q + m t_d + P + L_out t`` with the join ``J`` of mean ``t / 2`` and ``Q, m t_d, P >= 0``, so
-    ``E[h] >= (L + 1/2) t``, ``L = E[L_out]``.  The iteration is ``t = (base + o) / (1 - q)``, ``o = E[D] / L``,
-    ``q = y (E[D] met + E[P]) < 1`` (where ``y E[D + P] < 1``, else no pool is stable), ``met`` the share of the
-    others' decode work a held request meets (:func:`~optfleet.queueing.batching_engine.met_share`).  So occupancy
-    within the cap, ``y E[h] <= R = rho_max s (1 + eps)``, gives ``y (L + 1/2) (base + o) <= R (1 - q)``, and with
-    ``(L + 1/2) o >= L o = E[D]``: ``y E[(L_out + 1/2) base + D] + R q <= R``.  Lastly ``met >= (s - 1) / s``: it is
-    1 or ``(s - 1) / s`` where the slot cap does not matter or is reached, else ``F(s-2) F(s) / F(s-1)^2`` (``K``
-    Poisson of parameter ``a`` cut at ``s``, ``F(j) = sum_{i <= j} a^i / i!``), and
-    ``s F(s-2) F(s) >= (s - 1) F(s-1)^2`` reads ``g^2 + (a - s) g - a >= 0`` for ``g = F(s-1) / p_{s-1}``,
-    ``p_j = a^j / j!``; ``g_n = 1 + (n / a) g_{n-1}`` (``n = s - 1``, ``g_0 = 1``, equality at ``s = 1``) and, by
-    induction, ``g_{n-1}`` at least the positive root ``u`` of its quadratic puts ``g_n`` at least
-    ``1 + n u / a``, where the quadratic is ``n (-1 + n / a + u ((a - n)^2 + a) / a^2) >= 0`` (true for ``a <= n``;
-    for ``d = a - n > 0`` it is ``(d^2 + 2a)^2 >= d^2 (d^2 + 4a)``).  ``(1 - eps)`` covers the model's bisection for
-    ``a`` (its ``met`` is within 1e-15 of the exact one).  Dividing by ``1 + eps`` gives the row.
+        y E[c] + (1 - g) y E[a] <= R    for every g >= q                              (the work levels)
+
+    holds too; ``g = 1`` is the row above.
+
+    **Proof** (optfleet/queueing/batching_engine.py, per GPU).  The held slots are ``y E[h]``,
+    ``h = J + Q + m t_d + P + L_out t`` with the join ``J`` of mean ``t / 2``, ``Q >= 0`` and ``t_d >= base``, so
+    ``E[h] >= A + (L + 1/2) t``, ``A = E[m base + P]``, ``L = E[L_out]``.  The iteration is
+    ``t = (base + o) / (1 - q_t)``, ``o = E[D] / L``, ``q_t = y (E[D] met + E[P]) < 1`` (where ``y E[D + P] < 1``, else
+    no pool is stable), ``met`` the share of the others' decode work a held request meets, at least ``mu``
+    (:func:`met_floor`) in a pool within its cap, so ``q_t >= q`` and ``t >= (base + o) / (1 - q)``.  So occupancy within
+    the cap, ``y E[h] <= R (1 + eps)``, gives ``y A + y (L + 1/2)(base + o) / (1 - q) <= R (1 + eps)``; with
+    ``(L + 1/2) o >= L o = E[D]`` and times ``1 - q > 0``: ``y A (1 - q) + y E[(L_out + 1/2) base + D] + R (1 + eps) q
+    <= R (1 + eps)``.  Dividing by ``1 + eps`` and using ``1 - q >= 1 - g`` gives the levels (times 1000: ms).
 
     Against :func:`cap_seconds_per_request` (the held slots at the idle iteration) this charges each request's GPU
-    time ``P + D`` to all the GPU's ``rho_max s`` slots it stalls: the held iteration ``t`` grows as ``1 / (1 - q)``.
+    time ``P + D`` to all the GPU's ``R`` slots it stalls: the held iteration ``t`` grows as ``1 / (1 - q)``.
     """
     l_in, l_out = np.asarray(l_in, dtype=np.int64), np.maximum(np.asarray(l_out, dtype=np.int64), 1)
     step = config.step
     assert step is not None, "the cycle row is the engine model's"
-    s = config.slots_per_instance
-    decode_ms, prefill_ms = step.decode_work_ms(l_in, l_out), step.prefill_compute_ms(l_in)
-    met = (1.0 - RELATIVE_TOLERANCE) * (s - 1) / s
-    held_ms = ((l_out + JOIN_ITERATIONS) * step.base_ms + decode_ms) / (1.0 + RELATIVE_TOLERANCE)
-    return (held_ms + rho_max * s * (met * decode_ms + prefill_ms)) / 1000.0
+    held_ms = ((l_out + JOIN_ITERATIONS) * step.base_ms + step.decode_work_ms(l_in, l_out)) / (1.0 + RELATIVE_TOLERANCE)
+    return held_ms / 1000.0 + rho_max * config.slots_per_instance * work_seconds_per_request(config, l_in, l_out, rho_max)
 
 
 def prefill_floor_ms(config: PoolConfig, l_in: ArrayLike) -> NDArray[np.float64]:

@@ -55,6 +55,7 @@ LEAST_CAPACITY_SHARE = 1e-3
 # most), at about this many instance counts per doubling (the counts between read the rate below them: r(n) rises with n)
 ENGINE_RATE_STEPS = 13
 ENGINE_COUNTS_PER_OCTAVE = 2
+WORK_LEVELS = 20  # the relaxation's work levels per cycle-row option: equal steps of the GPU time per GPU (_cycle_columns)
 TABLE_NAMES_SHOWN = 3  # pool options a table-building progress label names (then "and N more")
 Traffic = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]  # l_in, l_out, weight
 
@@ -190,17 +191,21 @@ def _prefill_floor_relaxation(data: FleetMilpData) -> tuple[FleetMilpData, list[
     return relaxed, [np.zeros((1, o.levels)) for o in relaxed.pools]
 
 
-def _cycle_columns(data: FleetMilpData) -> dict[str, NDArray[np.float64]]:
+def _cycle_columns(data: FleetMilpData) -> dict[str, object]:
     """Under the engine model, the relaxation's load columns: per option, the occupancy row's (the hold at the least
     iterations, :func:`cap_seconds_per_request`) or the cycle row's (:func:`cycle_seconds_per_request`: the hold with
     each request's GPU time stalling the GPU's slots, at least the engine's stability ``lambda_g E[P + D] < 1`` scaled
-    to the cap), whichever is the larger at the option's whole mix.  Each is necessary for every pool meeting the
-    model, so either keeps the bound a bound; empty (no change) under the paper's iteration."""
+    to the cap), whichever is the larger at the option's whole mix, and for the cycle row's options the work levels
+    (``WORK_LEVELS`` equal steps of the GPU time per GPU, models/fleet_work_levels.py), which add back the prefill
+    hold the cycle row leaves out.  Each is necessary for every pool meeting the model, so either keeps the bound a
+    bound; empty (no change) under the paper's iteration."""
     if data.cycle_load is None:
         return {}
     by_cycle = data.cycle_load.sum(axis=0) > data.load.sum(axis=0)
+    grid = np.linspace(0.0, 1.0, WORK_LEVELS + 1)
     return {"load": np.where(by_cycle[None, :], data.cycle_load, data.load),
-            "compressed_load": np.where(by_cycle[None, :], data.compressed_cycle_load, data.compressed_load)}
+            "compressed_load": np.where(by_cycle[None, :], data.compressed_cycle_load, data.compressed_load),
+            "work_levels": tuple(grid if cycle else None for cycle in by_cycle)}
 
 
 JOIN_LEVELS_PER_ITERATION = 4  # the relaxation's floor levels per iteration of the in-GPU time (join_levels)

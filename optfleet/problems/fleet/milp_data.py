@@ -77,7 +77,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from optfleet.errors import NotApplicableError
-from optfleet.problems.fleet.batching_pool import cap_seconds_per_request, cycle_seconds_per_request, floor_threshold_ms, prefill_floor_ms
+from optfleet.problems.fleet.batching_pool import (cap_seconds_per_request, cycle_seconds_per_request, floor_threshold_ms, prefill_floor_ms,
+                                                   prefill_hold_seconds_per_request, work_seconds_per_request)
 from optfleet.problems.fleet.pool_config import PoolConfig
 from optfleet.problems.fleet.problem import FleetProblem, PoolFactory
 from optfleet.queueing import RELATIVE_TOLERANCE, wait_free_gpus
@@ -138,6 +139,15 @@ class FleetMilpData:
     cycle_load: NDArray[np.float64] | None = None  # [k, j] engine batching: lambda sum_{i in k} w_i c_ij (batching_pool.cycle_seconds_per_request)
     compressed_cycle_load: NDArray[np.float64] | None = None  # the same for class k compressed into pool j
     prefill_floor: PrefillFloorLevels | None = None  # engine batching: the relaxation's prefill floor rows (milp_batching.py)
+    # engine batching, the cycle row's parts (batching_pool.cycle_seconds_per_request), [k, j] as cycle_load: the GPU time
+    # lambda sum w_i w_ij and the prefill hold lambda sum w_i a_ij, and the same for class k compressed into pool j
+    work_load: NDArray[np.float64] | None = None
+    compressed_work_load: NDArray[np.float64] | None = None
+    prefill_hold_load: NDArray[np.float64] | None = None
+    compressed_prefill_hold_load: NDArray[np.float64] | None = None
+    # the relaxation's work levels per option (models/fleet_work_levels.py): a grid 0 = g_0 < ... < g_L = 1 of the GPU
+    # time per GPU, or None (the option keeps its single cycle row); None outside the engine relaxation
+    work_levels: tuple[NDArray[np.float64] | None, ...] | None = None
 
     def gpu_caps(self, j: int) -> NDArray[np.float64]:
         """Pool j's load per GPU at each floor level, at every instance count (the wait rows (7) beyond the table and the
@@ -214,8 +224,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
     prefill_load = np.zeros((count, n_pools))
     compressed_prefill_load = np.zeros((count, n_pools))
     engine_batching = batching and long_cfg.charges_prefill
-    cycle_load = np.zeros((count, n_pools))
-    compressed_cycle_load = np.zeros((count, n_pools))
+    cycle_load, compressed_cycle_load = np.zeros((count, n_pools)), np.zeros((count, n_pools))
+    work_load, compressed_work_load = np.zeros((count, n_pools)), np.zeros((count, n_pools))
+    prefill_hold_load, compressed_prefill_hold_load = np.zeros((count, n_pools)), np.zeros((count, n_pools))
     plain_floors_ms, compressed_floors_ms = [], []  # engine batching: per option, prefill_floor_ms of its atoms (and its band's)
 
     compressed_floor_measure = np.zeros((count, n_pools, width))
@@ -240,6 +251,10 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         if engine_batching:
             cycle_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * cycle_seconds_per_request(cfg, mix.l_in, l_out, problem.rho_max),
                                                               minlength=count)
+            work_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * work_seconds_per_request(cfg, mix.l_in, l_out, problem.rho_max),
+                                                             minlength=count)
+            prefill_hold_load[:, j] = problem.rate_rps * np.bincount(class_of, weights=w * prefill_hold_seconds_per_request(cfg, mix.l_in),
+                                                                     minlength=count)
             plain_floors_ms.append(prefill_floor_ms(cfg, mix.l_in))
             compressed_floors_ms.append(None)
         fit_atoms = l_total <= window
@@ -258,6 +273,11 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
                 compressed_cycle_load[:, j] = problem.rate_rps * np.bincount(
                     class_of[band], weights=w[band] * cycle_seconds_per_request(cfg, window - l_out[band], l_out[band], problem.rho_max),
                     minlength=count)
+                compressed_work_load[:, j] = problem.rate_rps * np.bincount(
+                    class_of[band], weights=w[band] * work_seconds_per_request(cfg, window - l_out[band], l_out[band], problem.rho_max),
+                    minlength=count)
+                compressed_prefill_hold_load[:, j] = problem.rate_rps * np.bincount(
+                    class_of[band], weights=w[band] * prefill_hold_seconds_per_request(cfg, window - l_out[band]), minlength=count)
                 compressed_floors_ms[j] = (band, prefill_floor_ms(cfg, window - l_out[band]))
             compressed_second_load[:, j] = problem.rate_rps * np.bincount(class_of[band], weights=w[band] * compressed_s**2, minlength=count)
             compressed_prefill_load[:, j] = problem.rate_rps * np.bincount(
@@ -305,7 +325,9 @@ def prepare_milp_data(problem: FleetProblem, floor_bound: str = "restriction", f
         floor_bound=floor_bound,
         floor_resolution=floor_resolution,
         level_caps=tuple(level_caps(problem, cfg, pool.levels) for cfg, pool in zip(configs, pools, strict=True)) if batching else None,
-        **({"cycle_load": cycle_load, "compressed_cycle_load": compressed_cycle_load,
+        **({"cycle_load": cycle_load, "compressed_cycle_load": compressed_cycle_load, "work_load": work_load,
+            "compressed_work_load": compressed_work_load, "prefill_hold_load": prefill_hold_load,
+            "compressed_prefill_hold_load": compressed_prefill_hold_load,
             "prefill_floor": PrefillFloorLevels.build(problem, configs, class_of, count, plain_floors_ms, compressed_floors_ms)}
            if engine_batching else {}),
         **(_mean_tpot_rows(problem, configs, prefill_load, compressed_prefill_load) if problem.tpot_mean_ms is not None and not batching else {}),
