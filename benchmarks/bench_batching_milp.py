@@ -13,9 +13,10 @@ leaves out: the loaded iteration ``t`` against the idle ``W`` the floor levels c
 iterations against the relaxation's floor ``P99 chunks + 1`` (the rest is the join and the prefill wait).
 
 A third table holds the engine model's instances (``preset: engine``, the batching service model: the Azure 70B,
-LMSYS 8B and Agent-heavy 70B TP4 fleets), whose bound is the relaxation with the cycle row and the prefill floor levels
-(milp_batching.py ``relaxation_data``); its "before" is the relaxation without either (the occupancy row and the
-integer chunk levels with the base step as ``W``).
+LMSYS 8B and Agent-heavy 70B TP4 fleets), whose bound is the relaxation with the cycle row, its work levels
+(models/fleet_work_levels.py) and the prefill floor levels (milp_batching.py ``relaxation_data``); its "before" is the
+relaxation without any of them (the occupancy row and the integer chunk levels with the base step as ``W``), and a
+column gives the bound without the work levels alone.
 
 Writes benchmarks/out/ (benchmarks/results/ with --publish): batching_milp.json|md, batching_milp_gap_parts.json|md and
 batching_milp_engine.json|md.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import optfleet
@@ -60,6 +62,7 @@ def row(name: str) -> dict:
     bound = result.report.bound
     resized = result.relaxation_routing
     before = chunk_level_bound(problem)
+    unleveled = work_level_free_bound(problem) if problem.charges_prefill else None
     return {
         "workload": name, "sweep_cost": swept.cost_per_hour, "sweep_gpus": swept.total_instances, "sweep_seconds": sweep_s,
         "milp_cost": result.evaluation.cost_per_hour, "milp_gpus": result.evaluation.total_instances, "milp_seconds": milp_s,
@@ -68,6 +71,8 @@ def row(name: str) -> dict:
         "sweep_gap": relative_gap(swept.cost_per_hour, bound), "models_solved": len(result.history),
         "passing_models": sum(h["passes_evaluator"] for h in result.history),
         "chunk_level_bound": before, "chunk_level_gap": None if before is None else relative_gap(result.evaluation.cost_per_hour, before),
+        "work_level_free_bound": unleveled,
+        "work_level_free_gap": None if unleveled is None else relative_gap(result.evaluation.cost_per_hour, unleveled),
         "relaxation_routing_cost": None if resized is None else resized.cost_per_hour,
         "relaxation_routing_gap": None if resized is None else relative_gap(resized.cost_per_hour, bound),
         "ttft_parts": [] if resized is None else ttft_parts(problem, resized.plan),
@@ -77,6 +82,15 @@ def row(name: str) -> dict:
 def chunk_level_bound(problem: FleetProblem) -> float | None:
     """The relaxation's bound before the join levels (integer chunk levels, floor ``P99 chunks + 1``): the "before"."""
     data, tables = relaxation_data(prepare_milp_data(problem), with_join=False)
+    model = _build(problem, data, gpu_bounds(data, problem.constraints), data.service_ratio_ms, routing=problem.milp_routing,
+                   max_pools=problem.max_pools, customize=None, wait_tables=tables)
+    return _runner(model, problem.solver, None)(model, time_limit=problem.time_limit_s, mip_gap=problem.mip_gap).bound
+
+
+def work_level_free_bound(problem: FleetProblem) -> float | None:
+    """Under the engine model, the relaxation's bound without the work levels (the cycle row alone)."""
+    data, tables = relaxation_data(prepare_milp_data(problem))
+    data = replace(data, work_levels=None)
     model = _build(problem, data, gpu_bounds(data, problem.constraints), data.service_ratio_ms, routing=problem.milp_routing,
                    max_pools=problem.max_pools, customize=None, wait_tables=tables)
     return _runner(model, problem.solver, None)(model, time_limit=problem.time_limit_s, mip_gap=problem.mip_gap).bound
@@ -144,9 +158,14 @@ def main() -> int:
                "MILP s / sweep s"]
     folder = output_folder(args)
     write_results(folder, "batching_milp", {"rows": rows}, columns, [table_row(r) for r in rows])
-    engine_columns = [*columns[:5], "bound: occupancy row, chunk levels $/h (MILP gap)", "bound: cycle row, prefill floor levels $/h",
-                      *columns[7:]]
-    write_results(folder, "batching_milp_engine", {"rows": engine_rows}, engine_columns, [table_row(r) for r in engine_rows])
+    engine_columns = [*columns[:5], "bound: occupancy row, chunk levels $/h (MILP gap)", "bound: cycle row without work levels $/h (MILP gap)",
+                      "bound: cycle row with work levels, prefill floor levels $/h", *columns[7:]]
+    engine_table = []
+    for r in engine_rows:
+        line = table_row(r)
+        free = "-" if r["work_level_free_bound"] is None else f"{r['work_level_free_bound']:,.2f} ({percent(r['work_level_free_gap'])})"
+        engine_table.append([*line[:6], free, *line[6:]])
+    write_results(folder, "batching_milp_engine", {"rows": engine_rows}, engine_columns, engine_table)
     part_columns = ["workload", "pool", "GPUs", "iteration t ms (idle W)", "in-GPU P99 iterations", "relaxation floor iterations (P99 chunks + 1)",
                     "join + prefill wait iterations", "slot wait P99 ms", "P99 TTFT ms"]
     part_rows = [[r["workload"], f"w{p['window_tokens']}", str(p["instances"]), f"{p['iteration_ms']:.1f} ({p['w_ms']:.0f})",

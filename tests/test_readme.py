@@ -80,7 +80,7 @@ def test_quoted_infeasibility_message_is_real(capsys):
 def test_benchmark_tables_are_quoted_from_the_results_files():
     for name in ("sweep.md", "simulate.md", "milp.md", "milp_moments.md", "heterogeneous.md", "caching_replay.md", "caching_lp.md", "startup.md", "reserved.md",
                  "studies.md", "engine_limits.md", "compress.md", "batching_fleets.md", "batching.md",
-                 "batching_milp.md", "batching_milp_gap_parts.md", "engine.md", "engine_simulated.md", "batching_engine.md", "batching_engine_long_prompts.md", "measured_models.md", "peer_recommend.md"):
+                 "batching_milp.md", "batching_milp_gap_parts.md", "batching_milp_engine.md", "engine.md", "engine_simulated.md", "batching_engine.md", "batching_engine_long_prompts.md", "measured_models.md", "peer_recommend.md"):
         table = [line for line in (REPO / "benchmarks" / "results" / name).read_text().splitlines() if line.startswith("|")]
         assert "\n".join(table) in DOCS_TEXT, f"the docs do not quote benchmarks/results/{name}"
 

@@ -6,7 +6,8 @@ The MILP is solved twice, in the shape of the fleetsim rule's restriction and re
 
 * **The bound: a relaxation, valid for every plan.**  The load of class k in pool option j is its slot-seconds at
   the occupancy cap with no prefill wait (``cap_seconds_per_request``, batching_pool.py; under the engine model the
-  cycle row's where larger, ``cycle_seconds_per_request``: each request's GPU time stalls every slot), so the
+  cycle row's where larger, ``cycle_seconds_per_request``: each request's GPU time stalls every slot, with the work
+  levels of models/fleet_work_levels.py adding back the prompt's own time in its slot), so the
   utilisation cap (3) ``load_j <= rho_max s_j n_j`` holds for every pool meeting the batching SLO; the floor rows (4) are the join
   levels (:func:`join_levels`): level r allows 1 % of a pool's traffic with ``X + J`` (prefill chunks plus the
   uniform join) above ``z_r``, on a grid of ``1 / JOIN_LEVELS_PER_ITERATION`` iteration, and caps the load per

@@ -55,7 +55,8 @@
   each request's slot-seconds at the occupancy cap with no prefill wait
   (``cap_seconds_per_request``, batching_pool.py; under the engine model the
   relaxation takes the cycle row where it is larger, ``cycle_seconds_per_request``:
-  the held iteration grows with the GPU time prompts and decodes take), the floor levels are the
+  the held iteration grows with the GPU time prompts and decodes take, and
+  its work levels, models/fleet_work_levels.py), the floor levels are the
   paper rule's with the idle iteration ``W_j`` as the step, and each level
   has a load cap per GPU (``level_caps``: the no-wait iteration time at that
   level within the SLO).  Every row is necessary for a plan that meets the
