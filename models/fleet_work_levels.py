@@ -33,11 +33,15 @@ plan that meets the model, and its bound is a bound; the grid only decides how m
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyomo.environ as pyo
 
 from optfleet.models.linear import weighted
-from optfleet.problems.fleet.milp_data import FleetMilpData
+
+if TYPE_CHECKING:
+    from optfleet.problems.fleet.milp_data import FleetMilpData
 
 
 def graded_options_of(data: FleetMilpData) -> list[int]:
